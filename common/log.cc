@@ -1,0 +1,46 @@
+#include "common/log.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+
+namespace tally::log {
+namespace {
+
+std::atomic<Sink> g_sink{&stderrSink};
+std::atomic<int> g_level{static_cast<int>(Level::kWarn)};
+
+const char* levelName(Level level) {
+  switch (level) {
+    case Level::kWarn: return "WARN";
+    case Level::kInfo: return "INFO";
+    case Level::kTrace: return "TRACE";
+    default: return "";
+  }
+}
+
+}  // namespace
+
+void setSink(Sink sink, Level max_level) {
+  g_sink.store(sink ? sink : &stderrSink);
+  g_level.store(static_cast<int>(max_level));
+}
+
+void stderrSink(Level level, unsigned long, const char* file, int line, const char* message) {
+  const char* base = std::strrchr(file, '/');
+  std::fprintf(stderr, "tally %s %s:%d %s\n", levelName(level), base ? base + 1 : file, line,
+               message);
+}
+
+bool enabled(Level level) { return static_cast<int>(level) <= g_level.load(std::memory_order_relaxed); }
+
+void write(Level level, unsigned long subsys, const char* file, int line, const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  g_sink.load()(level, subsys, file, line, buf);
+}
+
+}  // namespace tally::log

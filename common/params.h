@@ -1,0 +1,119 @@
+// The one registry of environment variables Tally reads.
+//
+// Every variable is listed once in TALLY_PARAM_LIST with its type, default and documentation.
+// Values are read once into a Params struct, units are parsed ("64K", "10s"), trailing garbage is
+// an error naming the variable. Nothing else in Tally calls getenv: tests pass a MapParamSource.
+// docs/env.md is generated from this list (`tally env --markdown`) and a test keeps them equal.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tally {
+
+enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
+
+// X(type, member, "VARIABLE", "default", "documentation")
+#define TALLY_PARAM_LIST(X)                                                                     \
+  X(kString, socketIfname, "TALLY_SOCKET_IFNAME", "",                                           \
+    "Network interfaces Tally uses, as a comma list of name prefixes; `^` in front excludes "   \
+    "them, `=` in front asks for exact names. Empty: NCCL_SOCKET_IFNAME, then the first "        \
+    "non-loopback interface that is up, then loopback.")                                        \
+  X(kString, ncclSocketIfname, "NCCL_SOCKET_IFNAME", "",                                        \
+    "Read only when TALLY_SOCKET_IFNAME is empty, with the same syntax.")                        \
+  X(kInt, socketNsocks, "TALLY_SOCKET_NSOCKS", "2",                                             \
+    "TCP sockets per point-to-point connection, each with its own helper threads (1 to 16). "   \
+    "Large messages are striped across them.")                                                  \
+  X(kBytes, socketMinStripe, "TALLY_SOCKET_MIN_STRIPE", "64K",                                  \
+    "Smallest piece of a message sent on one socket; smaller messages use one socket.")         \
+  X(kString, reducers, "TALLY_REDUCERS", "",                                                    \
+    "Reducers for CollNet all-reduce, as `host:port,host:port,...`. Empty: CollNet reports "    \
+    "zero devices and NCCL uses its point-to-point algorithms.")                                \
+  X(kBytes, sliceBytes, "TALLY_SLICE_BYTES", "256K",                                            \
+    "Bytes of one slice: an all-reduce buffer is cut into slices spread over the reducers.")    \
+  X(kInt, collWindow, "TALLY_COLL_WINDOW", "16",                                                \
+    "Slices a worker keeps in flight to each reducer; bounds the reducer's memory per "         \
+    "connection to this many slices.")                                                          \
+  X(kInt, collMaxRequests, "TALLY_COLL_MAX_REQUESTS", "64",                                     \
+    "All-reduce calls in flight per CollNet communicator; past it iallreduce returns a NULL "   \
+    "request and NCCL retries.")                                                                \
+  X(kMillis, connectTimeout, "TALLY_CONNECT_TIMEOUT", "120s",                                   \
+    "How long connect waits for a peer, and CollNet connect for every rank and reducer.")       \
+  X(kMillis, timeout, "TALLY_TIMEOUT", "300s",                                                  \
+    "How long a started transfer may make no progress before it fails.")                        \
+  X(kBool, abortOnError, "TALLY_ABORT_ON_ERROR", "0",                                           \
+    "Abort the process at the first error, for a core dump.")
+
+struct ParamInfo {
+  ParamType type;
+  const char* name;
+  const char* default_value;
+  const char* doc;
+};
+
+// All registered parameters, in declaration order.
+const std::vector<ParamInfo>& paramRegistry();
+
+// Where values come from. Thread-compatible.
+class ParamSource {
+ public:
+  virtual ~ParamSource() = default;
+  virtual std::optional<std::string> get(const std::string& name) const = 0;
+};
+
+// The process environment: the only getenv in Tally.
+class EnvParamSource : public ParamSource {
+ public:
+  std::optional<std::string> get(const std::string& name) const override;
+};
+
+// A fixed map, for tests and tools.
+class MapParamSource : public ParamSource {
+ public:
+  MapParamSource() = default;
+  explicit MapParamSource(std::map<std::string, std::string> values) : values_(std::move(values)) {}
+  void set(const std::string& name, const std::string& value) { values_[name] = value; }
+  std::optional<std::string> get(const std::string& name) const override;
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+struct Params {
+#define TALLY_PARAM_MEMBER_kString std::string
+#define TALLY_PARAM_MEMBER_kInt int64_t
+#define TALLY_PARAM_MEMBER_kBytes uint64_t
+#define TALLY_PARAM_MEMBER_kMillis int64_t
+#define TALLY_PARAM_MEMBER_kBool bool
+#define TALLY_PARAM_DECLARE(type, member, name, def, doc) TALLY_PARAM_MEMBER_##type member{};
+  TALLY_PARAM_LIST(TALLY_PARAM_DECLARE)
+#undef TALLY_PARAM_DECLARE
+
+  // (name, value) of each variable the source set, in registry order.
+  std::vector<std::pair<std::string, std::string>> set_by_source;
+
+  // Reads every parameter. On error nothing is written to *out and the Status names the
+  // variable, its value and what was expected.
+  static Status load(const ParamSource& source, Params* out);
+  // Params with every default, for tests.
+  static Params defaults();
+  // Logs one INFO line per variable set by the source ("TALLY_X set by environment to V").
+  void logProvenance() const;
+};
+
+// Parsers, exposed for tests. Each rejects trailing garbage and overflow.
+Status parseInt(const std::string& text, int64_t* out);
+Status parseBytes(const std::string& text, uint64_t* out);    // 123, 64K, 4M, 1G (binary units)
+Status parseMillis(const std::string& text, int64_t* out);    // 250ms, 10s, 2m, plain = ms
+Status parseBool(const std::string& text, bool* out);         // 0/1, true/false, yes/no, on/off
+
+// The Markdown table of every parameter, as in docs/env.md.
+std::string paramsMarkdown();
+
+}  // namespace tally

@@ -1,0 +1,132 @@
+// The transport interface: what Tally's point-to-point net and its reducer protocol need from a
+// network. One folder per backend (tcp/ now; verbs/ and ofi/ later), each made by a factory
+// function such as tcp::createDevice(). Nothing here knows about NCCL.
+//
+// Model
+//   A Device is one network interface. A Listener, made by Device::listen, publishes a
+//   ConnectHandle (opaque bytes, at most kMaxHandleBytes) that a peer passes to Device::connect.
+//   Connection establishment is non-blocking on both sides: PendingConnection::step and
+//   Listener::accept are called again until they produce a Connection.
+//
+//   A Connection is bidirectional and ordered: messages sent with isend on one side match
+//   receives posted with irecv on the other side in posting order. A grouped receive (n > 1)
+//   takes the next n messages; each lands in the buffer of that receive whose tag equals the
+//   message's tag and that is still free. A message longer than its buffer is an error; a shorter
+//   one is fine and its size is reported.
+//
+// Threads
+//   Every method may be called from any thread; a Connection serializes its own state. Requests
+//   are completed by the backend's helper threads; test() and wait() only observe.
+//
+// Errors
+//   A failure on a helper thread (peer reset, garbage, timeout) sticks to the Connection: every
+//   later test(), wait(), isend() and irecv() on it returns that Status.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace tally::transport {
+
+inline constexpr size_t kMaxHandleBytes = 64;
+
+// Opaque connection address written by a Listener. Trivially copyable.
+struct ConnectHandle {
+  uint8_t bytes[kMaxHandleBytes];
+};
+
+enum class MemoryType { kHost = 1, kCuda = 2 };
+
+// A registration of memory with a device. TCP needs none and returns an empty object; the RDMA
+// backends keep their keys here. Valid until destroyed; must outlive requests that use it.
+class MemoryRegion {
+ public:
+  virtual ~MemoryRegion() = default;
+};
+
+// A posted send or receive. Owned by the caller. Destroying a request that is not done is
+// allowed only after its Connection has been closed or destroyed.
+class Request {
+ public:
+  virtual ~Request() = default;
+  // Non-blocking. On success sets *done; once done, sizes[i] (when sizes is non-null) holds the
+  // bytes received into buffer i (one entry for a send: the bytes sent).
+  virtual Status test(bool* done, size_t* sizes) = 0;
+  // Blocks until done, an error, or timeout_ms elapses (then Status kTimeout, request still
+  // pending). timeout_ms < 0 waits without limit; used only where the caller bounds it itself.
+  virtual Status wait(int64_t timeout_ms, size_t* sizes) = 0;
+};
+
+struct DeviceProperties {
+  std::string name;       // interface name, e.g. "eth0"
+  std::string address;    // numeric address the device listens on
+  std::string pci_path;   // sysfs path of the NIC, empty when none
+  int speed_mbps = 0;     // link speed
+  float latency_us = 0;
+  uint64_t guid = 0;
+};
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+
+  // Posts a send of `size` bytes from `data`, which must stay valid until the request is done.
+  // Success with *req == nullptr means no room: too many requests in flight; call again later.
+  virtual Status isend(const void* data, size_t size, int tag, MemoryRegion* mr,
+                       std::unique_ptr<Request>* req) = 0;
+  // Posts a grouped receive of n buffers (1 <= n <= kMaxRecvs). Same no-room contract.
+  virtual Status irecv(int n, void* const* data, const size_t* sizes, const int* tags,
+                       MemoryRegion* const* mrs, std::unique_ptr<Request>* req) = 0;
+  // Registers [data, data+size). Repeated and overlapping registrations are allowed.
+  virtual Status registerMemory(void* data, size_t size, MemoryType type,
+                                std::unique_ptr<MemoryRegion>* mr) = 0;
+  // Stops the helper threads and closes the sockets; pending requests fail with kRemote.
+  // Idempotent; the destructor calls it.
+  virtual void close() = 0;
+  // "10.0.0.2:40112", for log lines.
+  virtual std::string peerName() const = 0;
+};
+
+inline constexpr int kMaxRecvs = 8;
+
+// Resumable connect: call step() until it sets *conn. Never blocks.
+class PendingConnection {
+ public:
+  virtual ~PendingConnection() = default;
+  // Advances one non-blocking step. Success with *conn == nullptr: not finished, call again.
+  // An error is final.
+  virtual Status step(std::unique_ptr<Connection>* conn) = 0;
+};
+
+class Listener {
+ public:
+  virtual ~Listener() = default;
+  virtual const ConnectHandle& handle() const = 0;
+  // Non-blocking. Success with *conn == nullptr: nobody finished connecting yet. May be called
+  // repeatedly to accept many connections (the reducer does); each connect yields one accept.
+  virtual Status accept(std::unique_ptr<Connection>* conn) = 0;
+  // Blocks up to timeout_ms for the next connection; kTimeout when none came.
+  virtual Status acceptWait(int64_t timeout_ms, std::unique_ptr<Connection>* conn) = 0;
+  // "0.0.0.0:5000"
+  virtual std::string address() const = 0;
+};
+
+struct ConnectionOptions {
+  int max_requests = 0;  // in-flight requests per direction; 0 = the backend's default
+  int sockets = 0;       // streams per connection (TCP); 0 = the backend's default
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const DeviceProperties& properties() const = 0;
+  virtual Status listen(std::unique_ptr<Listener>* listener) = 0;
+  virtual Status connect(const ConnectHandle& handle, const ConnectionOptions& options,
+                         std::unique_ptr<PendingConnection>* pending) = 0;
+};
+
+}  // namespace tally::transport
