@@ -14,16 +14,34 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "common/types.h"
 
 namespace tally {
 
 // dst[i] = srcs[0][i] op ... op srcs[nsrcs-1][i] for i < count. nsrcs >= 1.
+// max(a, b) is b only when a < b or b is NaN, and min(a, b) is b only when b < a or b is NaN:
+// NaN wins, and on a tie the earlier input is kept, so max(-0, +0) = -0 and max(+0, -0) = +0
+// (likewise for min). Integer max and min compare as the signed or unsigned type.
+// count == 0 does nothing. A contract violation (nsrcs < 1, a type or op out of range) is logged
+// and leaves dst untouched. Thread-safe: no state beyond the ISA chosen at first use.
 void reduce(DataType type, ReduceOp op, void* dst, const void* const* srcs, int nsrcs,
             size_t count);
 
 // Name of the instruction set the kernels dispatch to on this CPU ("avx512", "avx2", "generic").
 const char* reduceKernelIsa();
+
+// The compiled variants of the loops, for tests and benchmarks that compare them. All give
+// bit-identical results (NaN payloads included); they differ only in speed.
+enum class KernelIsa : uint8_t { kGeneric = 0, kAvx2 = 1, kAvx512 = 2 };
+inline constexpr int kNumKernelIsas = 3;
+
+const char* kernelIsaName(KernelIsa isa);
+// True when `isa` was compiled in and this CPU (and OS) can run it. kGeneric is always true.
+bool kernelIsaSupported(KernelIsa isa);
+// reduce() on a given variant. An unsupported variant is logged and leaves dst untouched.
+void reduceWithIsa(KernelIsa isa, DataType type, ReduceOp op, void* dst, const void* const* srcs,
+                   int nsrcs, size_t count);
 
 }  // namespace tally

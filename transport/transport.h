@@ -49,7 +49,9 @@ class MemoryRegion {
 };
 
 // A posted send or receive. Owned by the caller. Destroying a request that is not done is
-// allowed only after its Connection has been closed or destroyed.
+// allowed only after its Connection has been closed or destroyed. The same holds for its
+// buffers: after a request fails, a helper thread may still be finishing I/O on them until
+// Connection::close() returns.
 class Request {
  public:
   virtual ~Request() = default;

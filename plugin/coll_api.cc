@@ -1,0 +1,268 @@
+#include "plugin/coll_api.h"
+
+#include <climits>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "common/log.h"
+#include "plugin/coll_comm.h"
+#include "plugin/context.h"
+#include "plugin/convert.h"
+#include "plugin/errors.h"
+#include "plugin/logger.h"
+#include "plugin/net_api.h"
+#include "plugin/state.h"
+
+namespace tally::plugin {
+namespace {
+
+Status loadedState(PluginState** out) {
+  *out = PluginState::globalIfLoaded();
+  if (*out == nullptr) return Status::internal("called before a successful init");
+  return Status::ok();
+}
+
+Status checkPointer(const void* p, const char* what) {
+  if (p == nullptr) return Status::internal(std::string(what) + " is NULL");
+  return Status::ok();
+}
+
+Status collCommOf(void* comm, CollComm** out) {
+  TALLY_RETURN_IF_ERROR(checkPointer(comm, "collComm"));
+  auto* c = static_cast<CollComm*>(comm);
+  if (!c->valid()) return Status::internal("not a Tally CollNet comm");
+  *out = c;
+  return Status::ok();
+}
+
+Status checkCollDevice(const PluginState& state, int dev) {
+  if (dev < 0 || dev >= state.collDeviceCount()) {
+    return Status::internal("CollNet device " + std::to_string(dev) + " out of range (" +
+                            std::to_string(state.collDeviceCount()) + " devices)");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+int collSupports(ncclDataType_t type, ncclRedOp_t op) {
+  DataType t;
+  ReduceOp o;
+  return toDataType(type, &t) && toReduceOp(op, &o) ? 1 : 0;
+}
+
+ncclResult_t collInit(void** ctx, uint64_t comm_id, ncclDebugLogger_t logger) {
+  return guard("collInit", [&]() -> Status {
+    installNcclLogger(logger);
+    PluginState* state = nullptr;
+    TALLY_RETURN_IF_ERROR(PluginState::global(&state));
+    if (!state->collEnabled()) {
+      static std::once_flag once;
+      std::call_once(once, [] {
+        TALLY_INFO(log::kInit | log::kColl, "CollNet disabled: TALLY_REDUCERS is not set");
+      });
+    }
+    if (ctx != nullptr) {
+      *ctx = ContextRegistry::instance().create(comm_id, NCCL_NET_TRAFFIC_CLASS_UNDEF,
+                                                /*coll=*/true);
+    }
+    return Status::ok();
+  });
+}
+
+ncclResult_t collDevices(int* ndev) {
+  return guard("collDevices", [&]() -> Status {
+    TALLY_RETURN_IF_ERROR(checkPointer(ndev, "ndev"));
+    PluginState* state = nullptr;
+    TALLY_RETURN_IF_ERROR(loadedState(&state));
+    *ndev = state->collDeviceCount();
+    return Status::ok();
+  });
+}
+
+ncclResult_t collGetProperties(int dev, ncclNetProperties_v11_t* props) {
+  PluginState* state = PluginState::globalIfLoaded();
+  if (state != nullptr && (dev < 0 || dev >= state->collDeviceCount())) {
+    return reportError("collGetProperties", checkCollDevice(*state, dev));
+  }
+  // CollNet device i is net device i: same name, same everything (reference 12.2).
+  return fillProperties("collGetProperties", dev, kMaxCollBytes, props);
+}
+
+ncclResult_t collListen(void* /*ctx*/, int dev, void* handle, void** listen_comm) {
+  return guard("collListen", [&]() -> Status {
+    TALLY_RETURN_IF_ERROR(checkPointer(handle, "handle"));
+    TALLY_RETURN_IF_ERROR(checkPointer(listen_comm, "listenComm"));
+    PluginState* state = nullptr;
+    TALLY_RETURN_IF_ERROR(loadedState(&state));
+    TALLY_RETURN_IF_ERROR(checkCollDevice(*state, dev));
+    unsigned char bytes[NCCL_NET_HANDLE_MAXSIZE] = {};
+    TALLY_RETURN_IF_ERROR(reducer::CollClient::makeHandle(state->collOptions(), bytes));
+    auto comm = std::make_unique<CollListenComm>();
+    comm->dev = dev;
+    std::memcpy(handle, bytes, sizeof(bytes));
+    *listen_comm = comm.release();
+    return Status::ok();
+  });
+}
+
+ncclResult_t collConnect(void* handles[], int nranks, int rank, void* listen_comm,
+                         void** coll_comm) {
+  return guard("collConnect", [&]() -> Status {
+    TALLY_RETURN_IF_ERROR(checkPointer(coll_comm, "collComm"));
+    *coll_comm = nullptr;
+    TALLY_RETURN_IF_ERROR(checkPointer(handles, "handles"));
+    TALLY_RETURN_IF_ERROR(checkPointer(listen_comm, "listenComm"));
+    auto* listener = static_cast<CollListenComm*>(listen_comm);
+    if (listener->magic != kCollListenMagic)
+      return Status::internal("not a Tally CollNet listen comm");
+    if (nranks < 1 || rank < 0 || rank >= nranks) {
+      return Status::internal("rank " + std::to_string(rank) + " of " + std::to_string(nranks));
+    }
+    for (int i = 0; i < nranks; ++i) {
+      if (handles[i] == nullptr)
+        return Status::internal("handle " + std::to_string(i) + " is NULL");
+    }
+    PluginState* state = nullptr;
+    TALLY_RETURN_IF_ERROR(loadedState(&state));
+    std::unique_ptr<CollComm> comm;
+    Status st =
+        CollComm::connect(state->collOptions(), listener->dev, handles, nranks, rank, &comm);
+    if (!st) {
+      // An error is NCCL's sanctioned "no": it falls back to point-to-point.
+      return Status(st.code(),
+                    "declining CollNet, NCCL falls back to point-to-point: " + st.message());
+    }
+    *coll_comm = comm.release();
+    return Status::ok();
+  });
+}
+
+ncclResult_t collReduceSupport(ncclDataType_t type, ncclRedOp_t op, int* supported) {
+  return guard("reduceSupport", [&]() -> Status {
+    TALLY_RETURN_IF_ERROR(checkPointer(supported, "supported"));
+    *supported = collSupports(type, op);
+    return Status::ok();
+  });
+}
+
+ncclResult_t collRegMr(void* coll_comm, void* data, size_t size, int type, void** mhandle) {
+  return guard("collRegMr", [&]() -> Status {
+    TALLY_RETURN_IF_ERROR(checkPointer(mhandle, "mhandle"));
+    CollComm* c = nullptr;
+    TALLY_RETURN_IF_ERROR(collCommOf(coll_comm, &c));
+    if (type != NCCL_PTR_HOST) {
+      return Status::internal("regMr: memory type " + std::to_string(type) +
+                              " was not advertised (ptrSupport is NCCL_PTR_HOST)");
+    }
+    auto mr = std::make_unique<CollMr>();
+    mr->data = data;
+    mr->size = size;
+    *mhandle = mr.release();
+    return Status::ok();
+  });
+}
+
+ncclResult_t collDeregMr(void* /*coll_comm*/, void* mhandle) {
+  return guard("collDeregMr", [&]() -> Status {
+    TALLY_RETURN_IF_ERROR(checkPointer(mhandle, "mhandle"));
+    auto* mr = static_cast<CollMr*>(mhandle);
+    if (mr->magic != kCollMrMagic) return Status::internal("not a Tally CollNet memory handle");
+    mr->magic = 0;
+    delete mr;
+    return Status::ok();
+  });
+}
+
+ncclResult_t collIallreduce(void* coll_comm, void* send, void* recv, size_t count,
+                            ncclDataType_t type, ncclRedOp_t op, void* /*send_mhandle*/,
+                            void* /*recv_mhandle*/, void** request) {
+  return guard("iallreduce", [&]() -> Status {
+    TALLY_RETURN_IF_ERROR(checkPointer(request, "request"));
+    *request = nullptr;
+    CollComm* c = nullptr;
+    TALLY_RETURN_IF_ERROR(collCommOf(coll_comm, &c));
+    DataType t;
+    ReduceOp o;
+    if (!toDataType(type, &t))
+      return Status::internal("iallreduce of unknown type " + std::to_string(type));
+    // ncclAvg and PreMulSum arrive as ncclSum; anything else was never declared supported.
+    if (!toReduceOp(op, &o))
+      return Status::internal("iallreduce with unsupported op " + std::to_string(op));
+    if (count > 0 && (send == nullptr || recv == nullptr)) {
+      return Status::internal("iallreduce with a NULL buffer");
+    }
+    CollReq* req = nullptr;
+    TALLY_RETURN_IF_ERROR(c->iallreduce(send, recv, count, t, o, &req));
+    *request = req;
+    return Status::ok();
+  });
+}
+
+ncclResult_t collIflush(void* /*coll_comm*/, void* /*data*/, int /*size*/, void* /*mhandle*/,
+                        void** request) {
+  return guard("collIflush", [&]() -> Status {
+    TALLY_RETURN_IF_ERROR(checkPointer(request, "request"));
+    *request = nullptr;
+    return Status::ok();
+  });
+}
+
+ncclResult_t collTest(void* request, int* done, int* size) {
+  return guard("collTest", [&]() -> Status {
+    TALLY_RETURN_IF_ERROR(checkPointer(request, "request"));
+    TALLY_RETURN_IF_ERROR(checkPointer(done, "done"));
+    auto* req = static_cast<CollReq*>(request);
+    if (req->magic != kCollRequestMagic || req->owner == nullptr || !req->owner->valid() ||
+        !req->owner->ownsRequest(req)) {
+      return Status::internal("test of an unknown or finished CollNet request");
+    }
+    bool finished = false;
+    size_t bytes = 0;
+    TALLY_RETURN_IF_ERROR(req->owner->test(req, &finished, &bytes));
+    if (finished && size != nullptr) {
+      if (bytes > static_cast<size_t>(INT_MAX)) {
+        return Status::internal("all-reduce of " + std::to_string(bytes) +
+                                " bytes does not fit test()'s int size");
+      }
+      *size = static_cast<int>(bytes);
+    }
+    *done = finished ? 1 : 0;
+    return Status::ok();
+  });
+}
+
+ncclResult_t collCloseColl(void* coll_comm) {
+  return guard("closeColl", [&]() -> Status {
+    if (coll_comm == nullptr) return Status::ok();
+    CollComm* c = nullptr;
+    TALLY_RETURN_IF_ERROR(collCommOf(coll_comm, &c));
+    delete c;
+    return Status::ok();
+  });
+}
+
+ncclResult_t collCloseListen(void* listen_comm) {
+  return guard("collCloseListen", [&]() -> Status {
+    if (listen_comm == nullptr) return Status::ok();
+    auto* listener = static_cast<CollListenComm*>(listen_comm);
+    if (listener->magic != kCollListenMagic)
+      return Status::internal("not a Tally CollNet listen comm");
+    listener->magic = 0;
+    delete listener;
+    return Status::ok();
+  });
+}
+
+ncclResult_t collFinalize(void* ctx) {
+  return guard("collFinalize", [&]() -> Status {
+    if (ctx != nullptr && !ContextRegistry::instance().destroy(ctx)) {
+      TALLY_INFO(log::kInit | log::kColl,
+                 "CollNet finalize of a context init did not create: ignored");
+    }
+    return Status::ok();
+  });
+}
+
+}  // namespace tally::plugin

@@ -1,0 +1,41 @@
+// Version-free entry points of the CollNet plugin, adapted by tables_coll.cc. Same rules as
+// net_api.h: validate, guard (no exception crosses the C ABI), log, map Status to ncclResult_t.
+//
+// Contracts (reference sections 12 and 15):
+//   devices() is the net device count when TALLY_REDUCERS is set, else 0 (CollNet disabled);
+//   CollNet device i mirrors net device i. listen never blocks; connect blocks until the group has
+//   formed (bounded by TALLY_CONNECT_TIMEOUT), and an error declines CollNet (NCCL falls back).
+//   reduceSupport always succeeds. iallreduce returns a NULL request when there is no room.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "plugin/abi/net_v11.h"
+
+namespace tally::plugin {
+
+ncclResult_t collInit(void** ctx, uint64_t comm_id, ncclDebugLogger_t logger);
+ncclResult_t collDevices(int* ndev);
+ncclResult_t collGetProperties(int dev, ncclNetProperties_v11_t* props);
+ncclResult_t collListen(void* ctx, int dev, void* handle, void** listen_comm);
+ncclResult_t collConnect(void* handles[], int nranks, int rank, void* listen_comm,
+                         void** coll_comm);
+ncclResult_t collReduceSupport(ncclDataType_t type, ncclRedOp_t op, int* supported);
+ncclResult_t collRegMr(void* coll_comm, void* data, size_t size, int type, void** mhandle);
+ncclResult_t collDeregMr(void* coll_comm, void* mhandle);
+ncclResult_t collIallreduce(void* coll_comm, void* send, void* recv, size_t count,
+                            ncclDataType_t type, ncclRedOp_t op, void* send_mhandle,
+                            void* recv_mhandle, void** request);
+// Host memory needs no flush: always a NULL request.
+ncclResult_t collIflush(void* coll_comm, void* data, int size, void* mhandle, void** request);
+// size may be NULL; once done it gets count x element size.
+ncclResult_t collTest(void* request, int* done, int* size);
+ncclResult_t collCloseColl(void* coll_comm);
+ncclResult_t collCloseListen(void* listen_comm);
+ncclResult_t collFinalize(void* ctx);
+
+// The support answer, separate for tests: 1 for the 12 types x Sum, Prod, Max, Min.
+int collSupports(ncclDataType_t type, ncclRedOp_t op);
+
+}  // namespace tally::plugin

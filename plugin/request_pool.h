@@ -1,0 +1,62 @@
+// A fixed set of request slots. NCCL bounds the requests in flight per comm
+// (NCCL_NET_MAX_REQUESTS, times maxRecvs on the send side), so a comm allocates its slots once and
+// the data path never allocates one. acquire() returning nullptr is the "no room" case: the entry
+// point then answers success with a NULL request and NCCL retries.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace tally::plugin {
+
+// T must be default-constructible; a released slot is reset to T{}.
+// Thread-safe: acquire and release may be called from any thread.
+template <typename T>
+class RequestPool {
+ public:
+  explicit RequestPool(size_t capacity) : slots_(new T[capacity]), capacity_(capacity) {
+    free_.reserve(capacity);
+    for (size_t i = capacity; i > 0; --i) free_.push_back(&slots_[i - 1]);
+  }
+  RequestPool(const RequestPool&) = delete;
+  RequestPool& operator=(const RequestPool&) = delete;
+
+  // A free slot, or nullptr when all are in use.
+  T* acquire() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_.empty()) return nullptr;
+    T* slot = free_.back();
+    free_.pop_back();
+    return slot;
+  }
+
+  // Returns `slot` (from acquire) to the pool. Resets it outside the lock so that destroying a
+  // transport request never runs under the pool mutex.
+  void release(T* slot) {
+    *slot = T{};
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(slot);
+  }
+
+  // True when `p` is one of this pool's slots (in use or not).
+  bool owns(const void* p) const {
+    auto* t = static_cast<const T*>(p);
+    return t >= slots_.get() && t < slots_.get() + capacity_;
+  }
+
+  size_t capacity() const { return capacity_; }
+  size_t inUse() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return capacity_ - free_.size();
+  }
+
+ private:
+  std::unique_ptr<T[]> slots_;
+  size_t capacity_;
+  mutable std::mutex mu_;
+  std::vector<T*> free_;
+};
+
+}  // namespace tally::plugin

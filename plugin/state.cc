@@ -1,0 +1,139 @@
+#include "plugin/state.h"
+
+#include <atomic>
+#include <utility>
+
+#include "common/log.h"
+#include "plugin/errors.h"
+
+namespace tally::plugin {
+namespace {
+
+struct GlobalSlot {
+  std::mutex mu;
+  std::unique_ptr<PluginState> state;
+  Status failure;  // sticky load failure
+  std::atomic<PluginState*> ready{nullptr};
+};
+
+GlobalSlot& globalSlot() {
+  static GlobalSlot slot;
+  return slot;
+}
+
+}  // namespace
+
+std::vector<std::string> splitList(const std::string& text) {
+  std::vector<std::string> out;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(begin, end - begin);
+    size_t b = item.find_first_not_of(" \t");
+    size_t e = item.find_last_not_of(" \t");
+    if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
+    begin = end + 1;
+  }
+  return out;
+}
+
+PluginState::PluginState(Params params, std::vector<std::shared_ptr<transport::Device>> devices)
+    : params_(std::move(params)), devices_(std::move(devices)) {
+  tcp_options_.sockets = static_cast<int>(params_.socketNsocks);
+  tcp_options_.min_stripe = params_.socketMinStripe;
+  tcp_options_.max_requests = kMaxSendRequests;
+  tcp_options_.connect_timeout_ms = params_.connectTimeout;
+
+  coll_options_.reducers = splitList(params_.reducers);
+  coll_options_.slice_bytes = params_.sliceBytes;
+  coll_options_.window = static_cast<int>(params_.collWindow);
+  coll_options_.max_requests = static_cast<int>(params_.collMaxRequests);
+  coll_options_.connect_timeout_ms = params_.connectTimeout;
+  coll_options_.timeout_ms = params_.timeout;
+}
+
+Status PluginState::create(const Params& params, std::unique_ptr<PluginState>* out) {
+  if (params.socketNsocks < 1 || params.socketNsocks > 16) {
+    return Status::invalidUsage("TALLY_SOCKET_NSOCKS=" + std::to_string(params.socketNsocks) +
+                                " is not valid: expected 1 to 16");
+  }
+  if (params.collMaxRequests < 1 || params.collMaxRequests > 1 << 16) {
+    return Status::invalidUsage(
+        "TALLY_COLL_MAX_REQUESTS=" + std::to_string(params.collMaxRequests) +
+        " is not valid: expected 1 to 65536");
+  }
+  if (params.collWindow < 1) {
+    return Status::invalidUsage("TALLY_COLL_WINDOW=" + std::to_string(params.collWindow) +
+                                " is not valid: expected at least 1");
+  }
+  const bool from_tally = !params.socketIfname.empty();
+  const std::string& spec = from_tally ? params.socketIfname : params.ncclSocketIfname;
+  std::vector<transport::tcp::Interface> interfaces;
+  Status st = transport::tcp::findInterfaces(spec, &interfaces);
+  if (!st) {
+    const char* var = from_tally
+                          ? "TALLY_SOCKET_IFNAME"
+                          : (spec.empty() ? "(default interface choice)" : "NCCL_SOCKET_IFNAME");
+    return Status(st.code(), std::string(var) + ": " + st.message());
+  }
+  auto state =
+      std::make_unique<PluginState>(params, std::vector<std::shared_ptr<transport::Device>>{});
+  for (const transport::tcp::Interface& iface : interfaces) {
+    std::shared_ptr<transport::Device> device;
+    TALLY_RETURN_IF_ERROR(transport::tcp::createDevice(iface, state->tcp_options_, &device));
+    TALLY_INFO(log::kInit | log::kNet, "device %zu: %s address %s", state->devices_.size(),
+               iface.name.c_str(), iface.address.c_str());
+    state->devices_.push_back(std::move(device));
+  }
+  *out = std::move(state);
+  return Status::ok();
+}
+
+transport::Device* PluginState::device(int dev) const {
+  if (dev < 0 || dev >= netDeviceCount()) return nullptr;
+  return devices_[static_cast<size_t>(dev)].get();
+}
+
+transport::ConnectionOptions PluginState::connectionOptions() const {
+  transport::ConnectionOptions options;
+  options.max_requests = kMaxSendRequests;
+  options.sockets = tcp_options_.sockets;
+  return options;
+}
+
+Status PluginState::global(PluginState** out) {
+  GlobalSlot& slot = globalSlot();
+  std::lock_guard<std::mutex> lock(slot.mu);
+  if (!slot.state && slot.failure.isOk()) {
+    Params params;
+    Status st = Params::load(EnvParamSource(), &params);
+    if (st) {
+      params.logProvenance();
+      setAbortOnError(params.abortOnError);
+      std::unique_ptr<PluginState> state;
+      st = create(params, &state);
+      if (st) slot.state = std::move(state);
+    }
+    if (!st) slot.failure = st;
+    if (slot.state) slot.ready.store(slot.state.get());
+  }
+  if (!slot.state) return slot.failure;
+  *out = slot.state.get();
+  return Status::ok();
+}
+
+bool PluginState::installGlobal(std::unique_ptr<PluginState> state) {
+  GlobalSlot& slot = globalSlot();
+  std::lock_guard<std::mutex> lock(slot.mu);
+  if (slot.state) return false;
+  slot.failure = Status::ok();
+  setAbortOnError(state->params().abortOnError);
+  slot.state = std::move(state);
+  slot.ready.store(slot.state.get());
+  return true;
+}
+
+PluginState* PluginState::globalIfLoaded() { return globalSlot().ready.load(); }
+
+}  // namespace tally::plugin

@@ -1,0 +1,183 @@
+// The exported ncclNet tables, v8 to v11 (STYLE 2, layer a). One adapter per signature change,
+// named for the version that introduced it and reused by later tables; slots whose signature
+// never changed point straight at the version-free entry points in net_api.h.
+//
+// Each table is defined with the single-declaration form `extern "C" TALLY_EXPORT const T x = …;`:
+// in C++ a namespace-scope const object otherwise has internal linkage and nothing is exported
+// (reference section 10).
+#include <climits>
+
+#include "plugin/abi/abi.h"
+#include "plugin/export.h"
+#include "plugin/limits.h"
+#include "plugin/net_api.h"
+#include "plugin/props_convert.h"
+
+namespace tally::plugin {
+namespace {
+
+constexpr const char* kPluginName = "Tally";
+
+// v8 (and v9): init(logger); NCCL calls it once per process.
+ncclResult_t initV8(ncclDebugLogger_t logger) { return netInit(nullptr, 0, nullptr, logger); }
+// v10: init gains the profiler callback (Tally emits no profiler events).
+ncclResult_t initV10(ncclDebugLogger_t logger, ncclProfilerCallback_t /*prof*/) {
+  return netInit(nullptr, 0, nullptr, logger);
+}
+// v11: init per communicator, returning a ctx.
+ncclResult_t initV11(void** ctx, uint64_t comm_id, ncclNetCommConfig_v11_t* config,
+                     ncclDebugLogger_t logger, ncclProfilerCallback_t /*prof*/) {
+  if (ctx == nullptr) return ncclInternalError;
+  return netInit(ctx, comm_id, config, logger);
+}
+
+// v8 to v10: listen without ctx.
+ncclResult_t listenV8(int dev, void* handle, void** listen_comm) {
+  return netListen(nullptr, dev, handle, listen_comm);
+}
+
+// v8, v9: connect(dev, handle, ...).
+ncclResult_t connectV8(int dev, void* handle, void** send_comm,
+                       ncclNetDeviceHandle_v8_t** send_dev_comm) {
+  return netConnect(nullptr, dev, handle, send_comm, send_dev_comm);
+}
+// v10: connect gains the comm config (moved to init in v11).
+ncclResult_t connectV10(int dev, ncclNetCommConfig_v10_t* /*config*/, void* handle,
+                        void** send_comm, ncclNetDeviceHandle_v10_t** send_dev_comm) {
+  return netConnect(nullptr, dev, handle, send_comm, send_dev_comm);
+}
+
+// v8: int sizes.
+ncclResult_t isendV8(void* send_comm, void* data, int size, int tag, void* mhandle,
+                     void** request) {
+  if (size < 0) return ncclInternalError;
+  return netIsend(send_comm, data, static_cast<size_t>(size), tag, mhandle, request);
+}
+ncclResult_t irecvV8(void* recv_comm, int n, void** data, int* sizes, int* tags, void** mhandles,
+                     void** request) {
+  if (sizes == nullptr || n < 1 || n > kMaxRecvs) return ncclInternalError;
+  size_t wide[kMaxRecvs];
+  for (int i = 0; i < n; ++i) {
+    if (sizes[i] < 0) return ncclInternalError;
+    wide[i] = static_cast<size_t>(sizes[i]);
+  }
+  return netIrecv(recv_comm, n, data, wide, tags, mhandles, request);
+}
+
+// v9: size_t sizes.
+ncclResult_t isendV9(void* send_comm, void* data, size_t size, int tag, void* mhandle,
+                     void** request) {
+  return netIsend(send_comm, data, size, tag, mhandle, request);
+}
+ncclResult_t irecvV9(void* recv_comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                     void** request) {
+  return netIrecv(recv_comm, n, data, sizes, tags, mhandles, request);
+}
+
+// v10: profiler handles (ignored).
+ncclResult_t isendV10(void* send_comm, void* data, size_t size, int tag, void* mhandle,
+                      void* /*phandle*/, void** request) {
+  return netIsend(send_comm, data, size, tag, mhandle, request);
+}
+ncclResult_t irecvV10(void* recv_comm, int n, void** data, size_t* sizes, int* tags,
+                      void** mhandles, void** /*phandles*/, void** request) {
+  return netIrecv(recv_comm, n, data, sizes, tags, mhandles, request);
+}
+
+}  // namespace
+}  // namespace tally::plugin
+
+namespace tp = tally::plugin;
+
+extern "C" TALLY_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
+    .name = tp::kPluginName,
+    .init = tp::initV8,
+    .devices = tp::netDevices,
+    .getProperties = tp::getPropertiesV8<tp::netGetProperties>,
+    .listen = tp::listenV8,
+    .connect = tp::connectV8,
+    .accept = tp::netAccept,
+    .regMr = tp::netRegMr,
+    .regMrDmaBuf = nullptr,  // NCCL_PTR_DMABUF is not advertised
+    .deregMr = tp::netDeregMr,
+    .isend = tp::isendV8,
+    .irecv = tp::irecvV8,
+    .iflush = tp::netIflush,
+    .test = tp::netTest,
+    .closeSend = tp::netCloseSend,
+    .closeRecv = tp::netCloseRecv,
+    .closeListen = tp::netCloseListen,
+    .getDeviceMr = nullptr,
+    .irecvConsumed = nullptr,
+};
+
+extern "C" TALLY_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
+    .name = tp::kPluginName,
+    .init = tp::initV8,
+    .devices = tp::netDevices,
+    .getProperties = tp::getPropertiesV9<tp::netGetProperties>,
+    .listen = tp::listenV8,
+    .connect = tp::connectV8,
+    .accept = tp::netAccept,
+    .regMr = tp::netRegMr,
+    .regMrDmaBuf = nullptr,
+    .deregMr = tp::netDeregMr,
+    .isend = tp::isendV9,
+    .irecv = tp::irecvV9,
+    .iflush = tp::netIflush,
+    .test = tp::netTest,
+    .closeSend = tp::netCloseSend,
+    .closeRecv = tp::netCloseRecv,
+    .closeListen = tp::netCloseListen,
+    .getDeviceMr = nullptr,
+    .irecvConsumed = nullptr,
+    .makeVDevice = nullptr,
+};
+
+extern "C" TALLY_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
+    .name = tp::kPluginName,
+    .init = tp::initV10,
+    .devices = tp::netDevices,
+    .getProperties = tp::getPropertiesV9<tp::netGetProperties>,  // v10 layout = v9
+    .listen = tp::listenV8,
+    .connect = tp::connectV10,
+    .accept = tp::netAccept,
+    .regMr = tp::netRegMr,
+    .regMrDmaBuf = nullptr,
+    .deregMr = tp::netDeregMr,
+    .isend = tp::isendV10,
+    .irecv = tp::irecvV10,
+    .iflush = tp::netIflush,
+    .test = tp::netTest,
+    .closeSend = tp::netCloseSend,
+    .closeRecv = tp::netCloseRecv,
+    .closeListen = tp::netCloseListen,
+    .getDeviceMr = nullptr,
+    .irecvConsumed = nullptr,
+    .makeVDevice = nullptr,
+};
+
+extern "C" TALLY_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
+    .name = tp::kPluginName,
+    .init = tp::initV11,
+    .devices = tp::netDevices,
+    .getProperties = tp::netGetProperties,
+    .listen = tp::netListen,
+    .connect = tp::netConnect,
+    .accept = tp::netAccept,
+    .regMr = tp::netRegMr,
+    .regMrDmaBuf = nullptr,
+    .deregMr = tp::netDeregMr,
+    .isend = tp::isendV10,
+    .irecv = tp::irecvV10,
+    .iflush = tp::netIflush,
+    .test = tp::netTest,
+    .closeSend = tp::netCloseSend,
+    .closeRecv = tp::netCloseRecv,
+    .closeListen = tp::netCloseListen,
+    .getDeviceMr = nullptr,
+    .irecvConsumed = nullptr,
+    .makeVDevice = nullptr,
+    .finalize = tp::netFinalize,
+    .setNetAttr = tp::netSetNetAttr,
+};

@@ -1,0 +1,397 @@
+// CollClient: handles, connect (Hello/Ready with every reducer), iallreduce, close.
+#include "reducer/coll_client.h"
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "common/log.h"
+#include "reducer/coll_client_impl.h"
+#include "transport/tcp/tcp.h"
+
+namespace tally::reducer {
+namespace {
+
+using client::CollClientImpl;
+using client::Link;
+using Clock = std::chrono::steady_clock;
+
+// Handle layout (little-endian): magic u32 | version u16 | reserved u16 | comm id (hi u64, lo u64)
+// | config digest u64 | nreducers u32 | zeros up to kCollHandleBytes.
+constexpr uint32_t kHandleMagic = 0x48594c54;  // "TLYH"
+constexpr uint16_t kHandleVersion = 1;
+constexpr size_t kHandleUsedBytes = 4 + 2 + 2 + 16 + 8 + 4;
+static_assert(kHandleUsedBytes <= kCollHandleBytes);
+
+struct HandleInfo {
+  wire::CommId comm;
+  uint64_t digest = 0;
+  uint32_t nreducers = 0;
+};
+
+void putLe(uint8_t* p, uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint64_t getLe(const uint8_t* p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+// FNV-1a over what every rank must agree on: the reducer list (in order) and the slice size.
+uint64_t configDigest(const CollOptions& o) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](const void* data, size_t n) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    for (size_t i = 0; i < n; ++i) {
+      h ^= p[i];
+      h *= 0x100000001b3ull;
+    }
+  };
+  for (const std::string& r : o.reducers) {
+    mix(r.data(), r.size());
+    mix(",", 1);
+  }
+  uint8_t slice[8];
+  putLe(slice, o.slice_bytes, 8);
+  mix(slice, sizeof(slice));
+  return h;
+}
+
+Status randomCommId(wire::CommId* out) {
+  uint8_t bytes[16];
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    got += static_cast<size_t>(n);
+  }
+  if (got < sizeof(bytes)) {  // no getrandom (old kernel, seccomp): the C++ library's source
+    std::random_device rd;
+    for (auto& b : bytes) b = static_cast<uint8_t>(rd());
+  }
+  out->hi = getLe(bytes, 8);
+  out->lo = getLe(bytes + 8, 8);
+  return Status::ok();
+}
+
+Status validateOptions(const CollOptions& o) {
+  if (o.reducers.empty()) return Status::invalidUsage("TALLY_REDUCERS is empty");
+  if (o.reducers.size() > wire::kMaxReducers) {
+    return Status::invalidUsage("TALLY_REDUCERS lists " + std::to_string(o.reducers.size()) +
+                                " reducers, at most " + std::to_string(wire::kMaxReducers));
+  }
+  if (o.slice_bytes < 1 || o.slice_bytes > wire::kMaxSliceBytes) {
+    return Status::invalidUsage("TALLY_SLICE_BYTES must be 1 to " +
+                                std::to_string(wire::kMaxSliceBytes) + ", not " +
+                                std::to_string(o.slice_bytes));
+  }
+  if (o.window < 1 || o.window > static_cast<int>(wire::kMaxWindow)) {
+    return Status::invalidUsage("TALLY_COLL_WINDOW must be 1 to " +
+                                std::to_string(wire::kMaxWindow) + ", not " +
+                                std::to_string(o.window));
+  }
+  if (o.max_requests < 1) {
+    return Status::invalidUsage("TALLY_COLL_MAX_REQUESTS must be at least 1, not " +
+                                std::to_string(o.max_requests));
+  }
+  return Status::ok();
+}
+
+Status decodeHandle(const void* handle, int rank, HandleInfo* out) {
+  if (handle == nullptr)
+    return Status::internal("rank " + std::to_string(rank) + "'s handle is null");
+  const auto* p = static_cast<const uint8_t*>(handle);
+  if (getLe(p, 4) != kHandleMagic || getLe(p + 4, 2) != kHandleVersion) {
+    return Status::invalidUsage("rank " + std::to_string(rank) +
+                                "'s CollNet handle is not from this version of Tally");
+  }
+  HandleInfo h;
+  h.comm.hi = getLe(p + 8, 8);
+  h.comm.lo = getLe(p + 16, 8);
+  h.digest = getLe(p + 24, 8);
+  h.nreducers = static_cast<uint32_t>(getLe(p + 32, 4));
+  *out = h;
+  return Status::ok();
+}
+
+int64_t msLeft(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return std::max<int64_t>(0, left.count());
+}
+
+// Waits for `req` until the deadline.
+Status waitUntil(transport::Request* req, Clock::time_point deadline, size_t* sizes,
+                 const std::string& what) {
+  Status st = req->wait(msLeft(deadline), sizes);
+  if (st.code() == StatusCode::kTimeout) return Status::timeout(what);
+  return st;
+}
+
+// Connects to one reducer, retrying until the deadline (it may not be up yet).
+Status connectReducer(const std::string& address, Clock::time_point deadline,
+                      std::unique_ptr<transport::Connection>* out) {
+  Status last;
+  for (;;) {
+    transport::tcp::TcpOptions tcp;
+    tcp.connect_timeout_ms = std::max<int64_t>(1, msLeft(deadline));
+    last = transport::tcp::connectBlocking(address, tcp, transport::ConnectionOptions{}, out);
+    if (last.isOk()) return last;
+    if (last.code() == StatusCode::kInvalidUsage) return last;  // a bad address: no point retrying
+    if (Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::min<int64_t>(100, msLeft(deadline))));
+  }
+  return Status::timeout("could not connect to reducer " + address + ": " + last.toString());
+}
+
+// Receives the reducer's answer to Hello: Ready (its window), Reject or Error.
+Status awaitReady(transport::Connection* conn, const std::string& address, int rank,
+                  Clock::time_point deadline, int* window) {
+  std::array<uint8_t, wire::kMaxHeaderBytes> buf;
+  void* data = buf.data();
+  size_t size = buf.size();
+  int tag = wire::kTagHeader;
+  transport::MemoryRegion* mr = nullptr;
+  std::unique_ptr<transport::Request> req;
+  TALLY_RETURN_IF_ERROR(conn->irecv(1, &data, &size, &tag, &mr, &req));
+  if (!req) return Status::internal("transport had no room for the Ready receive");
+  size_t got = 0;
+  Status st = waitUntil(req.get(), deadline, &got,
+                        "reducer " + address + " did not report all ranks joined in time");
+  if (!st.isOk()) {
+    conn->close();  // the pending receive must not outlive an open connection
+    return st;
+  }
+  wire::MsgType type;
+  TALLY_RETURN_IF_ERROR(wire::peekType(buf.data(), got, &type));
+  if (type == wire::MsgType::kReady) {
+    wire::Ready ready;
+    TALLY_RETURN_IF_ERROR(wire::decodeReady(buf.data(), got, &ready));
+    *window = static_cast<int>(ready.window);
+    return Status::ok();
+  }
+  wire::Reason reason;
+  if (type == wire::MsgType::kReject) {
+    TALLY_RETURN_IF_ERROR(wire::decodeReject(buf.data(), got, &reason));
+    return Status::invalidUsage("reducer " + address + " rejected rank " + std::to_string(rank) +
+                                ": " + reason.text);
+  }
+  if (type == wire::MsgType::kError) {
+    TALLY_RETURN_IF_ERROR(wire::decodeError(buf.data(), got, &reason));
+    return Status::remote("reducer " + address + ": " + reason.text);
+  }
+  return Status::remote("reducer " + address + " answered Hello with " + wire::msgTypeName(type));
+}
+
+}  // namespace
+
+Status CollClient::makeHandle(const CollOptions& options, void* out) {
+  if (out == nullptr) return Status::internal("makeHandle: null output");
+  TALLY_RETURN_IF_ERROR(validateOptions(options));
+  wire::CommId id;
+  TALLY_RETURN_IF_ERROR(randomCommId(&id));
+  uint8_t h[kCollHandleBytes] = {};
+  putLe(h, kHandleMagic, 4);
+  putLe(h + 4, kHandleVersion, 2);
+  putLe(h + 8, id.hi, 8);
+  putLe(h + 16, id.lo, 8);
+  putLe(h + 24, configDigest(options), 8);
+  putLe(h + 32, options.reducers.size(), 4);
+  std::memcpy(out, h, sizeof(h));
+  return Status::ok();
+}
+
+Status CollClient::connect(const CollOptions& options, const void* const* handles, int nranks,
+                           int rank, std::unique_ptr<CollClient>* out) {
+  TALLY_RETURN_IF_ERROR(validateOptions(options));
+  if (handles == nullptr || nranks < 1 || nranks > static_cast<int>(wire::kMaxRanks) || rank < 0 ||
+      rank >= nranks) {
+    return Status::internal("CollNet connect: rank " + std::to_string(rank) + " of " +
+                            std::to_string(nranks));
+  }
+  std::vector<HandleInfo> infos(nranks);
+  for (int i = 0; i < nranks; ++i) TALLY_RETURN_IF_ERROR(decodeHandle(handles[i], i, &infos[i]));
+  for (int i = 1; i < nranks; ++i) {
+    if (infos[i].digest != infos[0].digest || infos[i].nreducers != infos[0].nreducers) {
+      return Status::invalidUsage("rank " + std::to_string(i) +
+                                  " has a different TALLY_REDUCERS or TALLY_SLICE_BYTES than "
+                                  "rank 0 (" +
+                                  std::to_string(infos[i].nreducers) + " vs " +
+                                  std::to_string(infos[0].nreducers) + " reducers)");
+    }
+  }
+  if (configDigest(options) != infos[0].digest) {
+    return Status::invalidUsage("rank " + std::to_string(rank) +
+                                " (this rank) has a different TALLY_REDUCERS or "
+                                "TALLY_SLICE_BYTES than its handle or rank 0");
+  }
+  const wire::CommId comm = infos[0].comm;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(options.connect_timeout_ms);
+  const size_t nred = options.reducers.size();
+
+  // Connect to every reducer and say Hello to all before waiting for any Ready: a reducer
+  // answers only once every rank has joined, and other ranks may be slower.
+  std::vector<std::unique_ptr<transport::Connection>> conns(nred);
+  auto closeAll = [&conns] {
+    for (auto& c : conns) {
+      if (c) c->close();
+    }
+  };
+  for (size_t r = 0; r < nred; ++r) {
+    Status st = connectReducer(options.reducers[r], deadline, &conns[r]);
+    if (st.isOk()) {
+      wire::Hello hello;
+      hello.comm = comm;
+      hello.rank = static_cast<uint32_t>(rank);
+      hello.nranks = static_cast<uint32_t>(nranks);
+      hello.reducer_index = static_cast<uint32_t>(r);
+      hello.nreducers = static_cast<uint32_t>(nred);
+      hello.slice_bytes = options.slice_bytes;
+      hello.window = static_cast<uint32_t>(options.window);
+      const wire::Frame frame = wire::encodeHello(hello);
+      std::unique_ptr<transport::Request> req;
+      st = conns[r]->isend(frame.data(), frame.size, wire::kTagHeader, nullptr, &req);
+      if (st.isOk() && !req) st = Status::internal("transport had no room for Hello");
+      if (st.isOk()) {
+        st = waitUntil(req.get(), deadline, nullptr,
+                       "sending Hello to reducer " + options.reducers[r] + " timed out");
+      }
+      if (!st.isOk()) conns[r]->close();
+    }
+    if (!st.isOk()) {
+      closeAll();
+      TALLY_WARN("CollNet rank %d: %s", rank, st.toString().c_str());
+      return st;
+    }
+  }
+  std::vector<int> windows(nred, options.window);
+  for (size_t r = 0; r < nred; ++r) {
+    Status st = awaitReady(conns[r].get(), options.reducers[r], rank, deadline, &windows[r]);
+    if (!st.isOk()) {
+      closeAll();
+      TALLY_WARN("CollNet rank %d: %s", rank, st.toString().c_str());
+      return st;
+    }
+  }
+  auto impl = std::make_unique<CollClientImpl>(options, rank, nranks);
+  for (size_t r = 0; r < nred; ++r) {
+    const int window = std::min(options.window, windows[r]);
+    impl->addLink(std::make_unique<Link>(impl.get(), options.reducers[r], std::move(conns[r]),
+                                         window, options.timeout_ms));
+  }
+  impl->start();
+  TALLY_INFO(log::kColl, "CollNet rank %d of %d joined communicator %s on %zu reducers", rank,
+             nranks, comm.toString().c_str(), nred);
+  *out = std::move(impl);
+  return Status::ok();
+}
+
+namespace client {
+
+Status Request::test(bool* done, size_t* bytes) {
+  if (done == nullptr) return Status::internal("CollRequest::test: null done");
+  if (call_ == nullptr || call_->remaining.load(std::memory_order_acquire) == 0) {
+    *done = true;
+    if (bytes) *bytes = bytes_;
+    return Status::ok();
+  }
+  if (call_->shared->failed.load(std::memory_order_acquire)) return call_->shared->errorStatus();
+  *done = false;
+  return Status::ok();
+}
+
+CollClientImpl::CollClientImpl(const CollOptions& options, int rank, int nranks)
+    : options_(options), rank_(rank), nranks_(nranks) {}
+
+CollClientImpl::~CollClientImpl() { close(); }
+
+void CollClientImpl::start() {
+  for (auto& l : links_) l->start();
+}
+
+Status CollClientImpl::iallreduce(const void* send, void* recv, size_t count, DataType type,
+                                  ReduceOp op, std::unique_ptr<CollRequest>* req) {
+  if (req == nullptr) return Status::internal("iallreduce: null request pointer");
+  *req = nullptr;
+  if (shared_->failed.load(std::memory_order_acquire)) return shared_->errorStatus();
+  if (closing()) return Status::internal("iallreduce after close");
+  if (!isValidDataType(static_cast<int>(type)) || !isValidReduceOp(static_cast<int>(op))) {
+    return Status::internal("iallreduce: bad data type or op");
+  }
+  const size_t elt = dataTypeSize(type);
+  if (count == 0) {
+    *req = std::make_unique<client::Request>(nullptr, 0);
+    return Status::ok();
+  }
+  if (send == nullptr || recv == nullptr) return Status::internal("iallreduce: null buffer");
+  if (count > SIZE_MAX / elt) return Status::internal("iallreduce: count overflows");
+  const uint64_t per_slice = std::max<uint64_t>(1, options_.slice_bytes / elt);
+  const uint64_t nslices = (count + per_slice - 1) / per_slice;
+  if (nslices > UINT32_MAX) return Status::invalidUsage("iallreduce: too many slices");
+  if (shared_->calls_in_flight.load(std::memory_order_acquire) >= options_.max_requests) {
+    return Status::ok();  // no room: NCCL calls again
+  }
+  auto call = std::make_shared<Call>();
+  call->shared = shared_;
+  call->send = static_cast<const uint8_t*>(send);
+  call->recv = static_cast<uint8_t*>(recv);
+  call->count = count;
+  call->type = type;
+  call->op = op;
+  call->remaining.store(static_cast<uint32_t>(nslices), std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(post_mu_);
+    call->seq = next_seq_++;
+    shared_->calls_in_flight.fetch_add(1, std::memory_order_acq_rel);
+    const size_t nlinks = links_.size();
+    for (uint64_t j = 0; j < nslices; ++j) {
+      SliceTask t;
+      t.call = call;
+      t.slice = static_cast<uint32_t>(j);
+      t.offset = j * per_slice;
+      t.count = std::min<uint64_t>(per_slice, count - t.offset);
+      links_[(call->seq + j) % nlinks]->enqueue(std::move(t));
+    }
+  }
+  *req = std::make_unique<client::Request>(std::move(call), count * elt);
+  return Status::ok();
+}
+
+void CollClientImpl::fail(const Status& st) {
+  std::lock_guard<std::mutex> lock(fail_mu_);
+  if (shared_->failed.load(std::memory_order_acquire)) return;
+  if (!closing()) TALLY_WARN("CollNet rank %d: %s", rank_, st.toString().c_str());
+  // Close first: once requests report the error, the caller may free its buffers, and no receive
+  // may still be writing into them.
+  for (auto& l : links_) l->closeConnection();
+  {
+    std::lock_guard<std::mutex> elock(shared_->mu);
+    shared_->error = st;
+  }
+  shared_->failed.store(true, std::memory_order_release);
+}
+
+void CollClientImpl::close() {
+  std::lock_guard<std::mutex> lock(close_mu_);
+  if (closed_) return;
+  closed_ = true;
+  closing_.store(true, std::memory_order_release);
+  // Bye follows every slice already queued, so the other ranks' reductions still complete.
+  constexpr int64_t kByeWaitMs = 5000;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(kByeWaitMs);
+  for (auto& l : links_) l->requestBye();
+  for (auto& l : links_) l->waitSenderDone(msLeft(deadline));
+  for (auto& l : links_) l->stopAndJoin();
+  fail(Status::internal("the CollNet communicator was closed"));
+}
+
+}  // namespace client
+}  // namespace tally::reducer

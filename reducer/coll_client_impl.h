@@ -1,0 +1,177 @@
+// Inside CollClient (coll_client.h): the client object (coll_client.cc: handles, connect,
+// iallreduce, close) and its per-reducer links (coll_link.cc: sender and receiver threads).
+// Not a public interface.
+//
+// Data flow: iallreduce numbers the call (seq), cuts it into slices and queues slice j on link
+// (seq + j) % R, under post_mu_ so every link sees calls in seq order. A link's sender posts each
+// slice's header and payload straight from the user's buffer, with at most `window` slices
+// outstanding (sent, result not yet arrived). Its receiver reads a result header, then the
+// payload straight into the user's recv buffer at the slice's offset. A call is done when its
+// last slice's result has landed.
+//
+// Errors stick: the first one (an Error message, a lost connection, a timeout) closes every
+// connection (so nothing writes into user buffers afterwards) and is then returned by every
+// unfinished and later request.
+//
+// Lock order: CollClientImpl::post_mu_ -> Link::mu_. Shared::mu is a leaf.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "reducer/coll_client.h"
+#include "reducer/wire.h"
+#include "transport/transport.h"
+
+namespace tally::reducer::client {
+
+class Link;
+
+// State shared by the client, its links and its requests (which may outlive the client).
+struct Shared {
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  Status error;  // set once, before `failed` turns true
+  std::atomic<int> calls_in_flight{0};
+
+  Status errorStatus() {
+    std::lock_guard<std::mutex> lock(mu);
+    return error;
+  }
+};
+
+// One all-reduce call.
+struct Call {
+  std::shared_ptr<Shared> shared;
+  uint64_t seq = 0;
+  const uint8_t* send = nullptr;
+  uint8_t* recv = nullptr;
+  uint64_t count = 0;
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  std::atomic<uint32_t> remaining{0};  // slices whose result has not arrived
+};
+
+class Request final : public CollRequest {
+ public:
+  explicit Request(std::shared_ptr<Call> call, size_t bytes)
+      : call_(std::move(call)), bytes_(bytes) {}
+  Status test(bool* done, size_t* bytes) override;
+
+ private:
+  std::shared_ptr<Call> call_;  // null for count 0
+  size_t bytes_;
+};
+
+struct SliceTask {
+  std::shared_ptr<Call> call;
+  uint32_t slice = 0;
+  uint64_t offset = 0;  // elements
+  uint64_t count = 0;
+};
+
+class CollClientImpl;
+
+// One reducer: its connection, sender thread and receiver thread.
+class Link {
+ public:
+  Link(CollClientImpl* client, std::string address, std::unique_ptr<transport::Connection> conn,
+       int window, int64_t timeout_ms);
+  ~Link();
+
+  void start();
+  // Queues a slice (called with the client's post_mu_ held). Any thread.
+  void enqueue(SliceTask task);
+  // Asks the sender to send Bye after what is queued, then end.
+  void requestBye();
+  // Waits up to timeout_ms for the sender to have sent Bye (or ended).
+  bool waitSenderDone(int64_t timeout_ms);
+  // Closes the connection: pending transfers fail, both threads end soon. Any thread.
+  void closeConnection();
+  // Stops and joins both threads (closes the connection first).
+  void stopAndJoin();
+
+  const std::string& address() const { return address_; }
+
+ private:
+  void senderLoop();
+  void receiverLoop();
+  // Waits for `req` in short steps; gives up when stopping or when no result has arrived for
+  // timeout_ms while slices are outstanding.
+  Status waitBounded(transport::Request* req, size_t* size);
+  Status sendSlice(const SliceTask& task);
+  // Drops completed sends from the front of sends_; with `block`, waits for the oldest first.
+  Status reapSends(bool block);
+  Status receiveResult(const uint8_t* header, size_t size);
+
+  CollClientImpl* client_;
+  const std::string address_;
+  std::unique_ptr<transport::Connection> conn_;
+  const int window_;
+  const int64_t timeout_ms_;
+  std::thread sender_;
+  std::thread receiver_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<SliceTask> queue_;  // not yet sent
+  std::map<std::pair<uint64_t, uint32_t>, SliceTask> waiting_;  // sent, result not arrived
+  int outstanding_ = 0;
+  bool bye_ = false;
+  bool sender_done_ = false;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> last_progress_ns_{0};
+
+  // A send in flight: the header bytes must live until the transport is done with them.
+  struct Sent {
+    wire::Frame header;
+    std::unique_ptr<transport::Request> header_req;
+    std::unique_ptr<transport::Request> payload_req;
+  };
+  // Sender-thread state; dropped only after the connection is closed (transport rule).
+  std::deque<std::unique_ptr<Sent>> sends_;
+};
+
+class CollClientImpl final : public CollClient {
+ public:
+  CollClientImpl(const CollOptions& options, int rank, int nranks);
+  ~CollClientImpl() override;
+
+  Status iallreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                    std::unique_ptr<CollRequest>* req) override;
+  void close() override;
+  int rank() const override { return rank_; }
+  int nranks() const override { return nranks_; }
+
+  // Links are added by connect() before start().
+  void addLink(std::unique_ptr<Link> link) { links_.push_back(std::move(link)); }
+  void start();
+  // Makes `st` the client's sticky error (the first one wins), after closing every connection.
+  void fail(const Status& st);
+  bool closing() const { return closing_.load(std::memory_order_acquire); }
+  const std::shared_ptr<Shared>& shared() const { return shared_; }
+
+ private:
+  const CollOptions options_;
+  const int rank_;
+  const int nranks_;
+  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
+  std::vector<std::unique_ptr<Link>> links_;
+  std::mutex post_mu_;
+  uint64_t next_seq_ = 0;
+  std::mutex fail_mu_;
+  std::atomic<bool> closing_{false};
+  std::mutex close_mu_;
+  bool closed_ = false;
+};
+
+}  // namespace tally::reducer::client

@@ -1,0 +1,292 @@
+// One reducer link of a CollClient: the sender thread (slice headers and payloads, straight from
+// the user's buffer, credit-limited) and the receiver thread (results, straight into the user's
+// buffer).
+#include <chrono>
+
+#include "common/log.h"
+#include "reducer/coll_client_impl.h"
+
+namespace tally::reducer::client {
+namespace {
+
+constexpr int64_t kPollMs = 100;
+// Sends the sender keeps in flight before it waits for the oldest (two per slice).
+constexpr size_t kMaxInflightSends = 64;
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Link::Link(CollClientImpl* client, std::string address,
+           std::unique_ptr<transport::Connection> conn, int window, int64_t timeout_ms)
+    : client_(client),
+      address_(std::move(address)),
+      conn_(std::move(conn)),
+      window_(window),
+      timeout_ms_(timeout_ms) {}
+
+Link::~Link() { stopAndJoin(); }
+
+void Link::start() {
+  last_progress_ns_.store(nowNs());
+  sender_ = std::thread([this] { senderLoop(); });
+  receiver_ = std::thread([this] { receiverLoop(); });
+}
+
+void Link::enqueue(SliceTask task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_all();
+}
+
+void Link::requestBye() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    bye_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool Link::waitSenderDone(int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return sender_done_; });
+}
+
+void Link::closeConnection() {
+  conn_->close();
+  stop_.store(true, std::memory_order_release);
+  { std::lock_guard<std::mutex> lock(mu_); }
+  cv_.notify_all();
+}
+
+void Link::stopAndJoin() {
+  closeConnection();
+  if (sender_.joinable()) sender_.join();
+  if (receiver_.joinable()) receiver_.join();
+  sends_.clear();  // after close: the transport allows dropping pending requests now
+}
+
+Status Link::waitBounded(transport::Request* req, size_t* size) {
+  size_t sizes[transport::kMaxRecvs] = {};
+  for (;;) {
+    Status st = req->wait(kPollMs, sizes);
+    if (st.isOk()) {
+      if (size) *size = sizes[0];
+      return st;
+    }
+    if (st.code() != StatusCode::kTimeout) return st;
+    if (stop_.load(std::memory_order_acquire)) return Status::remote("connection closed");
+    int outstanding;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      outstanding = outstanding_;
+    }
+    const int64_t idle_ms = (nowNs() - last_progress_ns_.load()) / 1000000;
+    if (outstanding > 0 && idle_ms > timeout_ms_) {
+      return Status::timeout("no result from reducer " + address_ + " for " +
+                             std::to_string(idle_ms) + " ms with " +
+                             std::to_string(outstanding) + " slices outstanding");
+    }
+  }
+}
+
+Status Link::reapSends(bool block) {
+  while (!sends_.empty()) {
+    Sent& s = *sends_.front();
+    for (transport::Request* r : {s.header_req.get(), s.payload_req.get()}) {
+      if (r == nullptr) continue;
+      if (block) {
+        TALLY_RETURN_IF_ERROR(waitBounded(r, nullptr));
+      } else {
+        bool done = false;
+        TALLY_RETURN_IF_ERROR(r->test(&done, nullptr));
+        if (!done) return Status::ok();
+      }
+    }
+    sends_.pop_front();
+    block = false;
+  }
+  return Status::ok();
+}
+
+Status Link::sendSlice(const SliceTask& task) {
+  const Call& call = *task.call;
+  const size_t elt = dataTypeSize(call.type);
+  auto sent = std::make_unique<Sent>();
+  wire::SliceHeader h;
+  h.seq = call.seq;
+  h.slice = task.slice;
+  h.offset = task.offset;
+  h.count = task.count;
+  h.total_count = call.count;
+  h.type = call.type;
+  h.op = call.op;
+  sent->header = wire::encodeSlice(h);
+  // Zero copy: the payload goes from the user's buffer. Its result can only come back (and be
+  // written over this range, when send == recv) after the reducer has received all of it.
+  const void* payload = call.send + task.offset * elt;
+  const size_t bytes = task.count * elt;
+  for (;;) {
+    TALLY_RETURN_IF_ERROR(conn_->isend(sent->header.data(), sent->header.size, wire::kTagHeader,
+                                       nullptr, &sent->header_req));
+    if (sent->header_req) break;
+    if (sends_.empty()) return Status::internal("transport has no room for a send");
+    TALLY_RETURN_IF_ERROR(reapSends(true));
+  }
+  for (;;) {
+    TALLY_RETURN_IF_ERROR(
+        conn_->isend(payload, bytes, wire::kTagPayload, nullptr, &sent->payload_req));
+    if (sent->payload_req) break;
+    if (sends_.empty()) return Status::internal("transport has no room for a send");
+    TALLY_RETURN_IF_ERROR(reapSends(true));
+  }
+  sends_.push_back(std::move(sent));
+  if (sends_.size() > kMaxInflightSends) TALLY_RETURN_IF_ERROR(reapSends(true));
+  return Status::ok();
+}
+
+void Link::senderLoop() {
+  Status st;
+  bool send_bye = false;
+  while (!stop_.load(std::memory_order_acquire)) {
+    SliceTask task;
+    bool have = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(sends_.empty() ? kPollMs : 5), [&] {
+        return stop_.load() || (!queue_.empty() && outstanding_ < window_) ||
+               (bye_ && queue_.empty());
+      });
+      if (stop_.load()) break;
+      if (!queue_.empty() && outstanding_ < window_) {
+        task = std::move(queue_.front());
+        queue_.pop_front();
+        // Registered before the send is posted: the result may come back before isend returns.
+        waiting_.emplace(std::make_pair(task.call->seq, task.slice), task);
+        if (outstanding_++ == 0) last_progress_ns_.store(nowNs());
+        have = true;
+      } else if (bye_ && queue_.empty()) {
+        send_bye = true;
+      }
+    }
+    if (have) st = sendSlice(task);
+    if (st.isOk()) st = reapSends(false);
+    if (!st.isOk() || send_bye) break;
+  }
+  if (st.isOk() && send_bye) {
+    auto sent = std::make_unique<Sent>();
+    sent->header = wire::encodeBye();
+    st = conn_->isend(sent->header.data(), sent->header.size, wire::kTagHeader, nullptr,
+                      &sent->header_req);
+    if (st.isOk() && sent->header_req) {
+      sends_.push_back(std::move(sent));  // dropped after the connection is closed
+      while (st.isOk() && !sends_.empty()) st = reapSends(true);
+    }
+  }
+  if (!st.isOk() && !client_->closing() && !stop_.load()) {
+    client_->fail(Status(st.code() == StatusCode::kTimeout ? StatusCode::kTimeout
+                                                            : StatusCode::kRemote,
+                         "reducer " + address_ + ": " + st.message()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sender_done_ = true;
+  }
+  cv_.notify_all();
+}
+
+Status Link::receiveResult(const uint8_t* header, size_t size) {
+  wire::SliceHeader h;
+  TALLY_RETURN_IF_ERROR(wire::decodeResult(header, size, &h));
+  SliceTask task;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = waiting_.find(std::make_pair(h.seq, h.slice));
+    if (it == waiting_.end()) {
+      return Status::remote("unexpected result for " + wire::describeSlice(h));
+    }
+    task = it->second;
+  }
+  const Call& call = *task.call;
+  if (h.offset != task.offset || h.count != task.count || h.total_count != call.count ||
+      h.type != call.type || h.op != call.op) {
+    return Status::remote("result " + wire::describeSlice(h) + " does not match the slice sent");
+  }
+  const size_t bytes = h.payloadBytes();
+  void* dst = call.recv + task.offset * dataTypeSize(call.type);
+  int tag = wire::kTagPayload;
+  transport::MemoryRegion* mr = nullptr;
+  std::unique_ptr<transport::Request> req;
+  TALLY_RETURN_IF_ERROR(conn_->irecv(1, &dst, &bytes, &tag, &mr, &req));
+  if (!req) return Status::internal("transport has no room for a receive");
+  size_t got = 0;
+  Status st = waitBounded(req.get(), &got);
+  if (!st.isOk()) {
+    conn_->close();  // the receive must not outlive an open connection
+    return st;
+  }
+  if (got != bytes) {
+    return Status::remote("result payload of " + std::to_string(got) + " bytes for " +
+                          wire::describeSlice(h) + ", expected " + std::to_string(bytes));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiting_.erase(std::make_pair(h.seq, h.slice));
+    outstanding_--;
+    last_progress_ns_.store(nowNs());
+  }
+  cv_.notify_all();
+  if (task.call->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    client_->shared()->calls_in_flight.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  return Status::ok();
+}
+
+void Link::receiverLoop() {
+  std::array<uint8_t, wire::kMaxHeaderBytes> header;
+  Status st;
+  while (!stop_.load(std::memory_order_acquire)) {
+    void* data = header.data();
+    size_t size = header.size();
+    int tag = wire::kTagHeader;
+    transport::MemoryRegion* mr = nullptr;
+    std::unique_ptr<transport::Request> req;
+    st = conn_->irecv(1, &data, &size, &tag, &mr, &req);
+    if (st.isOk() && !req) st = Status::internal("transport has no room for a receive");
+    if (!st.isOk()) break;
+    size_t got = 0;
+    st = waitBounded(req.get(), &got);
+    if (!st.isOk()) {
+      conn_->close();
+      break;
+    }
+    wire::MsgType type;
+    st = wire::peekType(header.data(), got, &type);
+    if (!st.isOk()) break;
+    if (type == wire::MsgType::kResult) {
+      st = receiveResult(header.data(), got);
+      if (!st.isOk()) break;
+    } else if (type == wire::MsgType::kError) {
+      wire::Reason reason;
+      st = wire::decodeError(header.data(), got, &reason);
+      if (st.isOk()) st = Status::remote(reason.text);
+      break;
+    } else {
+      st = Status::remote(std::string("unexpected ") + wire::msgTypeName(type) + " message");
+      break;
+    }
+  }
+  if (!st.isOk() && !client_->closing() && !stop_.load()) {
+    client_->fail(Status(st.code() == StatusCode::kTimeout ? StatusCode::kTimeout
+                                                            : StatusCode::kRemote,
+                         "reducer " + address_ + ": " + st.message()));
+  }
+}
+
+}  // namespace tally::reducer::client

@@ -1,0 +1,165 @@
+// Communicators: forming them from Hellos, failing them, freeing them when the last member leaves.
+#include <algorithm>
+
+#include "common/log.h"
+#include "reducer/server_internal.h"
+
+namespace tally::reducer::server {
+
+Comm::Comm(const wire::Hello& first, Engine* engine)
+    : id(first.comm),
+      nranks(first.nranks),
+      nreducers(first.nreducers),
+      reducer_index(first.reducer_index),
+      slice_bytes(first.slice_bytes),
+      engine_(engine),
+      members_(first.nranks),
+      open_(first.nranks, false) {}
+
+std::string Comm::describe() const {
+  return id.toString() + " (" + std::to_string(nranks) + " ranks)";
+}
+
+void Comm::fail(const std::string& reason) {
+  std::vector<std::shared_ptr<Peer>> notify;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failed_.exchange(true, std::memory_order_acq_rel)) return;
+    for (uint32_t r = 0; r < members_.size(); ++r) {
+      if (members_[r] && open_[r]) notify.push_back(members_[r]);
+    }
+  }
+  TALLY_WARN("reducer: communicator %s failed: %s", describe().c_str(), reason.c_str());
+  const wire::Frame error = wire::encodeError(wire::Reason{reason});
+  for (auto& p : notify) {
+    OutMsg m;
+    m.header = error;
+    p->send(std::move(m));
+  }
+  engine_->dropComm(shared_from_this());
+}
+
+Status Comm::checkSlice(const wire::SliceHeader& h, int rank) const {
+  // The worker cuts a call into slices of max(1, slice_bytes / size) elements; anything else
+  // means a different TALLY_SLICE_BYTES or a broken client, and would pair up wrong inputs.
+  const uint64_t elt = dataTypeSize(h.type);
+  const uint64_t per_slice = std::max<uint64_t>(1, slice_bytes / elt);
+  const uint64_t want_offset = static_cast<uint64_t>(h.slice) * per_slice;
+  const uint64_t want_count =
+      want_offset < h.total_count ? std::min(per_slice, h.total_count - want_offset) : 0;
+  if (h.offset != want_offset || h.count != want_count) {
+    return Status::remote("rank " + std::to_string(rank) + " sent " + wire::describeSlice(h) +
+                          ", which does not match " + std::to_string(slice_bytes) +
+                          "-byte slices");
+  }
+  return Status::ok();
+}
+
+Status CommRegistry::join(const std::shared_ptr<Peer>& peer, const wire::Hello& hello,
+                          std::shared_ptr<Comm>* out) {
+  std::vector<std::shared_ptr<Peer>> ready_to;
+  std::shared_ptr<Comm> comm;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = comms_.find(hello.comm);
+    if (it == comms_.end()) {
+      it = comms_.emplace(hello.comm, std::make_shared<Comm>(hello, engine_)).first;
+      TALLY_INFO(log::kColl, "reducer: communicator %s forming, %u ranks",
+                 hello.comm.toString().c_str(), hello.nranks);
+    }
+    comm = it->second;
+    std::lock_guard<std::mutex> clock(comm->mu_);
+    const std::string who = "rank " + std::to_string(hello.rank) + " of communicator " +
+                            hello.comm.toString();
+    if (comm->failed()) return Status::remote(who + ": the communicator has already failed");
+    if (comm->formed_) return Status::remote(who + ": the communicator is already complete");
+    if (hello.nranks != comm->nranks) {
+      return Status::invalidUsage(who + " says " + std::to_string(hello.nranks) +
+                                  " ranks, earlier members said " +
+                                  std::to_string(comm->nranks));
+    }
+    if (hello.nreducers != comm->nreducers || hello.reducer_index != comm->reducer_index) {
+      return Status::invalidUsage(
+          who + " sees this reducer as number " + std::to_string(hello.reducer_index) + " of " +
+          std::to_string(hello.nreducers) + ", earlier members as " +
+          std::to_string(comm->reducer_index) + " of " + std::to_string(comm->nreducers));
+    }
+    if (hello.slice_bytes != comm->slice_bytes) {
+      return Status::invalidUsage(who + " uses " + std::to_string(hello.slice_bytes) +
+                                  "-byte slices, earlier members " +
+                                  std::to_string(comm->slice_bytes));
+    }
+    if (comm->members_[hello.rank]) {
+      return Status::invalidUsage(who + " joined twice (first from " +
+                                  comm->members_[hello.rank]->name() + ")");
+    }
+    comm->members_[hello.rank] = peer;
+    comm->open_[hello.rank] = true;
+    comm->joined_++;
+    comm->open_count_++;
+    if (comm->joined_ == comm->nranks) {
+      comm->formed_ = true;
+      ready_to = comm->members_;
+    }
+  }
+  *out = comm;
+  if (!ready_to.empty()) {
+    TALLY_INFO(log::kColl, "reducer: communicator %s ready", comm->describe().c_str());
+    wire::Ready ready;
+    ready.comm = comm->id;
+    ready.nranks = comm->nranks;
+    ready.window = static_cast<uint32_t>(window_);
+    const wire::Frame frame = wire::encodeReady(ready);
+    for (auto& p : ready_to) {
+      OutMsg m;
+      m.header = frame;
+      p->send(std::move(m));
+    }
+  }
+  return Status::ok();
+}
+
+void CommRegistry::leave(const std::shared_ptr<Comm>& comm, int rank, bool graceful,
+                         const std::string& why) {
+  bool fail_now = false;
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> clock(comm->mu_);
+    if (rank >= 0 && static_cast<uint32_t>(rank) < comm->open_.size() && comm->open_[rank]) {
+      comm->open_[rank] = false;
+      comm->open_count_--;
+    }
+    fail_now = !graceful && !comm->failed();
+    if (comm->open_count_ == 0) {
+      last = true;
+      auto it = comms_.find(comm->id);
+      if (it != comms_.end() && it->second == comm) comms_.erase(it);
+      comm->members_.clear();  // breaks the Peer <-> Comm cycle
+    }
+  }
+  if (fail_now) comm->fail(why);
+  if (last) {
+    TALLY_INFO(log::kColl, "reducer: communicator %s closed", comm->describe().c_str());
+    engine_->dropComm(comm);
+  }
+}
+
+void CommRegistry::clear() {
+  std::unordered_map<wire::CommId, std::shared_ptr<Comm>, wire::CommIdHash> comms;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    comms.swap(comms_);
+  }
+  for (auto& [id, comm] : comms) {
+    std::lock_guard<std::mutex> clock(comm->mu_);
+    comm->members_.clear();
+  }
+}
+
+size_t CommRegistry::size() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return comms_.size();
+}
+
+}  // namespace tally::reducer::server

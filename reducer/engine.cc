@@ -1,0 +1,244 @@
+// Engine threads: collect every rank's input of a slice, reduce in rank order, answer every rank.
+//
+// Each (communicator, slice index) stream is hashed to one shard, and only that shard's thread
+// touches its pending slices, so the data path takes no lock beyond the shard's own queue (shared
+// by the readers that feed it) and its buffer pool.
+#include <cinttypes>
+#include <exception>
+#include <map>
+#include <tuple>
+#include <variant>
+
+#include "common/log.h"
+#include "reducer/kernels.h"
+#include "reducer/server_internal.h"
+
+namespace tally::reducer::server {
+namespace {
+
+struct DropComm {
+  std::shared_ptr<Comm> comm;
+};
+struct StopShard {};
+using Event = std::variant<SliceInput, DropComm, StopShard>;
+
+struct Key {
+  const Comm* comm;
+  uint64_t seq;
+  uint32_t slice;
+  bool operator<(const Key& o) const {
+    return std::tie(comm, seq, slice) < std::tie(o.comm, o.seq, o.slice);
+  }
+};
+
+// The inputs gathered so far for one (communicator, call, slice).
+struct Pending {
+  std::shared_ptr<Comm> comm;
+  wire::SliceHeader header;  // from the first rank that sent it
+  int first_rank = 0;
+  std::vector<Buffer> inputs;  // by rank
+  std::vector<std::shared_ptr<Peer>> peers;
+  uint32_t have = 0;
+};
+
+bool sameCall(const wire::SliceHeader& a, const wire::SliceHeader& b) {
+  return a.offset == b.offset && a.count == b.count && a.total_count == b.total_count &&
+         a.type == b.type && a.op == b.op;
+}
+
+void releaseAll(Pending* p) {
+  for (size_t r = 0; r < p->peers.size(); ++r) {
+    if (p->inputs[r]) {
+      p->inputs[r].reset();
+      p->peers[r]->releaseCredit();
+    }
+  }
+}
+
+}  // namespace
+
+struct Engine::Shard {
+  std::shared_ptr<BufferPool> pool;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Event> queue;
+  std::thread thread;
+
+  // Owned by the shard's thread.
+  std::map<Key, Pending> pending;
+  std::vector<const void*> srcs;
+
+  void run();
+  void onInput(SliceInput in);
+  void onDrop(const Comm* comm);
+  void complete(Pending* p);
+};
+
+void Engine::Shard::run() {
+  std::deque<Event> batch;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return !queue.empty(); });
+      batch.swap(queue);
+    }
+    for (Event& ev : batch) {
+      if (std::holds_alternative<StopShard>(ev)) {
+        for (auto& [key, p] : pending) releaseAll(&p);
+        pending.clear();
+        return;
+      }
+      try {
+        if (auto* in = std::get_if<SliceInput>(&ev)) {
+          onInput(std::move(*in));
+        } else if (auto* drop = std::get_if<DropComm>(&ev)) {
+          onDrop(drop->comm.get());
+        }
+      } catch (const std::exception& e) {
+        // Allocation failure or a broken invariant: fail what we can name, keep serving others.
+        if (auto* in = std::get_if<SliceInput>(&ev); in && in->comm) {
+          in->comm->fail(std::string("reducer internal error: ") + e.what());
+        } else {
+          TALLY_WARN("reducer: engine error: %s", e.what());
+        }
+      }
+    }
+    batch.clear();
+  }
+}
+
+void Engine::Shard::onInput(SliceInput in) {
+  Comm& comm = *in.comm;
+  if (comm.failed()) {
+    in.data.reset();
+    in.peer->releaseCredit();
+    return;
+  }
+  const Key key{&comm, in.header.seq, in.header.slice};
+  auto [it, fresh] = pending.try_emplace(key);
+  Pending& p = it->second;
+  if (fresh) {
+    p.comm = in.comm;
+    p.header = in.header;
+    p.first_rank = in.rank;
+    p.inputs.resize(comm.nranks);
+    p.peers.resize(comm.nranks);
+  } else if (!sameCall(p.header, in.header) || p.inputs[in.rank]) {
+    // Ranks must issue the same calls in the same order. Say who sent what.
+    std::string reason =
+        p.inputs[in.rank]
+            ? "rank " + std::to_string(in.rank) + " sent " + wire::describeSlice(in.header) +
+                  " twice"
+            : "ranks disagree: rank " + std::to_string(p.first_rank) + " sent " +
+                  wire::describeSlice(p.header) + ", rank " + std::to_string(in.rank) + " sent " +
+                  wire::describeSlice(in.header);
+    in.data.reset();
+    in.peer->releaseCredit();
+    releaseAll(&p);
+    std::shared_ptr<Comm> keep = p.comm;
+    pending.erase(it);
+    keep->fail(reason);
+    return;
+  }
+  p.inputs[in.rank] = std::move(in.data);
+  p.peers[in.rank] = std::move(in.peer);
+  if (++p.have == comm.nranks) {
+    complete(&p);
+    pending.erase(it);
+  }
+}
+
+void Engine::Shard::complete(Pending* p) {
+  const wire::SliceHeader& h = p->header;
+  const uint32_t n = p->comm->nranks;
+  srcs.resize(n);
+  for (uint32_t r = 0; r < n; ++r) srcs[r] = p->inputs[r]->data();
+  // In rank order whatever order the inputs came in, so every run gives the same bits. The sum
+  // lands in rank 0's buffer, which becomes the result all ranks receive.
+  if (n > 1) reduce(h.type, h.op, p->inputs[0]->data(), srcs.data(), static_cast<int>(n), h.count);
+  Buffer result = std::move(p->inputs[0]);
+  for (uint32_t r = 1; r < n; ++r) p->inputs[r].reset();
+  const wire::Frame frame = wire::encodeResult(h);
+  for (uint32_t r = 0; r < n; ++r) {
+    OutMsg m;
+    m.header = frame;
+    m.payload = result;
+    m.payload_bytes = h.payloadBytes();
+    m.releases_credit = true;
+    p->peers[r]->send(std::move(m));
+  }
+  TALLY_TRACE(log::kColl, "reducer: %s reduced for %s", wire::describeSlice(h).c_str(),
+              p->comm->id.toString().c_str());
+}
+
+void Engine::Shard::onDrop(const Comm* comm) {
+  auto it = pending.lower_bound(Key{comm, 0, 0});
+  while (it != pending.end() && it->first.comm == comm) {
+    releaseAll(&it->second);
+    it = pending.erase(it);
+  }
+}
+
+Engine::Engine(int threads, size_t pool_cache_bytes) {
+  const size_t per_shard = pool_cache_bytes / static_cast<size_t>(threads);
+  for (int i = 0; i < threads; ++i) {
+    auto s = std::make_unique<Shard>();
+    s->pool = BufferPool::create(per_shard);
+    shards_.push_back(std::move(s));
+  }
+}
+
+Engine::~Engine() { stop(); }
+
+void Engine::start() {
+  for (auto& s : shards_) {
+    Shard* shard = s.get();
+    shard->thread = std::thread([shard] { shard->run(); });
+  }
+  started_ = true;
+}
+
+void Engine::stop() {
+  if (!started_) return;
+  started_ = false;
+  for (auto& s : shards_) {
+    {
+      std::lock_guard<std::mutex> lock(s->mu);
+      s->queue.emplace_back(StopShard{});
+    }
+    s->cv.notify_one();
+  }
+  for (auto& s : shards_) {
+    if (s->thread.joinable()) s->thread.join();
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->queue.clear();
+  }
+}
+
+int Engine::shardOf(const wire::CommId& comm, uint32_t slice) const {
+  const uint64_t h = wire::CommIdHash()(comm) + slice;
+  return static_cast<int>(h % shards_.size());
+}
+
+BufferPool& Engine::pool(int shard) { return *shards_[shard]->pool; }
+
+void Engine::post(int shard, SliceInput in) {
+  Shard& s = *shards_[shard];
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.queue.emplace_back(std::move(in));
+  }
+  s.cv.notify_one();
+}
+
+void Engine::dropComm(const std::shared_ptr<Comm>& comm) {
+  for (auto& s : shards_) {
+    {
+      std::lock_guard<std::mutex> lock(s->mu);
+      s->queue.emplace_back(DropComm{comm});
+    }
+    s->cv.notify_one();
+  }
+}
+
+}  // namespace tally::reducer::server

@@ -1,0 +1,132 @@
+// ReducerServer: the listener, the accept thread and the list of connections.
+#include "reducer/server.h"
+
+#include <atomic>
+#include <chrono>
+#include <list>
+#include <mutex>
+#include <thread>
+
+#include "common/log.h"
+#include "reducer/server_internal.h"
+#include "transport/tcp/tcp.h"
+
+namespace tally::reducer {
+namespace {
+
+constexpr int64_t kAcceptPollMs = 100;
+
+class ServerImpl final : public ReducerServer {
+ public:
+  explicit ServerImpl(const ServerOptions& options)
+      : engine_(options.threads, options.pool_cache_bytes), registry_(&engine_, options.window) {
+    ctx_.options = options;
+    ctx_.engine = &engine_;
+    ctx_.registry = &registry_;
+  }
+  ~ServerImpl() override { stop(); }
+
+  Status listen() {
+    TALLY_RETURN_IF_ERROR(transport::tcp::listenAt(ctx_.options.listen, ctx_.options.tcp,
+                                                   &listener_));
+    address_ = listener_->address();
+    engine_.start();
+    accept_thread_ = std::thread([this] { acceptLoop(); });
+    return Status::ok();
+  }
+
+  std::string address() const override { return address_; }
+
+  void stop() override {
+    std::lock_guard<std::mutex> stop_lock(stop_mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    ctx_.stopping.store(true);
+    if (accept_thread_.joinable()) accept_thread_.join();
+    std::list<std::shared_ptr<server::Peer>> peers;
+    {
+      std::lock_guard<std::mutex> lock(peers_mu_);
+      peers.swap(peers_);
+    }
+    for (auto& p : peers) p->abort();
+    for (auto& p : peers) p->join();
+    registry_.clear();
+    engine_.stop();
+    peers.clear();
+    listener_.reset();
+    TALLY_INFO(log::kInit, "reducer: stopped listening on %s", address_.c_str());
+  }
+
+ private:
+  void acceptLoop() {
+    while (!ctx_.stopping.load()) {
+      std::unique_ptr<transport::Connection> conn;
+      Status st = listener_->acceptWait(kAcceptPollMs, &conn);
+      reapFinished();
+      if (st.code() == StatusCode::kTimeout) continue;
+      if (!st.isOk()) {
+        // A failed handshake is one bad peer, not the end of the server.
+        TALLY_WARN("reducer: accept on %s failed: %s", address_.c_str(), st.toString().c_str());
+        std::this_thread::sleep_for(std::chrono::milliseconds(kAcceptPollMs));
+        continue;
+      }
+      if (!conn) continue;
+      auto peer = std::make_shared<server::Peer>(std::move(conn), &ctx_);
+      TALLY_INFO(log::kNet, "reducer: accepted peer %s", peer->name().c_str());
+      {
+        std::lock_guard<std::mutex> lock(peers_mu_);
+        peers_.push_back(peer);
+      }
+      peer->start();
+    }
+  }
+
+  void reapFinished() {
+    std::list<std::shared_ptr<server::Peer>> done;
+    {
+      std::lock_guard<std::mutex> lock(peers_mu_);
+      for (auto it = peers_.begin(); it != peers_.end();) {
+        if ((*it)->finished()) {
+          done.push_back(std::move(*it));
+          it = peers_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (auto& p : done) p->join();
+  }
+
+  server::ServerContext ctx_;
+  server::Engine engine_;
+  server::CommRegistry registry_;
+  std::unique_ptr<transport::Listener> listener_;
+  std::string address_;
+  std::thread accept_thread_;
+  std::mutex peers_mu_;
+  std::list<std::shared_ptr<server::Peer>> peers_;
+  std::mutex stop_mu_;
+  bool stopped_ = false;
+};
+
+}  // namespace
+
+Status ReducerServer::start(const ServerOptions& options, std::unique_ptr<ReducerServer>* out) {
+  if (options.threads < 1 || options.threads > 1024) {
+    return Status::invalidUsage("reducer threads must be 1 to 1024, not " +
+                                std::to_string(options.threads));
+  }
+  if (options.window < 1 || options.window > static_cast<int>(wire::kMaxWindow)) {
+    return Status::invalidUsage("reducer window must be 1 to " +
+                                std::to_string(wire::kMaxWindow) + ", not " +
+                                std::to_string(options.window));
+  }
+  auto server = std::make_unique<ServerImpl>(options);
+  TALLY_RETURN_IF_ERROR(server->listen());
+  TALLY_INFO(log::kInit, "reducer: listening on %s, %d engine threads, window %d",
+             server->address().c_str(), options.threads, options.window);
+  *out = std::move(server);
+  return Status::ok();
+}
+
+}  // namespace tally::reducer

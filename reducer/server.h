@@ -1,0 +1,44 @@
+// The reduction server behind tally-reducer.
+//
+// A ReducerServer listens on one TCP address and serves any number of communicators (jobs) at
+// once. A communicator is the set of connections whose Hello carries the same 128-bit id; it forms
+// when all nranks members joined, and gets a Ready on each connection. Then for every slice the
+// server receives one input per rank, reduces them in rank order and returns the same bytes to
+// every rank. See reducer/wire.h for the messages.
+//
+// Threads: an accept thread; per connection a reader and a writer thread; `threads` engine
+// threads, each owning the (communicator, slice index) streams hashed to it, with its own queue.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "transport/tcp/tcp.h"
+
+namespace tally::reducer {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:0";  // "host:port"; port 0 picks a free port
+  int threads = 4;                     // engine threads, >= 1
+  int window = 16;                     // slices buffered per connection before reading stops
+  transport::tcp::TcpOptions tcp;
+  size_t pool_cache_bytes = 256ull << 20;  // free buffers kept for reuse, over all shards
+};
+
+class ReducerServer {
+ public:
+  // Listens and starts the threads. On failure nothing keeps running and *out is untouched
+  // (kInvalidUsage for bad options, the transport's Status for a failed listen).
+  static Status start(const ServerOptions& options, std::unique_ptr<ReducerServer>* out);
+
+  virtual ~ReducerServer() = default;
+  // The bound address, "127.0.0.1:40123" (the real port when 0 was asked for).
+  virtual std::string address() const = 0;
+  // Closes every connection and joins every thread. Idempotent; the destructor calls it.
+  // Any thread except the server's own may call it.
+  virtual void stop() = 0;
+};
+
+}  // namespace tally::reducer

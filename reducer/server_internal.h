@@ -1,0 +1,189 @@
+// Inside the ReducerServer (server.h): connections (Peer, peer.cc), communicators (Comm,
+// CommRegistry, comm.cc) and the engine threads (Engine, engine.cc). Not a public interface.
+//
+// Ownership: the server owns every Peer until its threads are joined. A Peer that joined holds
+// its Comm; a Comm holds its members until the last one leaves (then the registry forgets it and
+// the cycle is broken). Engine entries hold the Comm and the Peers of their inputs.
+//
+// Lock order: CommRegistry::mu_ -> Comm::mu_ -> Peer's queue and credit locks. Engine shard
+// queues are leaves. No lock is held across a transport wait.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "reducer/buffer_pool.h"
+#include "reducer/server.h"
+#include "reducer/wire.h"
+#include "transport/transport.h"
+
+namespace tally::reducer::server {
+
+class CommRegistry;
+class Engine;
+class Comm;
+
+struct ServerContext {
+  ServerOptions options;
+  CommRegistry* registry = nullptr;
+  Engine* engine = nullptr;
+  std::atomic<bool> stopping{false};
+};
+
+// One message waiting in a Peer's writer queue.
+struct OutMsg {
+  wire::Frame header;
+  Buffer payload;                // null: the header alone
+  size_t payload_bytes = 0;
+  bool releases_credit = false;  // a result: frees one window slot once sent (or dropped)
+};
+
+// One worker connection: a reader thread (headers, payloads into pooled buffers, dispatch) and a
+// writer thread (Ready, Reject, results, Error in queue order).
+class Peer : public std::enable_shared_from_this<Peer> {
+ public:
+  Peer(std::unique_ptr<transport::Connection> conn, ServerContext* ctx);
+  ~Peer();
+
+  void start();
+  // Queues a message; dropped (with its credit released) once the writer has ended. Any thread.
+  void send(OutMsg msg);
+  // One slice this connection sent is no longer buffered. Any thread.
+  void releaseCredit();
+  // Server stop: closes the connection so both threads end soon. Any thread.
+  void abort();
+  // Joins the reader (which joined the writer). Call after finished() or abort().
+  void join();
+  bool finished() const { return finished_.load(std::memory_order_acquire); }
+
+  const std::string& name() const { return name_; }
+  int rank() const { return rank_; }  // -1 until the peer joined a communicator
+
+ private:
+  void readerLoop();
+  void writerLoop();
+  // Receives one message of at most `size` bytes with `tag`; polls `stopping` while waiting.
+  Status recvOne(void* data, size_t size, int tag, size_t* got);
+  Status handleHello(const uint8_t* data, size_t size, bool* end);
+  Status handleSlice(const uint8_t* data, size_t size);
+  void waitForCredit();
+
+  std::unique_ptr<transport::Connection> conn_;
+  ServerContext* ctx_;
+  std::string name_;
+  std::thread reader_;
+  std::thread writer_;
+  std::atomic<bool> finished_{false};
+  std::atomic<bool> aborted_{false};
+
+  // Reader-thread state.
+  std::shared_ptr<Comm> comm_;
+  int rank_ = -1;
+
+  // Writer queue.
+  std::mutex out_mu_;
+  std::condition_variable out_cv_;
+  std::deque<OutMsg> out_;
+  bool writer_finish_ = false;  // the reader ended: send what is queued, then close
+  bool writer_done_ = false;    // the writer ended: later messages are dropped
+
+  // Slices received and not yet answered (window flow control).
+  std::mutex credit_mu_;
+  std::condition_variable credit_cv_;
+  int buffered_ = 0;
+};
+
+// A communicator as seen by one reducer.
+class Comm : public std::enable_shared_from_this<Comm> {
+ public:
+  Comm(const wire::Hello& first, Engine* engine);
+
+  const wire::CommId id;
+  const uint32_t nranks;
+  const uint32_t nreducers;
+  const uint32_t reducer_index;
+  const uint64_t slice_bytes;
+
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // Marks the communicator failed, sends Error(reason) to every member still connected and has the
+  // engine drop its buffered slices. Only the first call acts. Any thread; takes mu_.
+  void fail(const std::string& reason);
+  // Checks a slice header against this communicator's slicing; the reason names the rank.
+  Status checkSlice(const wire::SliceHeader& h, int rank) const;
+  // "3f2a...9c (4 ranks)"
+  std::string describe() const;
+
+ private:
+  friend class CommRegistry;
+  Engine* engine_;
+  std::mutex mu_;
+  std::vector<std::shared_ptr<Peer>> members_;  // by rank; cleared when the last one leaves
+  std::vector<bool> open_;
+  uint32_t joined_ = 0;
+  uint32_t open_count_ = 0;
+  bool formed_ = false;
+  std::atomic<bool> failed_{false};
+};
+
+// Communicators by id. Used on join and leave only, never per slice.
+class CommRegistry {
+ public:
+  CommRegistry(Engine* engine, int window) : engine_(engine), window_(window) {}
+
+  // Adds `peer` as hello.rank. When this completes the group, Ready goes to every member. On
+  // failure the peer is not a member and the Status message is the reason to Reject it with.
+  Status join(const std::shared_ptr<Peer>& peer, const wire::Hello& hello,
+              std::shared_ptr<Comm>* out);
+  // The member `rank` is gone: after Bye when `graceful`; otherwise its loss fails the
+  // communicator, with `why` in the Error the others get. The last leave frees the communicator.
+  void leave(const std::shared_ptr<Comm>& comm, int rank, bool graceful, const std::string& why);
+  // Server stop: forgets every communicator (and the member references they hold).
+  void clear();
+  size_t size();
+
+ private:
+  Engine* engine_;
+  const int window_;
+  std::mutex mu_;
+  std::unordered_map<wire::CommId, std::shared_ptr<Comm>, wire::CommIdHash> comms_;
+};
+
+// A slice input from one rank, on its way to the engine thread owning its stream.
+struct SliceInput {
+  std::shared_ptr<Comm> comm;
+  std::shared_ptr<Peer> peer;
+  int rank = 0;
+  wire::SliceHeader header;
+  Buffer data;
+};
+
+// `threads` engine threads; (communicator, slice index) streams are hashed to them.
+class Engine {
+ public:
+  Engine(int threads, size_t pool_cache_bytes);
+  ~Engine();
+  void start();
+  // Ends and joins the threads, dropping what they held. Idempotent.
+  void stop();
+
+  int shardOf(const wire::CommId& comm, uint32_t slice) const;
+  BufferPool& pool(int shard);
+  void post(int shard, SliceInput in);
+  // Every shard forgets the communicator's buffered slices (after fail or the last leave).
+  void dropComm(const std::shared_ptr<Comm>& comm);
+
+  struct Shard;
+
+ private:
+  std::vector<std::unique_ptr<Shard>> shards_;
+  bool started_ = false;
+};
+
+}  // namespace tally::reducer::server

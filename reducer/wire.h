@@ -1,0 +1,143 @@
+// The reducer protocol's wire format: what workers (coll_client) and tally-reducer (server)
+// exchange over a transport::Connection.
+//
+// Every message is a header: a fixed-size little-endian record, encoded and decoded field by field
+// (never a memcpy of a C++ struct, so padding and host byte order never reach the wire). Slice and
+// result headers are followed by their payload as a separate message; the two are told apart by
+// their transport tags (kTagHeader, kTagPayload).
+//
+//   preamble (8 bytes): magic u32 | version u16 | type u8 | reserved u8 (0)
+//
+//   worker -> reducer                         reducer -> worker
+//   Hello       join a communicator           Ready   every rank joined
+//   SliceHeader + payload (count elements)    Reject  this Hello is refused (reason)
+//   Bye         this member leaves            ResultHeader + payload (the reduced slice)
+//                                             Error   the communicator failed (reason)
+//
+// Each message type has exactly one encoded size; decode rejects anything else, unknown types,
+// type and op codes, counts that are zero or whose byte size overflows or passes kMaxSliceBytes,
+// offsets past the call's total count, and text longer than kMaxReasonBytes. A decode never
+// writes its output on failure.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "common/status.h"
+#include "common/types.h"
+
+namespace tally::reducer::wire {
+
+inline constexpr uint32_t kMagic = 0x594c4154;  // bytes "TALY" on the wire
+inline constexpr uint16_t kVersion = 1;
+
+// Transport tags: a header, and the payload that follows a slice or result header.
+inline constexpr int kTagHeader = 0x7a11;
+inline constexpr int kTagPayload = 0x7a12;
+
+inline constexpr size_t kPreambleBytes = 8;
+inline constexpr size_t kMaxHeaderBytes = 256;   // receive buffer size for any header
+inline constexpr size_t kMaxReasonBytes = 240;   // Reject/Error text, truncated to this
+inline constexpr uint64_t kMaxSliceBytes = 64ull << 20;
+inline constexpr uint32_t kMaxRanks = 1u << 16;
+inline constexpr uint32_t kMaxReducers = 4096;
+inline constexpr uint32_t kMaxWindow = 4096;
+
+enum class MsgType : uint8_t {
+  kHello = 1,
+  kReady = 2,
+  kReject = 3,
+  kSlice = 4,
+  kResult = 5,
+  kError = 6,
+  kBye = 7,
+};
+const char* msgTypeName(MsgType t);
+
+// A communicator's 128-bit id, chosen at random by rank 0.
+struct CommId {
+  uint64_t hi = 0;
+  uint64_t lo = 0;
+  bool operator==(const CommId&) const = default;
+  // 32 hex digits, for logs.
+  std::string toString() const;
+};
+struct CommIdHash {
+  size_t operator()(const CommId& id) const {
+    return std::hash<uint64_t>()(id.hi ^ (id.lo * 0x9e3779b97f4a7c15ull));
+  }
+};
+
+struct Hello {
+  CommId comm;
+  uint32_t rank = 0;
+  uint32_t nranks = 0;
+  uint32_t reducer_index = 0;  // which entry of TALLY_REDUCERS the worker thinks this reducer is
+  uint32_t nreducers = 0;
+  uint64_t slice_bytes = 0;    // the worker's TALLY_SLICE_BYTES
+  uint32_t window = 0;         // slices the worker keeps in flight to this reducer
+};
+
+struct Ready {
+  CommId comm;
+  uint32_t nranks = 0;
+  uint32_t window = 0;  // the reducer's per-connection limit; the worker uses min(its own, this)
+};
+
+// Reject and Error carry a reason only.
+struct Reason {
+  std::string text;
+};
+
+// A slice of one all-reduce call (kSlice), or its result (kResult): elements
+// [offset, offset + count) of a call of total_count elements.
+struct SliceHeader {
+  uint64_t seq = 0;          // the call's number within the communicator, from 0
+  uint32_t slice = 0;        // slice index within the call
+  uint64_t offset = 0;       // first element
+  uint64_t count = 0;        // elements in this slice, >= 1
+  uint64_t total_count = 0;  // elements of the whole call
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+
+  size_t payloadBytes() const { return static_cast<size_t>(count) * dataTypeSize(type); }
+};
+
+// An encoded header, ready for isend. Self-contained (safe to copy or keep until the send is done).
+struct Frame {
+  std::array<uint8_t, kMaxHeaderBytes> bytes{};
+  size_t size = 0;
+  const uint8_t* data() const { return bytes.data(); }
+};
+
+Frame encodeHello(const Hello& m);
+Frame encodeReady(const Ready& m);
+Frame encodeReject(const Reason& m);  // text beyond kMaxReasonBytes is cut
+Frame encodeSlice(const SliceHeader& m);
+Frame encodeResult(const SliceHeader& m);
+Frame encodeError(const Reason& m);
+Frame encodeBye();
+
+// Checks the preamble (magic, version, known type, reserved byte) and that `size` is exactly the
+// size of that type. On success writes *type.
+Status peekType(const uint8_t* data, size_t size, MsgType* type);
+
+// Each decode checks the preamble, the type, the size and every field.
+Status decodeHello(const uint8_t* data, size_t size, Hello* out);
+Status decodeReady(const uint8_t* data, size_t size, Ready* out);
+Status decodeReject(const uint8_t* data, size_t size, Reason* out);
+Status decodeSlice(const uint8_t* data, size_t size, SliceHeader* out);
+Status decodeResult(const uint8_t* data, size_t size, SliceHeader* out);
+Status decodeError(const uint8_t* data, size_t size, Reason* out);
+Status decodeBye(const uint8_t* data, size_t size);
+
+// Field checks used by decodeSlice/decodeResult, exposed for the server and tests.
+Status validateSlice(const SliceHeader& m);
+
+// "call 7 slice 3 [offset 196608, count 65536 of 300000] float32 sum", for error messages.
+std::string describeSlice(const SliceHeader& m);
+
+}  // namespace tally::reducer::wire

@@ -1,0 +1,72 @@
+// The ABI headers' static asserts run by including them; these tests pin what the exported
+// tables contain.
+#include "plugin/abi/abi.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "plugin/coll_comm.h"
+#include "plugin/limits.h"
+#include "plugin/net_comm.h"
+#include "plugin_test_util.h"
+
+namespace {
+
+static_assert(sizeof(ncclNet_v8_t) == 152);
+static_assert(sizeof(ncclNet_v11_t) == 176);
+static_assert(sizeof(ncclCollNet_v11_t) == 152);
+static_assert(offsetof(ncclNetProperties_v11_t, maxCollBytes) == 96);
+static_assert(sizeof(tally::plugin::NetHandle) <= NCCL_NET_HANDLE_MAXSIZE);
+static_assert(tally::plugin::kMaxSendRequests == NCCL_NET_MAX_REQUESTS * 8);
+
+TEST(PluginAbi, EveryTableIsNamedTally) {
+  EXPECT_STREQ(ncclNetPlugin_v8.name, "Tally");
+  EXPECT_STREQ(ncclNetPlugin_v9.name, "Tally");
+  EXPECT_STREQ(ncclNetPlugin_v10.name, "Tally");
+  EXPECT_STREQ(ncclNetPlugin_v11.name, "Tally");
+  EXPECT_STREQ(ncclCollNetPlugin_v8.name, "Tally");
+  EXPECT_STREQ(ncclCollNetPlugin_v9.name, "Tally");
+  EXPECT_STREQ(ncclCollNetPlugin_v10.name, "Tally");
+  EXPECT_STREQ(ncclCollNetPlugin_v11.name, "Tally");
+}
+
+TEST(PluginAbi, NetV11SlotsThatMustBeSetAreSet) {
+  const ncclNet_v11_t& t = ncclNetPlugin_v11;
+  for (auto fn :
+       {(void*)t.init, (void*)t.devices, (void*)t.getProperties, (void*)t.listen, (void*)t.connect,
+        (void*)t.accept, (void*)t.regMr, (void*)t.deregMr, (void*)t.isend, (void*)t.irecv,
+        (void*)t.iflush, (void*)t.test, (void*)t.closeSend, (void*)t.closeRecv,
+        (void*)t.closeListen, (void*)t.finalize, (void*)t.setNetAttr}) {
+    EXPECT_NE(fn, nullptr);
+  }
+  EXPECT_EQ(t.regMrDmaBuf, nullptr);  // NCCL_PTR_DMABUF not advertised
+  EXPECT_EQ(t.getDeviceMr, nullptr);
+  EXPECT_EQ(t.irecvConsumed, nullptr);
+  EXPECT_EQ(t.makeVDevice, nullptr);
+}
+
+TEST(PluginAbi, CollNetV11SlotsThatMustBeSetAreSet) {
+  const ncclCollNet_v11_t& t = ncclCollNetPlugin_v11;
+  for (auto fn : {(void*)t.init, (void*)t.devices, (void*)t.getProperties, (void*)t.listen,
+                  (void*)t.connect, (void*)t.reduceSupport, (void*)t.regMr, (void*)t.deregMr,
+                  (void*)t.iallreduce, (void*)t.iflush, (void*)t.test, (void*)t.closeColl,
+                  (void*)t.closeListen, (void*)t.finalize}) {
+    EXPECT_NE(fn, nullptr);
+  }
+  EXPECT_EQ(t.iallgather, nullptr);
+  EXPECT_EQ(t.ireducescatter, nullptr);
+  EXPECT_EQ(t.makeVDevice, nullptr);
+}
+
+TEST(PluginAbi, AdaptersAreSharedAcrossVersionsWithoutSignatureChange) {
+  // v10 changed no CollNet signature: its table equals v9's slot for slot.
+  EXPECT_EQ(0,
+            std::memcmp(&ncclCollNetPlugin_v9, &ncclCollNetPlugin_v10, sizeof(ncclCollNet_v9_t)));
+  // v11 net isend/irecv are the v10 adapters.
+  EXPECT_EQ((void*)ncclNetPlugin_v11.isend, (void*)ncclNetPlugin_v10.isend);
+  EXPECT_EQ((void*)ncclNetPlugin_v11.irecv, (void*)ncclNetPlugin_v10.irecv);
+  EXPECT_EQ((void*)ncclNetPlugin_v8.test, (void*)ncclNetPlugin_v11.test);
+}
+
+}  // namespace

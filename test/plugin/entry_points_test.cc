@@ -1,0 +1,213 @@
+// Entry points that need no network partner: error mapping, the reduceSupport matrix, logging
+// through NCCL's logger, finalize of foreign contexts, argument validation, CollNet decline.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "plugin/coll_api.h"
+#include "plugin/convert.h"
+#include "plugin/errors.h"
+#include "plugin_test_util.h"
+
+namespace tally::plugin {
+namespace {
+
+struct Captured {
+  ncclDebugLogLevel level;
+  unsigned long flags;
+  std::string text;
+};
+std::mutex g_mu;
+std::vector<Captured> g_lines;
+
+void captureLogger(ncclDebugLogLevel level, unsigned long flags, const char*, int, const char* fmt,
+                   ...) {
+  char buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_lines.push_back({level, flags, buf});
+}
+
+TEST(PluginErrors, StatusCodesMapAsDocumented) {
+  EXPECT_EQ(toNcclResult(StatusCode::kOk), ncclSuccess);
+  EXPECT_EQ(toNcclResult(StatusCode::kRemote), ncclRemoteError);
+  EXPECT_EQ(toNcclResult(StatusCode::kTimeout), ncclRemoteError);
+  EXPECT_EQ(toNcclResult(StatusCode::kSystem), ncclSystemError);
+  EXPECT_EQ(toNcclResult(StatusCode::kInternal), ncclInternalError);
+  EXPECT_EQ(toNcclResult(StatusCode::kInvalidUsage), ncclInvalidUsage);
+}
+
+TEST(PluginErrors, GuardCatchesExceptions) {
+  EXPECT_EQ(guard("t", []() -> Status { throw std::runtime_error("boom"); }), ncclInternalError);
+  EXPECT_EQ(guard("t", []() -> Status { throw std::bad_alloc(); }), ncclSystemError);
+  EXPECT_EQ(guard("t", []() -> Status { throw 7; }), ncclInternalError);
+  EXPECT_EQ(guard("t", []() -> Status { return Status::remote("gone"); }), ncclRemoteError);
+  EXPECT_EQ(guard("t", []() -> Status { return Status::ok(); }), ncclSuccess);
+}
+
+TEST(PluginConvert, TypesAndOps) {
+  DataType t;
+  ReduceOp o;
+  EXPECT_TRUE(toDataType(ncclBfloat16, &t));
+  EXPECT_EQ(t, DataType::kBfloat16);
+  EXPECT_TRUE(toDataType(ncclFloat8e5m2, &t));
+  EXPECT_EQ(t, DataType::kFloat8e5m2);
+  EXPECT_FALSE(toDataType(ncclNumTypes, &t));
+  EXPECT_FALSE(toDataType(static_cast<ncclDataType_t>(-1), &t));
+  EXPECT_TRUE(toReduceOp(ncclMin, &o));
+  EXPECT_EQ(o, ReduceOp::kMin);
+  EXPECT_FALSE(toReduceOp(ncclAvg, &o));
+  EXPECT_FALSE(toReduceOp(static_cast<ncclRedOp_t>(17), &o));
+}
+
+TEST(PluginCollNet, ReduceSupportMatrix) {
+  for (int t = 0; t < 12; ++t) {
+    for (int o = 0; o < 4; ++o) {
+      int supported = -1;
+      ASSERT_EQ(ncclCollNetPlugin_v11.reduceSupport(static_cast<ncclDataType_t>(t),
+                                                    static_cast<ncclRedOp_t>(o), &supported),
+                ncclSuccess);
+      EXPECT_EQ(supported, 1) << "type " << t << " op " << o;
+    }
+  }
+  // Everything else: success with "no" (an error is not a no).
+  const std::pair<int, int> unsupported[] = {{0, ncclAvg}, {7, ncclAvg}, {7, 5}, {7, 1000},
+                                             {12, 0},      {-1, 0},      {99, 2}};
+  for (auto [t, o] : unsupported) {
+    int supported = -1;
+    ASSERT_EQ(ncclCollNetPlugin_v8.reduceSupport(static_cast<ncclDataType_t>(t),
+                                                 static_cast<ncclRedOp_t>(o), &supported),
+              ncclSuccess);
+    EXPECT_EQ(supported, 0) << "type " << t << " op " << o;
+  }
+  EXPECT_EQ(ncclCollNetPlugin_v11.reduceSupport(ncclFloat, ncclSum, nullptr), ncclInternalError);
+}
+
+TEST(PluginNet, InitInstallsTheNcclLoggerWithPrefix) {
+  testing::installLoopbackState();
+  void* ctx = nullptr;
+  ncclNetCommConfig_v11_t config = {NCCL_NET_TRAFFIC_CLASS_UNDEF};
+  ASSERT_EQ(ncclNetPlugin_v11.init(&ctx, 0x1234, &config, captureLogger, nullptr), ncclSuccess);
+  ASSERT_NE(ctx, nullptr);
+  // A misuse: logged as WARN with NCCL_ALL.
+  int done = 0;
+  EXPECT_EQ(ncclNetPlugin_v11.test(nullptr, &done, nullptr), ncclInternalError);
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    ASSERT_FALSE(g_lines.empty());
+    bool saw_warn = false;
+    for (const Captured& c : g_lines) {
+      EXPECT_EQ(c.text.rfind("NET/Tally : ", 0), 0u) << c.text;
+      if (c.level == NCCL_LOG_WARN) {
+        saw_warn = true;
+        EXPECT_EQ(c.flags, static_cast<unsigned long>(NCCL_ALL));
+        EXPECT_NE(c.text.find("test"), std::string::npos) << c.text;
+      } else {
+        EXPECT_EQ(c.level, NCCL_LOG_INFO);
+      }
+    }
+    EXPECT_TRUE(saw_warn);
+  }
+  EXPECT_EQ(ncclNetPlugin_v11.finalize(ctx), ncclSuccess);
+}
+
+TEST(PluginNet, FinalizeAcceptsAnyContext) {
+  int not_a_ctx = 0;
+  EXPECT_EQ(ncclNetPlugin_v11.finalize(nullptr), ncclSuccess);
+  EXPECT_EQ(ncclNetPlugin_v11.finalize(&not_a_ctx), ncclSuccess);
+  EXPECT_EQ(ncclCollNetPlugin_v11.finalize(nullptr), ncclSuccess);
+  EXPECT_EQ(ncclCollNetPlugin_v11.finalize(&not_a_ctx), ncclSuccess);
+}
+
+TEST(PluginNet, ValidatesArguments) {
+  testing::installLoopbackState();
+  void* ctx = nullptr;
+  ASSERT_EQ(ncclNetPlugin_v11.init(&ctx, 1, nullptr, nullptr, nullptr), ncclSuccess);
+  int ndev = 0;
+  ASSERT_EQ(ncclNetPlugin_v11.devices(&ndev), ncclSuccess);
+  ncclNetProperties_v11_t props;
+  EXPECT_EQ(ncclNetPlugin_v11.getProperties(ndev, &props), ncclInternalError);
+  EXPECT_EQ(ncclNetPlugin_v11.getProperties(-1, &props), ncclInternalError);
+  EXPECT_EQ(ncclNetPlugin_v11.devices(nullptr), ncclInternalError);
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void* comm = nullptr;
+  EXPECT_EQ(ncclNetPlugin_v11.listen(ctx, ndev, handle, &comm), ncclInternalError);
+  int bogus[16] = {};
+  void* request = nullptr;
+  EXPECT_EQ(ncclNetPlugin_v11.isend(bogus, handle, 8, 0, nullptr, nullptr, &request),
+            ncclInternalError);
+  EXPECT_EQ(ncclNetPlugin_v11.closeSend(bogus), ncclInternalError);
+  EXPECT_EQ(ncclNetPlugin_v11.closeSend(nullptr), ncclSuccess);
+  void* flush = reinterpret_cast<void*>(1);
+  EXPECT_EQ(ncclNetPlugin_v11.iflush(nullptr, 1, nullptr, nullptr, nullptr, &flush), ncclSuccess);
+  EXPECT_EQ(flush, nullptr);
+  ncclNetAttr_v11_t attr;
+  std::memset(&attr, 0xff, sizeof(attr));
+  EXPECT_EQ(ncclNetPlugin_v11.setNetAttr(ctx, &attr), ncclSuccess);
+  EXPECT_EQ(ncclNetPlugin_v11.finalize(ctx), ncclSuccess);
+}
+
+TEST(PluginCollNet, DevicesMirrorNetDevices) {
+  testing::installLoopbackState();  // TALLY_REDUCERS set
+  void* ctx = nullptr;
+  ASSERT_EQ(ncclCollNetPlugin_v11.init(&ctx, 7, nullptr), ncclSuccess);
+  ASSERT_NE(ctx, nullptr);
+  int ndev = 0, ncoll = 0;
+  ASSERT_EQ(ncclNetPlugin_v11.devices(&ndev), ncclSuccess);
+  ASSERT_EQ(ncclCollNetPlugin_v11.devices(&ncoll), ncclSuccess);
+  EXPECT_EQ(ncoll, ndev);
+  ASSERT_GE(ncoll, 1);
+  ncclNetProperties_v11_t net, coll;
+  ASSERT_EQ(ncclNetPlugin_v11.getProperties(0, &net), ncclSuccess);
+  ASSERT_EQ(ncclCollNetPlugin_v11.getProperties(0, &coll), ncclSuccess);
+  EXPECT_STREQ(net.name, coll.name);
+  EXPECT_EQ(coll.ptrSupport, NCCL_PTR_HOST);
+  EXPECT_GT(coll.maxCollBytes, 0u);
+  EXPECT_LE(coll.maxCollBytes, NCCL_MAX_NET_SIZE_BYTES);
+  EXPECT_EQ(coll.vProps.ndevs, 1);
+  EXPECT_EQ(coll.vProps.devs[0], 0);
+  ncclNetProperties_v8_t v8;
+  ASSERT_EQ(ncclCollNetPlugin_v8.getProperties(0, &v8), ncclSuccess);
+  EXPECT_STREQ(v8.name, net.name);
+  EXPECT_EQ(v8.maxRecvs, net.maxRecvs);
+  EXPECT_EQ(ncclCollNetPlugin_v11.getProperties(ncoll, &coll), ncclInternalError);
+  EXPECT_EQ(ncclCollNetPlugin_v11.finalize(ctx), ncclSuccess);
+}
+
+TEST(PluginCollNet, ConnectToADeadReducerDeclines) {
+  testing::installLoopbackState();  // reducer 127.0.0.1:1, connect timeout 1 s
+  void* ctx = nullptr;
+  ASSERT_EQ(ncclCollNetPlugin_v11.init(&ctx, 9, nullptr), ncclSuccess);
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void* listen_comm = nullptr;
+  ASSERT_EQ(ncclCollNetPlugin_v11.listen(ctx, 0, handle, &listen_comm), ncclSuccess);
+  ASSERT_NE(listen_comm, nullptr);
+  void* handles[1] = {handle};
+  void* coll_comm = reinterpret_cast<void*>(1);
+  auto start = std::chrono::steady_clock::now();
+  ncclResult_t r = ncclCollNetPlugin_v11.connect(handles, 1, 0, listen_comm, &coll_comm);
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_NE(r, ncclSuccess);
+  EXPECT_EQ(coll_comm, nullptr);
+  EXPECT_LT(took, std::chrono::seconds(30));
+  // Bad rank / nranks are the core's misuse.
+  EXPECT_EQ(ncclCollNetPlugin_v11.connect(handles, 1, 1, listen_comm, &coll_comm),
+            ncclInternalError);
+  EXPECT_EQ(ncclCollNetPlugin_v11.closeListen(listen_comm), ncclSuccess);
+  void* flush = reinterpret_cast<void*>(1);
+  EXPECT_EQ(ncclCollNetPlugin_v11.iflush(nullptr, nullptr, 0, nullptr, &flush), ncclSuccess);
+  EXPECT_EQ(flush, nullptr);
+  EXPECT_EQ(ncclCollNetPlugin_v11.finalize(ctx), ncclSuccess);
+}
+
+}  // namespace
+}  // namespace tally::plugin

@@ -1,0 +1,153 @@
+// Failures must be errors, quickly: mismatched handles, mismatched calls, absent reducers.
+#include "harness.h"
+
+namespace tally::reducer::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+TEST(CollFailureTest, MismatchedHandlesRejected) {
+  auto servers = startServers(2);
+  auto good = optionsFor(servers);
+  auto other = good;
+  other.reducers.pop_back();  // rank 1 sees one reducer fewer
+  std::vector<std::unique_ptr<CollClient>> clients;
+  auto st = connectAll({good, other, good}, &clients);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(st[r].code(), StatusCode::kInvalidUsage) << st[r].toString();
+    EXPECT_NE(st[r].message().find("rank 1 has a different TALLY_REDUCERS"), std::string::npos)
+        << st[r].message();
+  }
+  auto sliced = good;
+  sliced.slice_bytes *= 2;
+  st = connectAll({good, sliced}, &clients);
+  for (auto& s : st) EXPECT_EQ(s.code(), StatusCode::kInvalidUsage) << s.toString();
+}
+
+TEST(CollFailureTest, MismatchedCountsFailAllRanks) {
+  auto servers = startServers(2);
+  std::vector<std::unique_ptr<CollClient>> clients;
+  auto st = connectAll(std::vector<CollOptions>(2, optionsFor(servers)), &clients);
+  for (auto& s : st) ASSERT_TRUE(s.isOk()) << s.toString();
+  std::vector<Status> results(2);
+  std::vector<std::thread> threads;
+  const auto start = Clock::now();
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      std::vector<float> v(2000, 1.0f);
+      std::unique_ptr<CollRequest> req;
+      Status s = post(clients[r].get(), v.data(), v.data(), r == 0 ? 1000 : 2000,
+                      DataType::kFloat32, ReduceOp::kSum, &req);
+      if (s.isOk()) s = waitRequest(req.get(), nullptr, 10000);
+      results[r] = s;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(9));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(results[r].code(), StatusCode::kRemote) << results[r].toString();
+    EXPECT_NE(results[r].message().find("disagree"), std::string::npos) << results[r].message();
+    EXPECT_NE(results[r].message().find("reducer 127.0.0.1:"), std::string::npos);
+  }
+  // The error sticks: later calls fail at once.
+  std::vector<float> v(10, 1.0f);
+  std::unique_ptr<CollRequest> req;
+  EXPECT_FALSE(clients[0]->iallreduce(v.data(), v.data(), 10, DataType::kFloat32,
+                                      ReduceOp::kSum, &req).isOk());
+  for (auto& c : clients) c->close();
+}
+
+TEST(CollFailureTest, MismatchedTypeFails) {
+  auto servers = startServers(1);
+  std::vector<std::unique_ptr<CollClient>> clients;
+  auto st = connectAll(std::vector<CollOptions>(2, optionsFor(servers)), &clients);
+  for (auto& s : st) ASSERT_TRUE(s.isOk()) << s.toString();
+  std::vector<Status> results(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      std::vector<int32_t> v(100, 1);
+      std::unique_ptr<CollRequest> req;
+      Status s = post(clients[r].get(), v.data(), v.data(), 100,
+                      r == 0 ? DataType::kInt32 : DataType::kFloat32, ReduceOp::kSum, &req);
+      if (s.isOk()) s = waitRequest(req.get(), nullptr, 10000);
+      results[r] = s;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& s : results) {
+    EXPECT_EQ(s.code(), StatusCode::kRemote) << s.toString();
+    EXPECT_NE(s.message().find("rank 1 sent"), std::string::npos) << s.message();
+  }
+}
+
+TEST(CollFailureTest, AbsentReducerFailsWithinTimeout) {
+  std::string address;
+  {
+    auto servers = startServers(1);
+    ASSERT_EQ(servers.size(), 1u);
+    address = servers[0]->address();
+  }  // stopped: nothing listens there now
+  CollOptions o;
+  o.reducers = {address};
+  o.connect_timeout_ms = 500;
+  std::vector<std::unique_ptr<CollClient>> clients;
+  const auto start = Clock::now();
+  auto st = connectAll({o}, &clients);
+  EXPECT_FALSE(st[0].isOk());
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  EXPECT_NE(st[0].message().find(address), std::string::npos) << st[0].toString();
+}
+
+TEST(CollFailureTest, MissingRankTimesOut) {
+  auto servers = startServers(1);
+  auto o = optionsFor(servers);
+  o.connect_timeout_ms = 500;
+  // Only rank 0 of 2 shows up: no Ready, a timeout.
+  std::vector<uint8_t> h0(kCollHandleBytes), h1(kCollHandleBytes);
+  ASSERT_TRUE(CollClient::makeHandle(o, h0.data()).isOk());
+  ASSERT_TRUE(CollClient::makeHandle(o, h1.data()).isOk());
+  const void* handles[2] = {h0.data(), h1.data()};
+  std::unique_ptr<CollClient> c;
+  const auto start = Clock::now();
+  Status st = CollClient::connect(o, handles, 2, 0, &c);
+  EXPECT_EQ(st.code(), StatusCode::kTimeout) << st.toString();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST(CollFailureTest, LostRankFailsTheOthers) {
+  auto servers = startServers(1);
+  std::vector<std::unique_ptr<CollClient>> clients;
+  auto opts = optionsFor(servers);
+  opts.timeout_ms = 2000;
+  auto st = connectAll(std::vector<CollOptions>(2, opts), &clients);
+  for (auto& s : st) ASSERT_TRUE(s.isOk()) << s.toString();
+  // Rank 1 closes (Bye) without joining the call; rank 0's call can then never complete. Its
+  // request must fail within the client's timeout, not hang.
+  clients[1]->close();
+  std::vector<float> v(100, 1.0f);
+  std::unique_ptr<CollRequest> req;
+  ASSERT_TRUE(post(clients[0].get(), v.data(), v.data(), 100, DataType::kFloat32, ReduceOp::kSum,
+                   &req).isOk());
+  Status s = waitRequest(req.get(), nullptr, 15000);
+  EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.toString();
+  clients[0]->close();
+}
+
+TEST(CollFailureTest, CountZeroCompletesAtOnce) {
+  auto servers = startServers(1);
+  std::vector<std::unique_ptr<CollClient>> clients;
+  auto st = connectAll({optionsFor(servers)}, &clients);
+  ASSERT_TRUE(st[0].isOk()) << st[0].toString();
+  std::unique_ptr<CollRequest> req;
+  ASSERT_TRUE(clients[0]->iallreduce(nullptr, nullptr, 0, DataType::kFloat32, ReduceOp::kSum,
+                                     &req).isOk());
+  bool done = false;
+  size_t bytes = 9;
+  ASSERT_TRUE(req->test(&done, &bytes).isOk());
+  EXPECT_TRUE(done);
+  EXPECT_EQ(bytes, 0u);
+}
+
+}  // namespace
+}  // namespace tally::reducer::test

@@ -1,0 +1,243 @@
+// The reducer wire format: round trips, and rejection of anything malformed.
+#include "reducer/wire.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace tally::reducer::wire {
+namespace {
+
+SliceHeader sampleSlice() {
+  SliceHeader h;
+  h.seq = 0x0102030405060708ull;
+  h.slice = 3;
+  h.offset = 3 * 65536;
+  h.count = 65536;
+  h.total_count = 300000;
+  h.type = DataType::kFloat32;
+  h.op = ReduceOp::kSum;
+  return h;
+}
+
+Hello sampleHello() {
+  Hello m;
+  m.comm = CommId{0x1111222233334444ull, 0x5555666677778888ull};
+  m.rank = 2;
+  m.nranks = 4;
+  m.reducer_index = 1;
+  m.nreducers = 3;
+  m.slice_bytes = 256 * 1024;
+  m.window = 16;
+  return m;
+}
+
+TEST(WireTest, HelloRoundTrip) {
+  Hello m = sampleHello();
+  Frame f = encodeHello(m);
+  MsgType t;
+  ASSERT_TRUE(peekType(f.data(), f.size, &t).isOk());
+  EXPECT_EQ(t, MsgType::kHello);
+  Hello d;
+  ASSERT_TRUE(decodeHello(f.data(), f.size, &d).isOk());
+  EXPECT_EQ(d.comm, m.comm);
+  EXPECT_EQ(d.rank, 2u);
+  EXPECT_EQ(d.nranks, 4u);
+  EXPECT_EQ(d.reducer_index, 1u);
+  EXPECT_EQ(d.nreducers, 3u);
+  EXPECT_EQ(d.slice_bytes, 256u * 1024);
+  EXPECT_EQ(d.window, 16u);
+}
+
+TEST(WireTest, LittleEndianOnTheWire) {
+  Frame f = encodeHello(sampleHello());
+  EXPECT_EQ(std::memcmp(f.data(), "TALY", 4), 0);
+  EXPECT_EQ(f.bytes[4], kVersion & 0xff);
+  EXPECT_EQ(f.bytes[6], static_cast<uint8_t>(MsgType::kHello));
+  // comm.hi, least significant byte first.
+  EXPECT_EQ(f.bytes[8], 0x44);
+  EXPECT_EQ(f.bytes[15], 0x11);
+}
+
+TEST(WireTest, ReadyRoundTrip) {
+  Ready m;
+  m.comm = CommId{1, 2};
+  m.nranks = 8;
+  m.window = 32;
+  Frame f = encodeReady(m);
+  Ready d;
+  ASSERT_TRUE(decodeReady(f.data(), f.size, &d).isOk());
+  EXPECT_EQ(d.comm, m.comm);
+  EXPECT_EQ(d.nranks, 8u);
+  EXPECT_EQ(d.window, 32u);
+}
+
+TEST(WireTest, SliceAndResultRoundTrip) {
+  SliceHeader h = sampleSlice();
+  for (int i = 0; i < kNumDataTypes; ++i) {
+    for (int o = 0; o < kNumReduceOps; ++o) {
+      h.type = static_cast<DataType>(i);
+      h.op = static_cast<ReduceOp>(o);
+      SliceHeader d;
+      Frame s = encodeSlice(h);
+      ASSERT_TRUE(decodeSlice(s.data(), s.size, &d).isOk());
+      EXPECT_EQ(d.seq, h.seq);
+      EXPECT_EQ(d.slice, h.slice);
+      EXPECT_EQ(d.offset, h.offset);
+      EXPECT_EQ(d.count, h.count);
+      EXPECT_EQ(d.total_count, h.total_count);
+      EXPECT_EQ(d.type, h.type);
+      EXPECT_EQ(d.op, h.op);
+      Frame r = encodeResult(h);
+      ASSERT_TRUE(decodeResult(r.data(), r.size, &d).isOk());
+      EXPECT_EQ(d.payloadBytes(), h.count * dataTypeSize(h.type));
+      // A slice is not a result and vice versa.
+      EXPECT_FALSE(decodeResult(s.data(), s.size, &d).isOk());
+      EXPECT_FALSE(decodeSlice(r.data(), r.size, &d).isOk());
+    }
+  }
+}
+
+TEST(WireTest, ReasonsRoundTripAndTruncate) {
+  Reason m{"ranks disagree: rank 0 sent float32, rank 1 sent int32"};
+  Frame f = encodeError(m);
+  Reason d;
+  ASSERT_TRUE(decodeError(f.data(), f.size, &d).isOk());
+  EXPECT_EQ(d.text, m.text);
+  f = encodeReject(Reason{std::string(1000, 'x')});
+  ASSERT_TRUE(decodeReject(f.data(), f.size, &d).isOk());
+  EXPECT_EQ(d.text, std::string(kMaxReasonBytes, 'x'));
+  EXPECT_FALSE(decodeError(f.data(), f.size, &d).isOk());  // a Reject is not an Error
+}
+
+TEST(WireTest, ByeRoundTrip) {
+  Frame f = encodeBye();
+  EXPECT_EQ(f.size, kPreambleBytes);
+  EXPECT_TRUE(decodeBye(f.data(), f.size).isOk());
+}
+
+TEST(WireTest, RejectsBadPreamble) {
+  Frame f = encodeBye();
+  MsgType t;
+  Frame bad = f;
+  bad.bytes[0] ^= 1;  // magic
+  EXPECT_EQ(peekType(bad.data(), bad.size, &t).code(), StatusCode::kRemote);
+  bad = f;
+  bad.bytes[4] = 99;  // version
+  EXPECT_FALSE(peekType(bad.data(), bad.size, &t).isOk());
+  bad = f;
+  bad.bytes[6] = 0;  // type
+  EXPECT_FALSE(peekType(bad.data(), bad.size, &t).isOk());
+  bad.bytes[6] = 200;
+  EXPECT_FALSE(peekType(bad.data(), bad.size, &t).isOk());
+  bad = f;
+  bad.bytes[7] = 1;  // reserved
+  EXPECT_FALSE(peekType(bad.data(), bad.size, &t).isOk());
+  EXPECT_FALSE(peekType(nullptr, 0, &t).isOk());
+}
+
+TEST(WireTest, RejectsTruncatedAndOversized) {
+  const Frame frames[] = {encodeHello(sampleHello()), encodeReady(Ready{CommId{}, 2, 4}),
+                          encodeSlice(sampleSlice()), encodeResult(sampleSlice()),
+                          encodeError(Reason{"x"}), encodeReject(Reason{"y"}), encodeBye()};
+  for (const Frame& f : frames) {
+    MsgType t;
+    ASSERT_TRUE(peekType(f.data(), f.size, &t).isOk());
+    for (size_t n = 0; n < f.size; ++n) {
+      EXPECT_FALSE(peekType(f.data(), n, &t).isOk()) << msgTypeName(t) << " cut to " << n;
+    }
+    Frame longer = f;
+    EXPECT_FALSE(peekType(longer.data(), f.size + 1, &t).isOk());
+  }
+  Hello h;
+  Frame f = encodeHello(sampleHello());
+  EXPECT_FALSE(decodeHello(f.data(), f.size - 1, &h).isOk());
+}
+
+TEST(WireTest, RejectsBadSliceFields) {
+  auto decodes = [](const SliceHeader& h) {
+    Frame f = encodeSlice(h);
+    SliceHeader d;
+    d.seq = 77;
+    Status st = decodeSlice(f.data(), f.size, &d);
+    if (!st.isOk()) {
+      EXPECT_EQ(d.seq, 77u) << "output written on failure";
+    }
+    return st.isOk();
+  };
+  EXPECT_TRUE(decodes(sampleSlice()));
+  SliceHeader h = sampleSlice();
+  h.count = 0;
+  EXPECT_FALSE(decodes(h));
+  h = sampleSlice();
+  h.offset = h.total_count;  // past the end
+  EXPECT_FALSE(decodes(h));
+  h = sampleSlice();
+  h.offset = UINT64_MAX - 10;  // offset + count overflows
+  EXPECT_FALSE(decodes(h));
+  h = sampleSlice();
+  h.count = kMaxSliceBytes / 4 + 1;  // over the slice limit
+  h.total_count = h.count;
+  h.offset = 0;
+  EXPECT_FALSE(decodes(h));
+  h = sampleSlice();
+  h.type = DataType::kFloat64;
+  h.count = UINT64_MAX / 4;  // count x 8 overflows
+  h.offset = 0;
+  h.total_count = UINT64_MAX;
+  EXPECT_FALSE(decodes(h));
+  h = sampleSlice();
+  h.total_count = UINT64_MAX / 2;  // total x 4 overflows
+  EXPECT_FALSE(decodes(h));
+
+  // Unknown type and op codes, non-zero reserved bytes: patched into a good frame.
+  Frame f = encodeSlice(sampleSlice());
+  SliceHeader d;
+  const size_t type_at = kPreambleBytes + 8 + 4 + 4 + 8 + 8 + 8;
+  Frame bad = f;
+  bad.bytes[type_at] = kNumDataTypes;
+  EXPECT_FALSE(decodeSlice(bad.data(), bad.size, &d).isOk());
+  bad = f;
+  bad.bytes[type_at + 1] = kNumReduceOps;
+  EXPECT_FALSE(decodeSlice(bad.data(), bad.size, &d).isOk());
+  bad = f;
+  bad.bytes[kPreambleBytes + 12] = 1;  // padding after the slice index
+  EXPECT_FALSE(decodeSlice(bad.data(), bad.size, &d).isOk());
+}
+
+TEST(WireTest, RejectsBadHelloFields) {
+  auto decodes = [](const Hello& m) {
+    Frame f = encodeHello(m);
+    Hello d;
+    return decodeHello(f.data(), f.size, &d).isOk();
+  };
+  Hello m = sampleHello();
+  m.rank = m.nranks;
+  EXPECT_FALSE(decodes(m));
+  m = sampleHello();
+  m.nranks = 0;
+  m.rank = 0;
+  EXPECT_FALSE(decodes(m));
+  m = sampleHello();
+  m.reducer_index = 3;
+  EXPECT_FALSE(decodes(m));
+  m = sampleHello();
+  m.slice_bytes = 0;
+  EXPECT_FALSE(decodes(m));
+  m = sampleHello();
+  m.slice_bytes = kMaxSliceBytes + 1;
+  EXPECT_FALSE(decodes(m));
+  m = sampleHello();
+  m.window = 0;
+  EXPECT_FALSE(decodes(m));
+}
+
+TEST(WireTest, RejectsBadReasonLength) {
+  Frame f = encodeError(Reason{"abc"});
+  f.bytes[kPreambleBytes] = 0xff;  // length 255 > kMaxReasonBytes
+  Reason d;
+  EXPECT_FALSE(decodeError(f.data(), f.size, &d).isOk());
+}
+
+}  // namespace
+}  // namespace tally::reducer::wire

@@ -1,0 +1,246 @@
+#include "tools/driver/coll_driver.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+
+#include "tools/driver/reference.h"
+
+namespace tally::driver {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Backs off politely when nothing progressed: on a small machine the reducers and the plugin's
+// threads need the CPU a spinning driver would take.
+class IdleBackoff {
+ public:
+  void progressed() { idle_ = 0; }
+  void idle() {
+    if (++idle_ < 64) {
+      sched_yield();
+    } else {
+      ::usleep(20);
+    }
+  }
+
+ private:
+  int idle_ = 0;
+};
+
+}  // namespace
+
+Status CollComm::create(CollNetApi* api, Store* store, const std::string& name, int rank,
+                        int nranks, const CollCommOptions& options,
+                        std::unique_ptr<CollComm>* out) {
+  if (rank < 0 || rank >= nranks) return Status::internal("rank out of range");
+  if (options.max_inflight < 1 || options.call_bytes == 0 || options.nchannels < 1) {
+    return Status::internal("bad CollCommOptions");
+  }
+  std::unique_ptr<CollComm> comm(new CollComm(api, rank, nranks, options));
+  Status s = comm->setup(store, name);
+  if (!s.isOk()) {
+    (void)comm->close();
+    return s;
+  }
+  *out = std::move(comm);
+  return Status::ok();
+}
+
+Status CollComm::setup(Store* store, const std::string& name) {
+  uint64_t comm_id = options_.comm_id != 0 ? options_.comm_id : hashBytes(name.data(), name.size());
+  TALLY_RETURN_IF_ERROR(ncclStatus(api_->init(comm_id, &ctx_), "collnet init"));
+  if (ctx_ == nullptr) return Status::internal("collnet init returned a NULL ctx");
+
+  int ndev = 0;
+  TALLY_RETURN_IF_ERROR(ncclStatus(api_->devices(&ndev), "collnet devices"));
+  if (options_.dev >= ndev) {
+    return Status::invalidUsage("collnet reports " + std::to_string(ndev) +
+                                " devices (is TALLY_REDUCERS set?)");
+  }
+  TALLY_RETURN_IF_ERROR(
+      ncclStatus(api_->getProperties(options_.dev, &props_), "collnet getProperties"));
+
+  char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  void* listen_comm = nullptr;
+  TALLY_RETURN_IF_ERROR(
+      ncclStatus(api_->listen(ctx_, options_.dev, handle, &listen_comm), "collnet listen"));
+  if (listen_comm == nullptr) return Status::internal("collnet listen returned a NULL listenComm");
+
+  // NCCL's bootstrap all-gather of the handles, here through the store.
+  Status s = store->set(name + "/handle/" + std::to_string(rank_),
+                        std::string_view(handle, sizeof(handle)));
+  std::vector<std::string> all(static_cast<size_t>(nranks_));
+  for (int r = 0; r < nranks_ && s.isOk(); ++r) {
+    s = store->get(name + "/handle/" + std::to_string(r), &all[static_cast<size_t>(r)],
+                   options_.timeout_ms);
+    if (s.isOk() && all[static_cast<size_t>(r)].size() != NCCL_NET_HANDLE_MAXSIZE) {
+      s = Status::internal("handle of rank " + std::to_string(r) + " has the wrong size");
+    }
+  }
+  if (!s.isOk()) {
+    (void)api_->closeListen(listen_comm);
+    return s;
+  }
+  std::vector<void*> handles;
+  for (auto& h : all) handles.push_back(h.data());
+
+  // Called once, no retry loop: CollNet connect blocks until the group has formed. On failure
+  // NCCL drops the listenComm without closing it; a driver is allowed to be tidier.
+  ncclResult_t r = api_->connect(handles.data(), nranks_, rank_, listen_comm, &coll_comm_);
+  if (r != ncclSuccess || coll_comm_ == nullptr) {
+    (void)api_->closeListen(listen_comm);
+    coll_comm_ = nullptr;
+    if (r == ncclSuccess) return Status::internal("collnet connect returned a NULL collComm");
+    return ncclStatus(r, "collnet connect");
+  }
+  TALLY_RETURN_IF_ERROR(ncclStatus(api_->closeListen(listen_comm), "collnet closeListen"));
+
+  // One shared region, registered by every channel's send and receive connector.
+  half_bytes_ = options_.call_bytes * static_cast<size_t>(options_.max_inflight);
+  region_.assign(2 * half_bytes_, 0);
+  for (int i = 0; i < 2 * options_.nchannels; ++i) {
+    void* mh = nullptr;
+    TALLY_RETURN_IF_ERROR(
+        ncclStatus(api_->regMr(coll_comm_, region_.data(), region_.size(), NCCL_PTR_HOST, &mh),
+                   "collnet regMr"));
+    mhandles_.push_back(mh);
+  }
+
+  for (int t = 0; t < kNumDataTypes; ++t) {
+    for (int o = 0; o < kNumReduceOps; ++o) {
+      int supported = 0;
+      TALLY_RETURN_IF_ERROR(ncclStatus(api_->reduceSupport(static_cast<ncclDataType_t>(t),
+                                                           static_cast<ncclRedOp_t>(o), &supported),
+                                       "collnet reduceSupport"));
+      support_[t][o] = supported != 0;
+    }
+  }
+  return Status::ok();
+}
+
+bool CollComm::supported(DataType type, ReduceOp op) const {
+  return support_[static_cast<int>(type)][static_cast<int>(op)];
+}
+
+Status CollComm::allreduce(const void* src, void* dst, size_t count, DataType type, ReduceOp op) {
+  if (closed_ || coll_comm_ == nullptr) return Status::internal("allreduce on a closed CollComm");
+  const size_t esize = dataTypeSize(type);
+  const size_t call_elems = options_.call_bytes / esize;
+  if (call_elems == 0) return Status::internal("call_bytes is smaller than one element");
+  const size_t npieces = (count + call_elems - 1) / call_elems;
+  // Elements passed to iallreduce for a piece of n: with whole_chunk_bytes, rounded up to whole
+  // chunks like NCCL's non-registered calls, so the tail reduces stale bytes nobody reads.
+  auto posted = [&](size_t n) {
+    if (options_.whole_chunk_bytes == 0) return n;
+    size_t chunk = std::max<size_t>(1, options_.whole_chunk_bytes / esize);
+    return std::min(call_elems, (n + chunk - 1) / chunk * chunk);
+  };
+  const size_t slots = static_cast<size_t>(options_.max_inflight);
+  char* send_half = region_.data();
+  char* recv_half = region_.data() + half_bytes_;
+  // The send connector of channel 0 and the receive connector of channel 0, as NCCL passes them.
+  void* send_mh = mhandles_[0];
+  void* recv_mh = mhandles_[1];
+
+  struct InFlight {
+    void* request;
+    size_t piece;
+  };
+  std::deque<InFlight> inflight;
+  size_t issued = 0;
+  size_t completed = 0;
+  size_t staged = SIZE_MAX;  // piece whose input already sits in its slot
+  IdleBackoff backoff;
+  auto last_progress = Clock::now();
+  const auto* in = static_cast<const char*>(src);
+  auto* out = static_cast<char*>(dst);
+
+  while (completed < npieces) {
+    bool progressed = false;
+    // Post: a slot is free once the piece `slots` before it completed (completion is in order).
+    while (inflight.size() < slots && issued < npieces) {
+      size_t slot = issued % slots;
+      size_t first = issued * call_elems;
+      size_t n = std::min(call_elems, count - first);
+      char* sbuf = send_half + slot * options_.call_bytes;
+      char* rbuf = recv_half + slot * options_.call_bytes;
+      if (staged != issued) {
+        std::memcpy(sbuf, in + first * esize, n * esize);
+        staged = issued;
+      }
+      void* request = nullptr;
+      ncclResult_t r =
+          api_->iallreduce(coll_comm_, sbuf, rbuf, posted(n), static_cast<ncclDataType_t>(type),
+                           static_cast<ncclRedOp_t>(op), send_mh, recv_mh, &request);
+      TALLY_RETURN_IF_ERROR(ncclStatus(r, "collnet iallreduce"));
+      if (request == nullptr) {  // no room now: NCCL calls again later
+        ++stats_.null_requests;
+        break;
+      }
+      ++stats_.calls;
+      inflight.push_back({request, issued});
+      ++issued;
+      progressed = true;
+    }
+    // Test oldest first; take every completed call at the front.
+    while (!inflight.empty()) {
+      int done = 0;
+      int size = -1;
+      TALLY_RETURN_IF_ERROR(
+          ncclStatus(api_->test(inflight.front().request, &done, &size), "collnet test"));
+      if (!done) break;
+      size_t piece = inflight.front().piece;
+      size_t first = piece * call_elems;
+      size_t n = std::min(call_elems, count - first);
+      if (size >= 0 && static_cast<size_t>(size) != posted(n) * esize) {
+        return Status::internal("collnet test reported " + std::to_string(size) +
+                                " bytes, expected " + std::to_string(posted(n) * esize));
+      }
+      std::memcpy(out + first * esize, recv_half + (piece % slots) * options_.call_bytes,
+                  n * esize);
+      inflight.pop_front();
+      ++completed;
+      progressed = true;
+    }
+    if (progressed) {
+      backoff.progressed();
+      last_progress = Clock::now();
+    } else {
+      if (Clock::now() - last_progress > std::chrono::milliseconds(options_.timeout_ms)) {
+        return Status::timeout(
+            "collnet allreduce made no progress for " + std::to_string(options_.timeout_ms) +
+            " ms (" + std::to_string(completed) + "/" + std::to_string(npieces) + " calls done)");
+      }
+      backoff.idle();
+    }
+  }
+  return Status::ok();
+}
+
+Status CollComm::close() {
+  if (closed_) return Status::ok();
+  closed_ = true;
+  Status first;
+  auto keep = [&](Status s) {
+    if (first.isOk() && !s.isOk()) first = std::move(s);
+  };
+  if (coll_comm_ != nullptr) {
+    for (void* mh : mhandles_) keep(ncclStatus(api_->deregMr(coll_comm_, mh), "collnet deregMr"));
+    mhandles_.clear();
+    keep(ncclStatus(api_->closeColl(coll_comm_), "collnet closeColl"));
+    coll_comm_ = nullptr;
+  }
+  if (ctx_ != nullptr) {
+    keep(ncclStatus(api_->finalize(ctx_), "collnet finalize"));
+    ctx_ = nullptr;
+  }
+  return first;
+}
+
+CollComm::~CollComm() { (void)close(); }
+
+}  // namespace tally::driver

@@ -1,0 +1,134 @@
+// PluginLibrary: a built net plugin opened the way NCCL opens it (dlopen RTLD_NOW | RTLD_LOCAL,
+// dlsym of ncclNetPlugin_vN / ncclCollNetPlugin_vN), and version-free views of its tables so the
+// same driver code and tests run against v8, v9, v10 and v11.
+//
+// The views keep NCCL's calling conventions and return ncclResult_t unchanged, so tests can check
+// exact codes. What differs between versions is absorbed here:
+//   - init: v11 returns a per-communicator ctx; older tables are initialized once per view and
+//     hand back a dummy non-NULL ctx. finalize(ctx) is a no-op before v11.
+//   - listen/connect take the ctx from v11 on; net connect gets a default config on v10.
+//   - sizes are size_t; a v8 table is given int sizes and a size above INT_MAX fails with
+//     ncclInternalError without calling the plugin.
+//   - properties are converted to one NetProperties struct (fields a version lacks stay 0).
+// A view holds a pointer into the library: the PluginLibrary must outlive every view. Views are
+// as thread-safe as the plugin (NCCL calls from several threads), except init, which a caller
+// must not race with itself before v11.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "plugin/abi/abi.h"
+
+namespace tally::driver {
+
+// Maps a plugin result to a Status for driver code: "<what>: ncclRemoteError (6)".
+Status ncclStatus(ncclResult_t result, const std::string& what);
+const char* ncclResultName(ncclResult_t result);
+
+// The logger handed to init: WARN lines go to stderr, INFO and TRACE only at higher levels.
+void setPluginLogLevel(ncclDebugLogLevel level);
+void pluginLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
+                  const char* fmt, ...) __attribute__((format(printf, 5, 6)));
+
+struct NetProperties {
+  std::string name;
+  std::string pci_path;
+  uint64_t guid = 0;
+  int ptr_support = 0;
+  int reg_is_global = 0;
+  int force_flush = 0;  // v9+
+  int speed = 0;
+  int port = 0;
+  float latency = 0;
+  int max_comms = 0;
+  int max_recvs = 0;
+  int net_device_type = 0;
+  int net_device_version = 0;
+  int vdevs = 0;                   // v9+: vProps.ndevs
+  size_t max_p2p_bytes = 0;        // v9+
+  size_t max_coll_bytes = 0;       // v9+
+  int max_multi_request_size = 0;  // v11
+};
+
+class NetApi {
+ public:
+  virtual ~NetApi() = default;
+  virtual int version() const = 0;
+  virtual const char* name() const = 0;
+  virtual ncclResult_t init(uint64_t comm_id, void** ctx) = 0;
+  virtual ncclResult_t finalize(void* ctx) = 0;
+  virtual ncclResult_t devices(int* ndev) = 0;
+  virtual ncclResult_t getProperties(int dev, NetProperties* props) = 0;
+  virtual ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm) = 0;
+  virtual ncclResult_t connect(void* ctx, int dev, void* handle, void** send_comm) = 0;
+  virtual ncclResult_t accept(void* listen_comm, void** recv_comm) = 0;
+  virtual ncclResult_t regMr(void* comm, void* data, size_t size, int type, void** mhandle) = 0;
+  virtual ncclResult_t deregMr(void* comm, void* mhandle) = 0;
+  virtual ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
+                             void** request) = 0;
+  virtual ncclResult_t irecv(void* recv_comm, int n, void** data, const size_t* sizes, int* tags,
+                             void** mhandles, void** request) = 0;
+  virtual ncclResult_t test(void* request, int* done, int* sizes) = 0;
+  virtual ncclResult_t closeSend(void* send_comm) = 0;
+  virtual ncclResult_t closeRecv(void* recv_comm) = 0;
+  virtual ncclResult_t closeListen(void* listen_comm) = 0;
+};
+
+class CollNetApi {
+ public:
+  virtual ~CollNetApi() = default;
+  virtual int version() const = 0;
+  virtual const char* name() const = 0;
+  virtual ncclResult_t init(uint64_t comm_id, void** ctx) = 0;
+  virtual ncclResult_t finalize(void* ctx) = 0;
+  virtual ncclResult_t devices(int* ndev) = 0;
+  virtual ncclResult_t getProperties(int dev, NetProperties* props) = 0;
+  virtual ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm) = 0;
+  virtual ncclResult_t connect(void* handles[], int nranks, int rank, void* listen_comm,
+                               void** coll_comm) = 0;
+  virtual ncclResult_t reduceSupport(ncclDataType_t type, ncclRedOp_t op, int* supported) = 0;
+  virtual ncclResult_t regMr(void* coll_comm, void* data, size_t size, int type,
+                             void** mhandle) = 0;
+  virtual ncclResult_t deregMr(void* coll_comm, void* mhandle) = 0;
+  virtual ncclResult_t iallreduce(void* coll_comm, void* send, void* recv, size_t count,
+                                  ncclDataType_t type, ncclRedOp_t op, void* send_mhandle,
+                                  void* recv_mhandle, void** request) = 0;
+  virtual ncclResult_t test(void* request, int* done, int* size) = 0;
+  virtual ncclResult_t closeColl(void* coll_comm) = 0;
+  virtual ncclResult_t closeListen(void* listen_comm) = 0;
+};
+
+class PluginLibrary {
+ public:
+  // dlopen(path, RTLD_NOW | RTLD_LOCAL). kSystem with dlerror() on failure.
+  static Status open(const std::string& path, std::unique_ptr<PluginLibrary>* out);
+  ~PluginLibrary();
+  PluginLibrary(const PluginLibrary&) = delete;
+  PluginLibrary& operator=(const PluginLibrary&) = delete;
+
+  const std::string& path() const { return path_; }
+  // The table versions this driver understands (8..11) that the library exports.
+  std::vector<int> netVersions() const;
+  std::vector<int> collNetVersions() const;
+  // kInvalidUsage when the library does not export that version or the driver does not know it.
+  Status net(int version, std::unique_ptr<NetApi>* out) const;
+  Status collNet(int version, std::unique_ptr<CollNetApi>* out) const;
+
+ private:
+  PluginLibrary(std::string path, void* handle) : path_(std::move(path)), handle_(handle) {}
+  void* symbol(const std::string& name) const;
+  std::string path_;
+  void* handle_;
+};
+
+inline constexpr int kMinTableVersion = 8;
+inline constexpr int kMaxTableVersion = 11;
+
+}  // namespace tally::driver

@@ -1,0 +1,317 @@
+#include "tools/driver/process.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+
+namespace tally::driver {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t msLeft(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return left.count() > 0 ? left.count() : 0;
+}
+
+// In a fresh child: die with the parent, so nothing outlives a crashed test or demo.
+void dieWithParent(pid_t parent) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // The parent may have died between fork() and prctl().
+  if (::getppid() != parent) ::_exit(71);
+}
+
+void fillExit(int wstatus, WorkerExit* e) {
+  if (WIFEXITED(wstatus)) {
+    e->exit_code = WEXITSTATUS(wstatus);
+  } else if (WIFSIGNALED(wstatus)) {
+    e->signal = WTERMSIG(wstatus);
+  }
+}
+
+// Waits up to timeout_ms for `pid`; true when reaped (status in *wstatus).
+bool waitPid(pid_t pid, int64_t timeout_ms, int* wstatus) {
+  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto sleep = std::chrono::microseconds(200);
+  for (;;) {
+    pid_t r = ::waitpid(pid, wstatus, WNOHANG);
+    if (r == pid) return true;
+    if (r < 0 && errno != EINTR) return true;  // already reaped or not ours: nothing to wait for
+    if (Clock::now() >= deadline) return false;
+    ::usleep(static_cast<useconds_t>(sleep.count()));
+    sleep = std::min(sleep * 2, std::chrono::microseconds(10000));
+  }
+}
+
+}  // namespace
+
+std::string WorkerExit::describe() const {
+  std::string s = "rank " + std::to_string(rank) + ": ";
+  if (timed_out) return s + "timed out and was killed";
+  if (signal != 0)
+    return s + "killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
+  return s + "exit " + std::to_string(exit_code);
+}
+
+Status runWorkers(int nworkers, const std::function<int(int rank)>& body, int64_t timeout_ms,
+                  std::vector<WorkerExit>* exits) {
+  std::fflush(nullptr);
+  pid_t parent = ::getpid();
+  std::vector<pid_t> pids;
+  std::vector<WorkerExit> result(static_cast<size_t>(nworkers));
+  for (int rank = 0; rank < nworkers; ++rank) {
+    result[static_cast<size_t>(rank)].rank = rank;
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      int err = errno;
+      for (pid_t p : pids) ::kill(p, SIGKILL);
+      for (pid_t p : pids) ::waitpid(p, nullptr, 0);
+      return Status::fromErrno("fork worker " + std::to_string(rank), err);
+    }
+    if (pid == 0) {
+      dieWithParent(parent);
+      int code = 70;
+      try {
+        code = body(rank);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "worker %d: exception: %s\n", rank, e.what());
+      } catch (...) {
+        std::fprintf(stderr, "worker %d: unknown exception\n", rank);
+      }
+      std::fflush(nullptr);
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+
+  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::vector<bool> done(pids.size(), false);
+  size_t remaining = pids.size();
+  auto sleep = std::chrono::microseconds(200);
+  while (remaining > 0) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (done[i]) continue;
+      int wstatus = 0;
+      pid_t r = ::waitpid(pids[i], &wstatus, WNOHANG);
+      if (r == pids[i]) {
+        fillExit(wstatus, &result[i]);
+        done[i] = true;
+        --remaining;
+      }
+    }
+    if (remaining == 0) break;
+    if (Clock::now() >= deadline) {
+      for (size_t i = 0; i < pids.size(); ++i) {
+        if (done[i]) continue;
+        ::kill(pids[i], SIGKILL);
+        int wstatus = 0;
+        ::waitpid(pids[i], &wstatus, 0);
+        fillExit(wstatus, &result[i]);
+        result[i].timed_out = true;
+      }
+      break;
+    }
+    std::this_thread::sleep_for(sleep);
+    sleep = std::min(sleep * 2, std::chrono::microseconds(5000));
+  }
+  *exits = std::move(result);
+  return Status::ok();
+}
+
+bool allWorkersOk(const std::vector<WorkerExit>& exits, std::string* why) {
+  bool ok = true;
+  for (const auto& e : exits) {
+    if (e.ok()) continue;
+    ok = false;
+    if (why) *why += e.describe() + "\n";
+  }
+  return ok;
+}
+
+ReducerProcess::ReducerProcess(pid_t pid, int out_fd, std::string address)
+    : pid_(pid), out_fd_(out_fd), address_(std::move(address)) {
+  // Keeps the reducer from blocking on a full pipe if it writes more to stdout.
+  drain_ = std::thread([fd = out_fd_] {
+    char buf[4096];
+    for (;;) {
+      ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+    }
+  });
+}
+
+Status ReducerProcess::start(const std::string& binary, const std::vector<std::string>& extra_args,
+                             int64_t timeout_ms, std::unique_ptr<ReducerProcess>* out) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return Status::fromErrno("pipe for tally-reducer", errno);
+  std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  std::fflush(nullptr);
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int err = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return Status::fromErrno("fork tally-reducer", err);
+  }
+  if (pid == 0) {
+    dieWithParent(parent);
+    // dup2 clears O_CLOEXEC on the new descriptor; the originals close at exec.
+    if (::dup2(fds[1], STDOUT_FILENO) < 0) ::_exit(72);
+    ::execv(binary.c_str(), argv.data());
+    std::fprintf(stderr, "exec %s: %s\n", binary.c_str(), std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+
+  // Read the ready line byte by byte, so nothing after it is consumed here.
+  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::string line;
+  Status failure;
+  for (;;) {
+    struct pollfd p = {fds[0], POLLIN, 0};
+    int64_t left = msLeft(deadline);
+    int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 100)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      failure = Status::fromErrno("poll tally-reducer stdout", errno);
+      break;
+    }
+    if (r == 0) {
+      if (left == 0) {
+        failure = Status::timeout("tally-reducer printed no ready line within " +
+                                  std::to_string(timeout_ms) + " ms (got \"" + line + "\")");
+        break;
+      }
+      continue;
+    }
+    char c;
+    ssize_t n = ::read(fds[0], &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      failure = Status::remote("tally-reducer " + binary + " exited before its ready line (got \"" +
+                               line + "\")");
+      break;
+    }
+    if (c != '\n') {
+      line.push_back(c);
+      continue;
+    }
+    static const char kReady[] = "tally-reducer listening on ";
+    if (line.rfind(kReady, 0) == 0) {
+      std::string address = line.substr(sizeof(kReady) - 1);
+      while (!address.empty() && (address.back() == '\r' || address.back() == ' '))
+        address.pop_back();
+      out->reset(new ReducerProcess(pid, fds[0], std::move(address)));
+      return Status::ok();
+    }
+    line.clear();  // some other line: keep waiting for the ready one
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  ::close(fds[0]);
+  return failure;
+}
+
+Status ReducerProcess::stop(int64_t timeout_ms) {
+  if (reaped_) return Status::ok();
+  ::kill(pid_, SIGTERM);
+  int wstatus = 0;
+  bool reaped = waitPid(pid_, timeout_ms, &wstatus);
+  if (!reaped) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, &wstatus, 0);
+  }
+  reaped_ = true;
+  if (drain_.joinable()) drain_.join();
+  ::close(out_fd_);
+  if (!reaped)
+    return Status::timeout("tally-reducer pid " + std::to_string(pid_) + " ignored SIGTERM");
+  if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) return Status::ok();
+  if (WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGTERM) return Status::ok();
+  return Status::remote("tally-reducer pid " + std::to_string(pid_) + " ended with status " +
+                        std::to_string(wstatus));
+}
+
+void ReducerProcess::kill() {
+  if (reaped_) return;
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+  reaped_ = true;
+  if (drain_.joinable()) drain_.join();
+  ::close(out_fd_);
+}
+
+ReducerProcess::~ReducerProcess() {
+  if (!reaped_) (void)stop(2000);
+}
+
+Status startReducers(const std::string& binary, int count,
+                     const std::vector<std::string>& extra_args, int64_t timeout_ms,
+                     std::vector<std::unique_ptr<ReducerProcess>>* out) {
+  std::vector<std::unique_ptr<ReducerProcess>> started;
+  for (int i = 0; i < count; ++i) {
+    std::unique_ptr<ReducerProcess> r;
+    TALLY_RETURN_IF_ERROR(ReducerProcess::start(binary, extra_args, timeout_ms, &r));
+    started.push_back(std::move(r));
+  }
+  *out = std::move(started);
+  return Status::ok();
+}
+
+std::string reducerList(const std::vector<std::unique_ptr<ReducerProcess>>& reducers) {
+  std::string list;
+  for (const auto& r : reducers) {
+    if (!list.empty()) list += ",";
+    list += r->address();
+  }
+  return list;
+}
+
+std::string selfDirectory() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, static_cast<size_t>(n));
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+Status TempDir::create(const std::string& what, std::unique_ptr<TempDir>* out) {
+  std::string tmpl = std::filesystem::temp_directory_path().string() + "/tally-" + what + "-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) return Status::fromErrno("mkdtemp " + tmpl, errno);
+  out->reset(new TempDir(tmpl));
+  return Status::ok();
+}
+
+TempDir::~TempDir() {
+  DIR* dir = ::opendir(path_.c_str());
+  if (dir != nullptr) {
+    while (struct dirent* e = ::readdir(dir)) {
+      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+      ::unlink((path_ + "/" + e->d_name).c_str());
+    }
+    ::closedir(dir);
+  }
+  ::rmdir(path_.c_str());
+}
+
+}  // namespace tally::driver

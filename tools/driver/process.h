@@ -1,0 +1,94 @@
+// Process helpers for the demo and the functional tests: forked worker processes standing in for
+// the ranks of an NCCL job, and tally-reducer processes started with fork/exec.
+//
+// Every wait is bounded. Children ask the kernel to kill them when the parent dies
+// (PR_SET_PDEATHSIG), so a crashed test leaves no orphans behind. Not thread-safe: call from one
+// thread of the parent.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tally::driver {
+
+struct WorkerExit {
+  int rank = -1;
+  int exit_code = -1;  // valid when the child exited normally
+  int signal = 0;      // the signal that ended it, 0 if none
+  bool timed_out = false;
+  bool ok() const { return signal == 0 && !timed_out && exit_code == 0; }
+  std::string describe() const;  // "rank 2: exit 1", "rank 0: killed by signal 9 (timeout)"
+};
+
+// Forks `nworkers` children; child `rank` runs body(rank) and _exits with its return value (an
+// exception escaping body exits with 70). Waits up to timeout_ms for all of them; children still
+// running then are killed with SIGKILL and reported as timed out. Flushes stdio before forking.
+// Returns ok when every child was reaped (whatever their exit codes); exits holds one entry per
+// rank in rank order.
+Status runWorkers(int nworkers, const std::function<int(int rank)>& body, int64_t timeout_ms,
+                  std::vector<WorkerExit>* exits);
+
+// True when every entry is ok(); otherwise appends one line per failed rank to *why.
+bool allWorkersOk(const std::vector<WorkerExit>& exits, std::string* why);
+
+// A running `tally-reducer --listen 127.0.0.1:0 [extra args]`. The constructor-free factory
+// start() waits for its ready line "tally-reducer listening on HOST:PORT" on stdout. The rest
+// of its stdout is drained by a helper thread; stderr is inherited. The destructor stops it.
+class ReducerProcess {
+ public:
+  static Status start(const std::string& binary, const std::vector<std::string>& extra_args,
+                      int64_t timeout_ms, std::unique_ptr<ReducerProcess>* out);
+  ~ReducerProcess();
+  ReducerProcess(const ReducerProcess&) = delete;
+  ReducerProcess& operator=(const ReducerProcess&) = delete;
+
+  // "HOST:PORT" from the ready line.
+  const std::string& address() const { return address_; }
+  pid_t pid() const { return pid_; }
+  // SIGTERM, wait up to timeout_ms, then SIGKILL. Ok when it exited with status 0 after SIGTERM
+  // (or died of SIGTERM). Idempotent.
+  Status stop(int64_t timeout_ms = 5000);
+  // SIGKILL now and reap, for kill-a-peer cases.
+  void kill();
+
+ private:
+  ReducerProcess(pid_t pid, int out_fd, std::string address);
+  pid_t pid_;
+  int out_fd_;
+  std::string address_;
+  std::thread drain_;
+  bool reaped_ = false;
+};
+
+// Starts `count` reducers; on failure stops those already started.
+Status startReducers(const std::string& binary, int count,
+                     const std::vector<std::string>& extra_args, int64_t timeout_ms,
+                     std::vector<std::unique_ptr<ReducerProcess>>* out);
+// "a:1,b:2" from the reducers' addresses, the TALLY_REDUCERS syntax.
+std::string reducerList(const std::vector<std::unique_ptr<ReducerProcess>>& reducers);
+
+// Directory of the running executable (/proc/self/exe), without a trailing slash.
+std::string selfDirectory();
+
+// Makes a fresh directory under $TMPDIR (or /tmp) named tally-<what>-XXXXXX; removes it and its
+// files (one level) when destroyed.
+class TempDir {
+ public:
+  static Status create(const std::string& what, std::unique_ptr<TempDir>* out);
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit TempDir(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
+}  // namespace tally::driver

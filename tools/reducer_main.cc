@@ -1,0 +1,92 @@
+// tally-reducer: serves CollNet all-reduce for any number of jobs until SIGINT or SIGTERM.
+//
+//   tally-reducer --listen HOST:PORT [--threads N] [--window N] [--verbose]
+//
+// Prints exactly one line on stdout once it accepts connections,
+// "tally-reducer listening on HOST:PORT" with the real port, so scripts can start it on port 0.
+// Exit status: 0 after a signal, 2 for bad arguments, 1 when serving fails to start.
+#include <pthread.h>
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "common/log.h"
+#include "common/params.h"
+#include "reducer/server.h"
+
+namespace {
+
+constexpr int kExitUsage = 2;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tally;
+  reducer::ServerOptions options;
+  options.listen.clear();
+  bool verbose = false;
+
+  CLI::App app{"Tally reduction server: sums CollNet all-reduce slices for the workers."};
+  app.add_option("--listen", options.listen, "HOST:PORT to listen on (port 0 picks one)")
+      ->required();
+  app.add_option("--threads", options.threads, "engine threads")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--window", options.window, "slices buffered per worker connection")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_flag("--verbose", verbose, "log connections and communicators (INFO)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+
+  log::setSink(&log::stderrSink, verbose ? log::Level::kInfo : log::Level::kWarn);
+
+  // Socket settings come from the same TALLY_ variables the workers read.
+  Params params;
+  Status st = Params::load(EnvParamSource(), &params);
+  if (!st.isOk()) {
+    TALLY_WARN("%s", st.toString().c_str());
+    return kExitUsage;
+  }
+  params.logProvenance();
+  options.tcp.sockets = static_cast<int>(params.socketNsocks);
+  options.tcp.min_stripe = params.socketMinStripe;
+  options.tcp.connect_timeout_ms = params.connectTimeout;
+
+  // Signals are taken by sigwait below: block them before any thread starts, so every thread
+  // inherits the mask and none is interrupted.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A worker vanishing mid-send must be an error on that connection, not the end of the server.
+  signal(SIGPIPE, SIG_IGN);
+
+  std::unique_ptr<reducer::ReducerServer> server;
+  st = reducer::ReducerServer::start(options, &server);
+  if (!st.isOk()) {
+    TALLY_WARN("tally-reducer: cannot serve on %s: %s", options.listen.c_str(),
+               st.toString().c_str());
+    return st.code() == StatusCode::kInvalidUsage ? kExitUsage : 1;
+  }
+  std::printf("tally-reducer listening on %s\n", server->address().c_str());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  TALLY_INFO(log::kInit, "tally-reducer: signal %d, stopping", sig);
+  server->stop();
+  return 0;
+}

@@ -1,0 +1,510 @@
+#include "transport/tcp/connection.h"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <system_error>
+#include <thread>
+
+#include "common/log.h"
+#include "transport/tcp/socket.h"
+#include "transport/tcp/wire.h"
+
+namespace tally::transport::tcp {
+namespace {
+
+// One posted isend or irecv. Every field after construction is guarded by Core::mu_.
+struct Op {
+  bool is_send = false;
+  int n = 1;
+  uint64_t send_size = 0;
+  uint8_t* data[kMaxRecvs] = {};
+  size_t capacity[kMaxRecvs] = {};
+  int tags[kMaxRecvs] = {};
+  bool taken[kMaxRecvs] = {};
+  size_t received[kMaxRecvs] = {};
+  int matched = 0;           // messages matched to this receive so far
+  uint64_t outstanding = 0;  // stripes queued or in flight
+  bool done = false;
+};
+
+struct SendPiece {
+  std::shared_ptr<Op> op;
+  bool has_header = false;
+  uint8_t header[kHeaderBytes] = {};
+  const uint8_t* data = nullptr;
+  uint64_t length = 0;
+};
+
+struct RecvPiece {
+  std::shared_ptr<Op> op;
+  uint8_t* data = nullptr;
+  uint64_t length = 0;
+};
+
+struct Stream {
+  Fd fd;
+  std::deque<SendPiece> sends;
+  std::deque<RecvPiece> recvs;  // stripes handed over by stream 0 (streams > 0)
+  std::condition_variable send_cv;
+  std::condition_variable recv_cv;  // stream 0: a receive was posted; others: a stripe queued
+  std::thread send_thread;
+  std::thread recv_thread;
+};
+
+// Writes the header (may be empty) and then the data, all of it, on a blocking socket.
+Status writeFull(int fd, const uint8_t* header, size_t header_len, const uint8_t* data,
+                 uint64_t length, const std::string& peer) {
+  iovec iov[2];
+  int count = 0;
+  if (header_len > 0) iov[count++] = {const_cast<uint8_t*>(header), header_len};
+  if (length > 0) iov[count++] = {const_cast<uint8_t*>(data), length};
+  int first = 0;
+  while (first < count) {
+    msghdr msg{};
+    msg.msg_iov = iov + first;
+    msg.msg_iovlen = count - first;
+    ssize_t sent = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      return Status::fromErrno("send to peer " + peer, errno);
+    }
+    auto left = static_cast<size_t>(sent);
+    while (first < count && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+    if (first < count) {
+      iov[first].iov_base = static_cast<uint8_t*>(iov[first].iov_base) + left;
+      iov[first].iov_len -= left;
+    }
+  }
+  return Status::ok();
+}
+
+// Reads exactly `length` bytes on a blocking socket; EOF is a lost peer. *clean_eof (when
+// given) tells whether the peer closed before the first byte.
+Status readFull(int fd, uint8_t* data, uint64_t length, const std::string& peer,
+                bool* clean_eof = nullptr) {
+  const uint64_t wanted = length;
+  while (length > 0) {
+    ssize_t got = recv(fd, data, length, 0);
+    if (got == 0) {
+      if (clean_eof != nullptr) *clean_eof = length == wanted;
+      return Status::remote("peer " + peer + " closed the connection");
+    }
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return Status::fromErrno("receive from peer " + peer, errno);
+    }
+    data += got;
+    length -= static_cast<uint64_t>(got);
+  }
+  return Status::ok();
+}
+
+class Core : public std::enable_shared_from_this<Core> {
+ public:
+  Core(std::vector<Fd> fds, std::string peer, int max_requests, uint64_t min_stripe)
+      : peer_(std::move(peer)),
+        max_requests_(max_requests),
+        min_stripe_(min_stripe),
+        streams_(fds.size()) {
+    for (size_t i = 0; i < fds.size(); ++i) streams_[i].fd = std::move(fds[i]);
+  }
+  ~Core() { close(); }
+
+  // Throws std::system_error when a thread cannot be created; the caller closes.
+  void start() {
+    for (size_t i = 0; i < streams_.size(); ++i) {
+      streams_[i].send_thread = std::thread([this, i] { sendLoop(i); });
+      streams_[i].recv_thread = std::thread([this, i] { i == 0 ? headerLoop() : stripeLoop(i); });
+    }
+  }
+
+  Status isend(const void* data, size_t size, int tag, std::unique_ptr<Request>* req);
+  Status irecv(int n, void* const* data, const size_t* sizes, const int* tags,
+               std::unique_ptr<Request>* req);
+  Status test(const Op& op, bool* done, size_t* sizes);
+  Status wait(const Op& op, int64_t timeout_ms, size_t* sizes);
+  void close();
+  const std::string& peer() const { return peer_; }
+
+ private:
+  void sendLoop(size_t index);
+  void headerLoop();
+  void stripeLoop(size_t index);
+  // Makes `status` the connection's sticky error (first one wins) and wakes everything. Logs a
+  // WARN, or only INFO when `quiet_if_idle` and no request is in flight (a peer that closes
+  // between messages is how connections normally end).
+  void fail(Status status, bool quiet_if_idle = false);
+  void failLocked(Status status);
+  void finishStripeLocked(Op& op);
+  void completeLocked(Op& op);
+  void copySizesLocked(const Op& op, size_t* sizes) const;
+  // Why a message cannot land in the posted receive; capacity < 0: no buffer has its tag.
+  std::string mismatch(const Header& header, int64_t capacity) const;
+
+  const std::string peer_;
+  const int max_requests_;
+  const uint64_t min_stripe_;
+
+  std::mutex close_mu_;  // serializes close(); taken before mu_
+  bool joined_ = false;  // guarded by close_mu_
+
+  std::mutex mu_;
+  std::condition_variable done_cv_;
+  std::vector<Stream> streams_;
+  std::deque<std::shared_ptr<Op>> posted_;  // receives not yet matched to all their messages
+  int sends_in_flight_ = 0;
+  int recvs_in_flight_ = 0;
+  bool failed_ = false;
+  Status error_;
+};
+
+class TcpRequest final : public Request {
+ public:
+  TcpRequest(std::shared_ptr<Core> core, std::shared_ptr<Op> op)
+      : core_(std::move(core)), op_(std::move(op)) {}
+  Status test(bool* done, size_t* sizes) override { return core_->test(*op_, done, sizes); }
+  Status wait(int64_t timeout_ms, size_t* sizes) override {
+    return core_->wait(*op_, timeout_ms, sizes);
+  }
+
+ private:
+  std::shared_ptr<Core> core_;
+  std::shared_ptr<Op> op_;
+};
+
+class TcpMemoryRegion final : public MemoryRegion {};
+
+class TcpConnection final : public Connection {
+ public:
+  explicit TcpConnection(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+  ~TcpConnection() override { core_->close(); }
+
+  Status isend(const void* data, size_t size, int tag, MemoryRegion*,
+               std::unique_ptr<Request>* req) override {
+    return core_->isend(data, size, tag, req);
+  }
+  Status irecv(int n, void* const* data, const size_t* sizes, const int* tags, MemoryRegion* const*,
+               std::unique_ptr<Request>* req) override {
+    return core_->irecv(n, data, sizes, tags, req);
+  }
+  Status registerMemory(void*, size_t, MemoryType type,
+                        std::unique_ptr<MemoryRegion>* mr) override {
+    if (type != MemoryType::kHost) {
+      return Status::invalidUsage("the TCP transport only sends host memory");
+    }
+    *mr = std::make_unique<TcpMemoryRegion>();
+    return Status::ok();
+  }
+  void close() override { core_->close(); }
+  std::string peerName() const override { return core_->peer(); }
+
+ private:
+  std::shared_ptr<Core> core_;
+};
+
+Status Core::isend(const void* data, size_t size, int tag, std::unique_ptr<Request>* req) {
+  if (data == nullptr && size > 0) return Status::internal("isend: null buffer");
+  auto op = std::make_shared<Op>();
+  op->is_send = true;
+  op->send_size = size;
+  int n = stripeCount(size, static_cast<int>(streams_.size()), min_stripe_);
+  op->outstanding = static_cast<uint64_t>(n);
+  auto request = std::make_unique<TcpRequest>(shared_from_this(), op);
+
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failed_) return error_;
+  if (sends_in_flight_ >= max_requests_) {
+    *req = nullptr;
+    return Status::ok();
+  }
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  for (int i = 0; i < n; ++i) {
+    SendPiece piece;
+    piece.op = op;
+    uint64_t offset = 0;
+    stripeRange(size, n, i, &offset, &piece.length);
+    piece.data = bytes + offset;
+    if (i == 0) {
+      piece.has_header = true;
+      encodeHeader(Header{kHeaderMagic, tag, size}, piece.header);
+    }
+    streams_[i].sends.push_back(std::move(piece));
+    streams_[i].send_cv.notify_one();
+  }
+  ++sends_in_flight_;
+  *req = std::move(request);
+  return Status::ok();
+}
+
+Status Core::irecv(int n, void* const* data, const size_t* sizes, const int* tags,
+                   std::unique_ptr<Request>* req) {
+  if (n < 1 || n > kMaxRecvs) {
+    return Status::internal("irecv: " + std::to_string(n) + " buffers, expected 1 to " +
+                            std::to_string(kMaxRecvs));
+  }
+  auto op = std::make_shared<Op>();
+  op->n = n;
+  for (int i = 0; i < n; ++i) {
+    if (data[i] == nullptr && sizes[i] > 0) return Status::internal("irecv: null buffer");
+    op->data[i] = static_cast<uint8_t*>(data[i]);
+    op->capacity[i] = sizes[i];
+    op->tags[i] = tags[i];
+  }
+  auto request = std::make_unique<TcpRequest>(shared_from_this(), op);
+
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failed_) return error_;
+  if (recvs_in_flight_ >= max_requests_) {
+    *req = nullptr;
+    return Status::ok();
+  }
+  posted_.push_back(std::move(op));
+  ++recvs_in_flight_;
+  streams_[0].recv_cv.notify_one();
+  *req = std::move(request);
+  return Status::ok();
+}
+
+void Core::copySizesLocked(const Op& op, size_t* sizes) const {
+  if (sizes == nullptr) return;
+  if (op.is_send) {
+    sizes[0] = op.send_size;
+  } else {
+    for (int i = 0; i < op.n; ++i) sizes[i] = op.received[i];
+  }
+}
+
+Status Core::test(const Op& op, bool* done, size_t* sizes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (op.done) {
+    copySizesLocked(op, sizes);
+    *done = true;
+    return Status::ok();
+  }
+  if (failed_) return error_;
+  *done = false;
+  return Status::ok();
+}
+
+Status Core::wait(const Op& op, int64_t timeout_ms, size_t* sizes) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto finished = [&] { return op.done || failed_; };
+  if (timeout_ms < 0) {
+    done_cv_.wait(lock, finished);
+  } else if (!done_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), finished)) {
+    return Status::timeout("request to peer " + peer_ + " still pending after " +
+                           std::to_string(timeout_ms) + " ms");
+  }
+  if (!op.done) return error_;
+  copySizesLocked(op, sizes);
+  return Status::ok();
+}
+
+void Core::completeLocked(Op& op) {
+  op.done = true;
+  if (op.is_send) {
+    --sends_in_flight_;
+  } else {
+    --recvs_in_flight_;
+  }
+  done_cv_.notify_all();
+}
+
+void Core::finishStripeLocked(Op& op) {
+  if (--op.outstanding == 0 && (op.is_send || op.matched == op.n)) completeLocked(op);
+}
+
+void Core::failLocked(Status status) {
+  if (failed_) return;
+  // Shutting the sockets down wakes every thread blocked in I/O, so close() and the peer see
+  // the failure at once. Buffers stay the caller's to keep until close() (transport.h).
+  for (Stream& s : streams_) {
+    if (s.fd.valid()) ::shutdown(s.fd.get(), SHUT_RDWR);
+  }
+  failed_ = true;
+  error_ = std::move(status);
+  for (Stream& s : streams_) {
+    s.send_cv.notify_all();
+    s.recv_cv.notify_all();
+  }
+  done_cv_.notify_all();
+}
+
+void Core::fail(Status status, bool quiet_if_idle) {
+  bool first = false;
+  bool idle = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    first = !failed_;
+    idle = sends_in_flight_ == 0 && recvs_in_flight_ == 0;
+    if (first) failLocked(status);
+  }
+  if (!first) return;
+  if (quiet_if_idle && idle) {
+    TALLY_INFO(log::kNet, "NET/Tally: connection to peer %s ended: %s", peer_.c_str(),
+               status.toString().c_str());
+  } else {
+    TALLY_WARN("NET/Tally: connection to peer %s failed: %s", peer_.c_str(),
+               status.toString().c_str());
+  }
+}
+
+void Core::close() {
+  std::lock_guard<std::mutex> close_lock(close_mu_);
+  if (joined_) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    failLocked(Status::remote("connection to peer " + peer_ + " was closed"));
+  }
+  for (Stream& s : streams_) {
+    if (s.send_thread.joinable()) s.send_thread.join();
+    if (s.recv_thread.joinable()) s.recv_thread.join();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Stream& s : streams_) {
+    s.sends.clear();
+    s.recvs.clear();
+    s.fd.reset();
+  }
+  posted_.clear();
+  joined_ = true;
+}
+
+void Core::sendLoop(size_t index) {
+  Stream& stream = streams_[index];
+  for (;;) {
+    SendPiece piece;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      stream.send_cv.wait(lock, [&] { return failed_ || !stream.sends.empty(); });
+      if (failed_) return;
+      piece = std::move(stream.sends.front());
+      stream.sends.pop_front();
+    }
+    Status status = writeFull(stream.fd.get(), piece.header, piece.has_header ? kHeaderBytes : 0,
+                              piece.data, piece.length, peer_);
+    if (!status) return fail(std::move(status));
+    std::lock_guard<std::mutex> lock(mu_);
+    finishStripeLocked(*piece.op);
+  }
+}
+
+std::string Core::mismatch(const Header& header, int64_t capacity) const {
+  std::string text = "peer " + peer_ + " sent " + std::to_string(header.size) + " bytes with tag " +
+                     std::to_string(header.tag);
+  if (capacity < 0) return text + " but the posted receive has no free buffer with that tag";
+  return text + " into a receive buffer of " + std::to_string(capacity) + " bytes";
+}
+
+void Core::headerLoop() {
+  Stream& stream = streams_[0];
+  const int streams = static_cast<int>(streams_.size());
+  for (;;) {
+    uint8_t bytes[kHeaderBytes];
+    bool clean_eof = false;
+    Status status = readFull(stream.fd.get(), bytes, kHeaderBytes, peer_, &clean_eof);
+    if (!status) return fail(std::move(status), clean_eof);
+    Header header = decodeHeader(bytes);
+    if (header.magic != kHeaderMagic) {
+      char text[96];
+      std::snprintf(text, sizeof(text), "sent a bad message header (magic 0x%08x)", header.magic);
+      return fail(Status::remote("peer " + peer_ + " " + text));
+    }
+    std::shared_ptr<Op> op;
+    uint8_t* first_stripe = nullptr;
+    uint64_t first_length = 0;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      stream.recv_cv.wait(lock, [&] { return failed_ || !posted_.empty(); });
+      if (failed_) return;
+      op = posted_.front();
+      int slot = -1;
+      for (int i = 0; i < op->n && slot < 0; ++i) {
+        if (!op->taken[i] && op->tags[i] == header.tag) slot = i;
+      }
+      if (slot < 0 || header.size > op->capacity[slot]) {
+        lock.unlock();
+        return fail(Status::internal(
+            mismatch(header, slot < 0 ? int64_t{-1} : static_cast<int64_t>(op->capacity[slot]))));
+      }
+      op->taken[slot] = true;
+      op->received[slot] = header.size;
+      if (++op->matched == op->n) posted_.pop_front();
+      if (header.size == 0) {
+        if (op->matched == op->n && op->outstanding == 0) completeLocked(*op);
+        continue;
+      }
+      int n = stripeCount(header.size, streams, min_stripe_);
+      op->outstanding += static_cast<uint64_t>(n);
+      for (int i = 0; i < n; ++i) {
+        uint64_t offset = 0;
+        uint64_t length = 0;
+        stripeRange(header.size, n, i, &offset, &length);
+        if (i == 0) {
+          first_stripe = op->data[slot];
+          first_length = length;
+          continue;
+        }
+        streams_[i].recvs.push_back(RecvPiece{op, op->data[slot] + offset, length});
+        streams_[i].recv_cv.notify_one();
+      }
+    }
+    status = readFull(stream.fd.get(), first_stripe, first_length, peer_);
+    if (!status) return fail(std::move(status));
+    std::lock_guard<std::mutex> lock(mu_);
+    finishStripeLocked(*op);
+  }
+}
+
+void Core::stripeLoop(size_t index) {
+  Stream& stream = streams_[index];
+  for (;;) {
+    RecvPiece piece;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      stream.recv_cv.wait(lock, [&] { return failed_ || !stream.recvs.empty(); });
+      if (failed_) return;
+      piece = std::move(stream.recvs.front());
+      stream.recvs.pop_front();
+    }
+    Status status = readFull(stream.fd.get(), piece.data, piece.length, peer_);
+    if (!status) return fail(std::move(status));
+    std::lock_guard<std::mutex> lock(mu_);
+    finishStripeLocked(*piece.op);
+  }
+}
+
+}  // namespace
+
+Status makeConnection(std::vector<Fd> fds, const std::string& peer, int max_requests,
+                      uint64_t min_stripe, std::unique_ptr<Connection>* out) {
+  if (fds.empty() || fds.size() > static_cast<size_t>(kMaxStreams)) {
+    return Status::internal("a TCP connection needs 1 to " + std::to_string(kMaxStreams) +
+                            " sockets, got " + std::to_string(fds.size()));
+  }
+  for (Fd& fd : fds) {
+    TALLY_RETURN_IF_ERROR(setNonBlocking(fd.get(), false));
+    TALLY_RETURN_IF_ERROR(setNoDelay(fd.get()));
+  }
+  int streams = static_cast<int>(fds.size());
+  auto core =
+      std::make_shared<Core>(std::move(fds), peer, max_requests > 0 ? max_requests : 1, min_stripe);
+  try {
+    core->start();
+  } catch (const std::system_error& e) {
+    core->close();
+    return Status::system(std::string("cannot start TCP helper threads: ") + e.what());
+  }
+  TALLY_INFO(log::kNet, "NET/Tally: connected to peer %s over %d socket(s)", peer.c_str(), streams);
+  *out = std::make_unique<TcpConnection>(std::move(core));
+  return Status::ok();
+}
+
+}  // namespace tally::transport::tcp

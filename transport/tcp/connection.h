@@ -1,0 +1,33 @@
+// The TCP Connection: `streams` sockets, each with a send and a receive helper thread.
+//
+// Data path (see wire.h for the bytes):
+//   isend cuts the message into stripes and queues stripe i on stream i, stripe 0 behind the
+//   message header, all under the connection lock, so every stream sees messages in posting
+//   order. Each send thread writes its queue with blocking sendmsg straight from the user buffer.
+//   The stream-0 receive thread reads a header, matches it to the oldest posted receive, queues
+//   stripes 1.. on the other streams' receive threads and reads stripe 0 itself; every thread
+//   reads straight into the user buffer. A request is done when all its stripes are.
+//
+// Threads and locks
+//   One mutex per connection (Core::mu_) guards queues, requests and the sticky error. Helper
+//   threads never hold it during I/O. Idle threads sleep on condition variables or in a blocking
+//   recv, so an idle connection costs no CPU. A failure shuts every socket down, which wakes any
+//   thread blocked in I/O, and is then visible to every request.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "transport/tcp/fd.h"
+#include "transport/transport.h"
+
+namespace tally::transport::tcp {
+
+// Builds a Connection over connected sockets, fds[i] being stream i (helper threads start
+// here). On error the sockets are closed and *out is untouched.
+Status makeConnection(std::vector<Fd> fds, const std::string& peer, int max_requests,
+                      uint64_t min_stripe, std::unique_ptr<Connection>* out);
+
+}  // namespace tally::transport::tcp
