@@ -158,6 +158,9 @@ class Core : public std::enable_shared_from_this<Core> {
   std::mutex mu_;
   std::condition_variable done_cv_;
   std::vector<Stream> streams_;
+  // Stripes handed to streams 1.. and not yet read, guarded by mu_. A clean EOF on stream 0
+  // waits for them: the peer may close right after its last send completed.
+  uint64_t stripes_pending_ = 0;
   std::deque<std::shared_ptr<Op>> posted_;  // receives not yet matched to all their messages
   int sends_in_flight_ = 0;
   int recvs_in_flight_ = 0;
@@ -410,6 +413,12 @@ void Core::headerLoop() {
     uint8_t bytes[kHeaderBytes];
     bool clean_eof = false;
     Status status = readFull(stream.fd.get(), bytes, kHeaderBytes, peer_, &clean_eof);
+    if (!status && clean_eof) {
+      // Let the other streams finish the stripes of messages already under way; each of them
+      // fails by itself if its stream was cut short, so this wait ends.
+      std::unique_lock<std::mutex> lock(mu_);
+      done_cv_.wait(lock, [&] { return failed_ || stripes_pending_ == 0; });
+    }
     if (!status) return fail(std::move(status), clean_eof);
     Header header = decodeHeader(bytes);
     if (header.magic != kHeaderMagic) {
@@ -453,6 +462,7 @@ void Core::headerLoop() {
           continue;
         }
         streams_[i].recvs.push_back(RecvPiece{op, op->data[slot] + offset, length});
+        ++stripes_pending_;
         streams_[i].recv_cv.notify_one();
       }
     }
@@ -477,7 +487,9 @@ void Core::stripeLoop(size_t index) {
     Status status = readFull(stream.fd.get(), piece.data, piece.length, peer_);
     if (!status) return fail(std::move(status));
     std::lock_guard<std::mutex> lock(mu_);
+    --stripes_pending_;
     finishStripeLocked(*piece.op);
+    done_cv_.notify_all();
   }
 }
 
