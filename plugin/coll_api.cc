@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "plugin/coll_comm.h"
+#include "plugin/checks.h"
 #include "plugin/context.h"
 #include "plugin/convert.h"
 #include "plugin/errors.h"
@@ -16,17 +17,6 @@
 
 namespace tally::plugin {
 namespace {
-
-Status loadedState(PluginState** out) {
-  *out = PluginState::globalIfLoaded();
-  if (*out == nullptr) return Status::internal("called before a successful init");
-  return Status::ok();
-}
-
-Status checkPointer(const void* p, const char* what) {
-  if (p == nullptr) return Status::internal(std::string(what) + " is NULL");
-  return Status::ok();
-}
 
 Status collCommOf(void* comm, CollComm** out) {
   TALLY_RETURN_IF_ERROR(checkPointer(comm, "collComm"));

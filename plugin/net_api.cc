@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "common/log.h"
+#include "plugin/checks.h"
 #include "plugin/context.h"
 #include "plugin/errors.h"
 #include "plugin/logger.h"
@@ -13,17 +14,6 @@
 
 namespace tally::plugin {
 namespace {
-
-Status loadedState(PluginState** out) {
-  *out = PluginState::globalIfLoaded();
-  if (*out == nullptr) return Status::internal("called before a successful init");
-  return Status::ok();
-}
-
-Status checkPointer(const void* p, const char* what) {
-  if (p == nullptr) return Status::internal(std::string(what) + " is NULL");
-  return Status::ok();
-}
 
 Status netCommOf(void* comm, NetComm** out) {
   TALLY_RETURN_IF_ERROR(checkPointer(comm, "comm"));
