@@ -1,5 +1,6 @@
 # The plugin driver (tally_driver: drives a built plugin the way NCCL does; used by the demo and
-# the functional tests) and the `tally` command (demo, env).
+# the functional tests), the cluster commands (tally_commands: launch, plan, doctor) and the
+# `tally` command itself.
 file(GLOB tally_driver_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/driver/*.cc)
 add_library(tally_driver STATIC ${tally_driver_sources})
 target_include_directories(tally_driver PUBLIC ${PROJECT_SOURCE_DIR})
@@ -7,9 +8,17 @@ target_include_directories(tally_driver PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(tally_driver PUBLIC tally_kernels tally_common ${CMAKE_DL_LIBS}
                       PRIVATE tally_warnings)
 
+file(GLOB tally_commands_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/commands/*.cc)
+add_library(tally_commands STATIC ${tally_commands_sources})
+target_include_directories(tally_commands PUBLIC ${PROJECT_SOURCE_DIR})
+target_link_libraries(tally_commands
+  PUBLIC tally_driver tally_reducer tally_transport tally_common CLI11::CLI11
+         nlohmann_json::nlohmann_json
+  PRIVATE tally_warnings)
+# Installed plugin is found at <bin>/../<libdir>/libnccl-net-tally.so.
+target_compile_definitions(tally_commands PRIVATE TALLY_INSTALL_LIBDIR="${CMAKE_INSTALL_LIBDIR}")
+
 add_executable(tally ${CMAKE_CURRENT_SOURCE_DIR}/tally_main.cc ${CMAKE_CURRENT_SOURCE_DIR}/demo.cc
                      ${CMAKE_CURRENT_SOURCE_DIR}/demo_worker.cc)
-target_link_libraries(tally PRIVATE tally_driver CLI11::CLI11 tally_warnings)
-# The demo looks for the plugin at <bin>/../<libdir>/libnccl-net-tally.so, as installed.
-target_compile_definitions(tally PRIVATE TALLY_INSTALL_LIBDIR="${CMAKE_INSTALL_LIBDIR}")
+target_link_libraries(tally PRIVATE tally_commands tally_driver CLI11::CLI11 tally_warnings)
 install(TARGETS tally RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -1,32 +1,17 @@
-// The `tally` command: `tally demo` (the reduction server against a ring all-reduce, on loopback)
-// and `tally env` (every TALLY_ variable; --markdown prints docs/env.md).
-#include <unistd.h>
-
+// The `tally` command: `tally demo` (the reduction server against a ring all-reduce, on loopback),
+// `tally env` (every TALLY_ variable; --markdown prints docs/env.md), and the cluster commands
+// `tally launch`, `tally plan` and `tally doctor` (tools/commands/).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "common/params.h"
+#include "tools/commands/command.h"
+#include "tools/commands/paths.h"
 #include "tools/demo.h"
-#include "tools/driver/process.h"
 
 namespace {
-
-// The installed layout is <prefix>/bin/tally, <prefix>/bin/tally-reducer and
-// <prefix>/<libdir>/libnccl-net-tally.so (found through /proc/self/exe); the build tree keeps
-// the plugin in plugin/ next to tools/.
-std::string defaultPlugin() {
-  std::string bin = tally::driver::selfDirectory();
-  const std::string installed = bin + "/../" TALLY_INSTALL_LIBDIR "/libnccl-net-tally.so";
-  for (const std::string& path :
-       {installed, bin + "/../lib/libnccl-net-tally.so", bin + "/../plugin/libnccl-net-tally.so"}) {
-    if (::access(path.c_str(), R_OK) == 0) return path;
-  }
-  return installed;
-}
-
-std::string defaultReducer() { return tally::driver::selfDirectory() + "/tally-reducer"; }
 
 int runEnv(bool markdown) {
   if (markdown) {
@@ -91,12 +76,21 @@ int main(int argc, char** argv) {
   CLI::App* env_cmd = app.add_subcommand("env", "List every TALLY_ variable with its value");
   env_cmd->add_flag("--markdown", markdown, "Print the Markdown table of docs/env.md");
 
+  std::vector<tally::commands::Subcommand> commands = {
+      tally::commands::addLaunchCommand(app),
+      tally::commands::addPlanCommand(app),
+      tally::commands::addDoctorCommand(app),
+  };
+
   CLI11_PARSE(app, argc, argv);
 
   if (*env_cmd) return runEnv(markdown);
+  for (const auto& command : commands) {
+    if (command.app->parsed()) return command.run();
+  }
 
-  if (demo.plugin.empty()) demo.plugin = defaultPlugin();
-  if (demo.reducer.empty()) demo.reducer = defaultReducer();
+  if (demo.plugin.empty()) demo.plugin = tally::commands::defaultPluginPath();
+  if (demo.reducer.empty()) demo.reducer = tally::commands::defaultReducerPath();
   if (sizes.empty()) {
     demo.sizes = tally::demo::defaultSizes();
   } else {
