@@ -57,14 +57,16 @@ struct ClusterSpec {
   ClusterRole role() const { return static_cast<ClusterRole>(pool); }
   // This replica's own "host:port"; empty when its pool is not listed (TF_CONFIG evaluator).
   std::string ownAddress() const;
-  // CollNet / PyTorch ranks: pool 0 is rank 0, pool 1 replica i is rank i + 1.
+  // CollNet / PyTorch ranks: pool 0 is rank 0, pool 1 replica i is rank i + 1. In general pool 0
+  // replica i is rank i and pool 1 replica i is rank (size of pool 0) + i, so a TF_CONFIG with
+  // workers but no chief makes worker 0 rank 0. collRanks() = size of pool 0 + size of pool 1.
   int collRanks() const;
   // -1 for pools 2 and 3.
   int collRank() const;
 };
 
 // Parse one variable's text. On error *out is untouched and the Status (kInvalidUsage) reads
-// like "CLUSTER_SPEC: task.index: expected an integer, got \"one\"".
+// like "CLUSTER_SPEC: task.index: expected a non-negative integer, got \"one\"". Never throws.
 Status parseClusterSpec(const std::string& text, ClusterSpec* out);
 Status parseTfConfig(const std::string& text, ClusterSpec* out);
 

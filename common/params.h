@@ -33,8 +33,9 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
   X(kBytes, socketMinStripe, "TALLY_SOCKET_MIN_STRIPE", "64K",                                  \
     "Smallest piece of a message sent on one socket; smaller messages use one socket.")         \
   X(kString, reducers, "TALLY_REDUCERS", "",                                                    \
-    "Reducers for CollNet all-reduce, as `host:port,host:port,...`. Empty: CollNet reports "    \
-    "zero devices and NCCL uses its point-to-point algorithms.")                                \
+    "Reducers for CollNet all-reduce, as `host:port,host:port,...`. Empty: CLUSTER_SPEC's "     \
+    "workerpool2, then TF_CONFIG's ps; when none lists any, CollNet reports zero devices and "  \
+    "NCCL uses its point-to-point algorithms.")                                                 \
   X(kBytes, sliceBytes, "TALLY_SLICE_BYTES", "256K",                                            \
     "Bytes of one slice: an all-reduce buffer is cut into slices spread over the reducers.")    \
   X(kInt, collWindow, "TALLY_COLL_WINDOW", "16",                                                \

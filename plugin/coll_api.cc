@@ -3,11 +3,11 @@
 #include <climits>
 #include <cstring>
 #include <memory>
-#include <mutex>
+#include <utility>
 
 #include "common/log.h"
-#include "plugin/coll_comm.h"
 #include "plugin/checks.h"
+#include "plugin/coll_comm.h"
 #include "plugin/context.h"
 #include "plugin/convert.h"
 #include "plugin/errors.h"
@@ -47,12 +47,15 @@ ncclResult_t collInit(void** ctx, uint64_t comm_id, ncclDebugLogger_t logger) {
     installNcclLogger(logger);
     PluginState* state = nullptr;
     TALLY_RETURN_IF_ERROR(PluginState::global(&state));
-    if (!state->collEnabled()) {
-      static std::once_flag once;
-      std::call_once(once, [] {
-        TALLY_INFO(log::kInit | log::kColl, "CollNet disabled: TALLY_REDUCERS is not set");
-      });
+    const Status& cluster = state->collStatus();
+    if (!cluster) {
+      // A malformed CLUSTER_SPEC or TF_CONFIG: failing CollNet init makes NCCL run without
+      // CollNet, while the net side (already initialized from the same state) keeps working.
+      return Status(cluster.code(),
+                    cluster.message() + " (CollNet disabled; point-to-point is unaffected)");
     }
+    // "CollNet reducers from <origin>: ..." or why CollNet is off; once per process.
+    state->logCollNetOnce();
     if (ctx != nullptr) {
       *ctx = ContextRegistry::instance().create(comm_id, NCCL_NET_TRAFFIC_CLASS_UNDEF,
                                                 /*coll=*/true);
@@ -80,7 +83,7 @@ ncclResult_t collGetProperties(int dev, ncclNetProperties_v11_t* props) {
   return fillProperties("collGetProperties", dev, kMaxCollBytes, props);
 }
 
-ncclResult_t collListen(void* /*ctx*/, int dev, void* handle, void** listen_comm) {
+ncclResult_t collListen(void* ctx, int dev, void* handle, void** listen_comm) {
   return guard("collListen", [&]() -> Status {
     TALLY_RETURN_IF_ERROR(checkPointer(handle, "handle"));
     TALLY_RETURN_IF_ERROR(checkPointer(listen_comm, "listenComm"));
@@ -91,6 +94,11 @@ ncclResult_t collListen(void* /*ctx*/, int dev, void* handle, void** listen_comm
     TALLY_RETURN_IF_ERROR(reducer::CollClient::makeHandle(state->collOptions(), bytes));
     auto comm = std::make_unique<CollListenComm>();
     comm->dev = dev;
+    // Only a context init made is read: pre-v11 adapters pass NULL.
+    if (ctx != nullptr && ContextRegistry::instance().contains(ctx)) {
+      comm->has_comm_id = true;
+      comm->comm_id = static_cast<const CommContext*>(ctx)->comm_id;
+    }
     std::memcpy(handle, bytes, sizeof(bytes));
     *listen_comm = comm.release();
     return Status::ok();
@@ -116,9 +124,13 @@ ncclResult_t collConnect(void* handles[], int nranks, int rank, void* listen_com
     }
     PluginState* state = nullptr;
     TALLY_RETURN_IF_ERROR(loadedState(&state));
+    CollCommInfo info;
+    info.has_comm_id = listener->has_comm_id;
+    info.comm_id = listener->comm_id;
+    info.reducer_origin = state->reducers().origin;
     std::unique_ptr<CollComm> comm;
-    Status st =
-        CollComm::connect(state->collOptions(), listener->dev, handles, nranks, rank, &comm);
+    Status st = CollComm::connect(state->collOptions(), listener->dev, handles, nranks, rank,
+                                  std::move(info), &comm);
     if (!st) {
       // An error is NCCL's sanctioned "no": it falls back to point-to-point.
       return Status(st.code(),
@@ -228,6 +240,7 @@ ncclResult_t collCloseColl(void* coll_comm) {
     if (coll_comm == nullptr) return Status::ok();
     CollComm* c = nullptr;
     TALLY_RETURN_IF_ERROR(collCommOf(coll_comm, &c));
+    c->close();  // logs the communicator's summary
     delete c;
     return Status::ok();
   });

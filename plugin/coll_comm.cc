@@ -1,25 +1,98 @@
 #include "plugin/coll_comm.h"
 
+#include <cinttypes>
+#include <cstdio>
+
 #include "common/log.h"
 
 namespace tally::plugin {
+namespace {
+
+// 5.62 GiB, 12.00 KiB, 17 B.
+std::string humanBytes(uint64_t bytes) {
+  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double value = static_cast<double>(bytes) / 1024;
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < sizeof(kUnits) / sizeof(kUnits[0])) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f %s", value, kUnits[unit]);
+  return text;
+}
+
+std::string counted(uint64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+}  // namespace
 
 Status CollComm::connect(const reducer::CollOptions& options, int dev, const void* const* handles,
-                         int nranks, int rank, std::unique_ptr<CollComm>* out) {
+                         int nranks, int rank, CollCommInfo info, std::unique_ptr<CollComm>* out) {
   std::unique_ptr<reducer::CollClient> client;
   TALLY_RETURN_IF_ERROR(reducer::CollClient::connect(options, handles, nranks, rank, &client));
   TALLY_INFO(log::kInit | log::kColl, "CollNet dev %d: rank %d of %d joined %zu reducer(s)", dev,
              rank, nranks, options.reducers.size());
-  *out = std::make_unique<CollComm>(dev, options.max_requests, std::move(client));
+  *out = std::make_unique<CollComm>(dev, options.max_requests, std::move(client), std::move(info),
+                                    options.reducers.size());
   return Status::ok();
 }
 
-CollComm::CollComm(int dev, int max_requests, std::unique_ptr<reducer::CollClient> client)
-    : dev_(dev), client_(std::move(client)), requests_(static_cast<size_t>(max_requests)) {}
+CollComm::CollComm(int dev, int max_requests, std::unique_ptr<reducer::CollClient> client,
+                   CollCommInfo info, size_t reducers)
+    : dev_(dev),
+      client_(std::move(client)),
+      info_(std::move(info)),
+      reducers_(reducers),
+      requests_(static_cast<size_t>(max_requests)) {}
 
 CollComm::~CollComm() {
+  close();
   magic_ = 0;
+}
+
+void CollComm::close() {
+  int64_t open_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - opened_).count();
+  int64_t expected = -1;
+  if (!closed_ns_.compare_exchange_strong(expected, open_ns)) return;
   if (client_) client_->close();
+  TALLY_INFO(log::kColl, "%s", summary().c_str());
+}
+
+CollCommStats CollComm::stats() const {
+  CollCommStats s;
+  s.allreduces = allreduces_.load();
+  s.bytes = bytes_.load();
+  s.errors = errors_.load();
+  int64_t ns = closed_ns_.load();
+  if (ns < 0) {
+    ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - opened_).count();
+  }
+  s.seconds_open = static_cast<double>(ns) / 1e9;
+  return s;
+}
+
+std::string CollComm::summary() const {
+  CollCommStats s = stats();
+  std::string who = "CollNet comm ";
+  if (info_.has_comm_id) {
+    char id[32];
+    std::snprintf(id, sizeof(id), "0x%" PRIx64 " ", info_.comm_id);
+    who += id;
+  }
+  if (client_) {
+    who += "rank " + std::to_string(client_->rank()) + "/" + std::to_string(client_->nranks());
+  }
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%.1f s open", s.seconds_open);
+  std::string origin = info_.reducer_origin.empty() ? "" : " from " + info_.reducer_origin;
+  return who + (closed_ns_.load() < 0 ? " open: " : " closed: ") +
+         counted(s.allreduces, "all-reduce", "all-reduces") + ", " + humanBytes(s.bytes) + ", " +
+         seconds + ", " + counted(reducers_, "reducer", "reducers") + origin + ", " +
+         counted(s.errors, "error", "errors");
 }
 
 Status CollComm::iallreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
@@ -30,8 +103,10 @@ Status CollComm::iallreduce(const void* send, void* recv, size_t count, DataType
   Status st = client_->iallreduce(send, recv, count, type, op, &slot->request);
   if (!st || !slot->request) {
     requests_.release(slot);
+    if (!st) errors_.fetch_add(1);
     return st;
   }
+  allreduces_.fetch_add(1);
   slot->magic = kCollRequestMagic;
   slot->owner = this;
   *out = slot;
@@ -45,9 +120,14 @@ bool CollComm::ownsRequest(const CollReq* req) const {
 Status CollComm::test(CollReq* req, bool* done, size_t* bytes) {
   bool finished = false;
   size_t got = 0;
-  TALLY_RETURN_IF_ERROR(req->request->test(&finished, &got));
+  Status st = req->request->test(&finished, &got);
+  if (!st) {
+    errors_.fetch_add(1);
+    return st;
+  }
   *done = finished;
   if (!finished) return Status::ok();
+  bytes_.fetch_add(got);
   if (bytes != nullptr) *bytes = got;
   requests_.release(req);
   return Status::ok();

@@ -23,29 +23,39 @@ GlobalSlot& globalSlot() {
 
 }  // namespace
 
-std::vector<std::string> splitList(const std::string& text) {
-  std::vector<std::string> out;
-  size_t begin = 0;
-  while (begin <= text.size()) {
-    size_t end = text.find(',', begin);
-    if (end == std::string::npos) end = text.size();
-    std::string item = text.substr(begin, end - begin);
-    size_t b = item.find_first_not_of(" \t");
-    size_t e = item.find_last_not_of(" \t");
-    if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
-    begin = end + 1;
-  }
-  return out;
+ClusterInput ClusterInput::load(const ParamSource& source) {
+  ClusterInput input;
+  input.status = ClusterEnv::load(source, &input.env);
+  return input;
 }
 
 PluginState::PluginState(Params params, std::vector<std::shared_ptr<transport::Device>> devices)
-    : params_(std::move(params)), devices_(std::move(devices)) {
+    : PluginState(std::move(params), ClusterInput{}, std::move(devices)) {}
+
+PluginState::PluginState(Params params, ClusterInput cluster,
+                         std::vector<std::shared_ptr<transport::Device>> devices)
+    : params_(std::move(params)), cluster_(std::move(cluster)), devices_(std::move(devices)) {
+  reducers_ = resolveReducers(params_, cluster_.env);
+  const ClusterSpec* own = cluster_.env.primary();
+  if (!cluster_.status) {
+    coll_off_reason_ = cluster_.status.message();
+  } else if (own != nullptr && own->collRank() < 0) {
+    coll_off_reason_ = std::string("this replica is ") +
+                       (own->role() == ClusterRole::kReducer ? "a reducer" : "an evaluator") +
+                       " (" + own->variable + " task " + own->task_type + " index " +
+                       std::to_string(own->index) + "), and only pools 0 and 1 join CollNet";
+  } else if (reducers_.addresses.empty()) {
+    coll_off_reason_ =
+        "no reducers configured (TALLY_REDUCERS, CLUSTER_SPEC workerpool2 and TF_CONFIG ps are "
+        "all empty or unset)";
+  }
+
   tcp_options_.sockets = static_cast<int>(params_.socketNsocks);
   tcp_options_.min_stripe = params_.socketMinStripe;
   tcp_options_.max_requests = kMaxSendRequests;
   tcp_options_.connect_timeout_ms = params_.connectTimeout;
 
-  coll_options_.reducers = splitList(params_.reducers);
+  coll_options_.reducers = reducers_.addresses;
   coll_options_.slice_bytes = params_.sliceBytes;
   coll_options_.window = static_cast<int>(params_.collWindow);
   coll_options_.max_requests = static_cast<int>(params_.collMaxRequests);
@@ -54,6 +64,11 @@ PluginState::PluginState(Params params, std::vector<std::shared_ptr<transport::D
 }
 
 Status PluginState::create(const Params& params, std::unique_ptr<PluginState>* out) {
+  return create(params, ClusterInput{}, out);
+}
+
+Status PluginState::create(const Params& params, ClusterInput cluster,
+                           std::unique_ptr<PluginState>* out) {
   if (params.socketNsocks < 1 || params.socketNsocks > 16) {
     return Status::invalidUsage("TALLY_SOCKET_NSOCKS=" + std::to_string(params.socketNsocks) +
                                 " is not valid: expected 1 to 16");
@@ -77,8 +92,8 @@ Status PluginState::create(const Params& params, std::unique_ptr<PluginState>* o
                           : (spec.empty() ? "(default interface choice)" : "NCCL_SOCKET_IFNAME");
     return Status(st.code(), std::string(var) + ": " + st.message());
   }
-  auto state =
-      std::make_unique<PluginState>(params, std::vector<std::shared_ptr<transport::Device>>{});
+  auto state = std::make_unique<PluginState>(params, std::move(cluster),
+                                             std::vector<std::shared_ptr<transport::Device>>{});
   for (const transport::tcp::Interface& iface : interfaces) {
     std::shared_ptr<transport::Device> device;
     TALLY_RETURN_IF_ERROR(transport::tcp::createDevice(iface, state->tcp_options_, &device));
@@ -88,6 +103,21 @@ Status PluginState::create(const Params& params, std::unique_ptr<PluginState>* o
   }
   *out = std::move(state);
   return Status::ok();
+}
+
+std::string PluginState::collNetSummary() const {
+  if (!collEnabled()) return "CollNet disabled: " + coll_off_reason_;
+  std::string list;
+  for (const std::string& address : reducers_.addresses) {
+    list += (list.empty() ? "" : ",") + address;
+  }
+  return "CollNet reducers from " + reducers_.origin + ": " + list;
+}
+
+void PluginState::logCollNetOnce() {
+  if (!collStatus()) return;
+  std::call_once(coll_logged_,
+                 [this] { TALLY_INFO(log::kInit | log::kColl, "%s", collNetSummary().c_str()); });
 }
 
 transport::Device* PluginState::device(int dev) const {
@@ -111,8 +141,10 @@ Status PluginState::global(PluginState** out) {
     if (st) {
       params.logProvenance();
       setAbortOnError(params.abortOnError);
+      // A malformed CLUSTER_SPEC or TF_CONFIG is kept in the state: it turns CollNet off (its
+      // init fails with the error) but must not take point-to-point networking down with it.
       std::unique_ptr<PluginState> state;
-      st = create(params, &state);
+      st = create(params, ClusterInput::load(EnvParamSource()), &state);
       if (st) slot.state = std::move(state);
     }
     if (!st) slot.failure = st;

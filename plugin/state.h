@@ -1,12 +1,18 @@
-// Process-wide plugin state: the parameters, read once, and the devices built from them.
+// Process-wide plugin state: the parameters and the cluster variables, read once, and the devices
+// built from them.
 //
 // NCCL's tables are plain C functions, and devices()/getProperties() carry no context, so the
 // entry points share one PluginState. It is created by the first init (net or CollNet, any
 // version) and lives until the library is unloaded. It owns no threads: every thread belongs to a
 // comm, so NCCL may dlclose the library once all comms are closed and finalize has run.
 //
-// Tests build a PluginState from explicit Params (MapParamSource) and devices, and may install one
-// as the global state before the first init.
+// CollNet's reducers come from resolveReducers (TALLY_REDUCERS, then CLUSTER_SPEC's workerpool2,
+// then TF_CONFIG's ps). Only pools 0 and 1 join CollNet: a reducer or evaluator replica reports no
+// CollNet devices even when reducers are known. A malformed CLUSTER_SPEC or TF_CONFIG turns CollNet
+// off (collStatus() carries the error, which CollNet init returns) and leaves point-to-point alone.
+//
+// Tests build a PluginState from explicit Params and ClusterInput (MapParamSource) and devices,
+// and may install one as the global state before the first init.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cluster.h"
 #include "common/params.h"
 #include "common/status.h"
 #include "plugin/limits.h"
@@ -24,29 +31,57 @@
 
 namespace tally::plugin {
 
+// CLUSTER_SPEC and TF_CONFIG as the plugin read them. A malformed variable is kept as its Status
+// (env is then empty) so that it can turn CollNet off without failing the net side.
+struct ClusterInput {
+  ClusterEnv env;
+  Status status;  // ClusterEnv::load's result
+
+  static ClusterInput load(const ParamSource& source);
+};
+
 class PluginState {
  public:
   // Finds the interfaces (TALLY_SOCKET_IFNAME, else NCCL_SOCKET_IFNAME, else the default choice)
-  // and makes one TCP device per interface. Fails with kInvalidUsage when nothing matches.
+  // and makes one TCP device per interface. Fails with kInvalidUsage when nothing matches; the
+  // cluster input never makes it fail. The first form has no cluster variables.
   static Status create(const Params& params, std::unique_ptr<PluginState>* out);
+  static Status create(const Params& params, ClusterInput cluster,
+                       std::unique_ptr<PluginState>* out);
 
   // Explicit devices, for tests (may be empty).
   PluginState(Params params, std::vector<std::shared_ptr<transport::Device>> devices);
+  PluginState(Params params, ClusterInput cluster,
+              std::vector<std::shared_ptr<transport::Device>> devices);
 
   const Params& params() const { return params_; }
+  const ClusterInput& cluster() const { return cluster_; }
+  // The reducers CollNet would use and where they came from (origin "none" when there are none).
+  const ReducerList& reducers() const { return reducers_; }
+  // Ok, or the malformed cluster variable's error: CollNet init fails with it.
+  const Status& collStatus() const { return cluster_.status; }
   int netDeviceCount() const { return static_cast<int>(devices_.size()); }
-  // CollNet device i is net device i; there are none when TALLY_REDUCERS is empty.
-  bool collEnabled() const { return !coll_options_.reducers.empty(); }
+  // True when the cluster input is good, reducers are known and this replica is a CollNet rank
+  // (not in pool 2 or 3).
+  bool collEnabled() const { return coll_off_reason_.empty(); }
+  // CollNet device i is net device i; there are none when CollNet is off.
   int collDeviceCount() const { return collEnabled() ? netDeviceCount() : 0; }
+  // The one line that says where the reducers come from, or why CollNet is off:
+  // "CollNet reducers from CLUSTER_SPEC workerpool2: a:1,b:2" or "CollNet disabled: ...".
+  std::string collNetSummary() const;
+  // Logs collNetSummary() at INFO the first time it is called (a malformed cluster variable is
+  // not logged here: CollNet init returns it and the entry point logs it as a WARN).
+  void logCollNetOnce();
   // Null when dev is out of range.
   transport::Device* device(int dev) const;
   const transport::tcp::TcpOptions& tcpOptions() const { return tcp_options_; }
   transport::ConnectionOptions connectionOptions() const;
   const reducer::CollOptions& collOptions() const { return coll_options_; }
 
-  // The state the C entry points use. The first call loads Params from the environment, logs
-  // their provenance and builds the devices; later calls return the same object. A failure is
-  // remembered and returned by every later call (the environment does not change).
+  // The state the C entry points use. The first call loads Params and the cluster variables from
+  // the environment, logs the parameters' provenance and builds the devices; later calls return the
+  // same object. A failure is remembered and returned by every later call (the environment does not
+  // change).
   static Status global(PluginState** out);
   // Installs `state` as the global state unless one exists already; false then.
   static bool installGlobal(std::unique_ptr<PluginState> state);
@@ -55,12 +90,13 @@ class PluginState {
 
  private:
   Params params_;
+  ClusterInput cluster_;
+  ReducerList reducers_;
+  std::string coll_off_reason_;  // empty when CollNet is on
+  std::once_flag coll_logged_;
   std::vector<std::shared_ptr<transport::Device>> devices_;
   transport::tcp::TcpOptions tcp_options_;
   reducer::CollOptions coll_options_;
 };
-
-// "a:1, b:2,," -> {"a:1", "b:2"}
-std::vector<std::string> splitList(const std::string& text);
 
 }  // namespace tally::plugin

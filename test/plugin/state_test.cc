@@ -1,8 +1,17 @@
-// PluginState built from injected parameters (MapParamSource, never setenv).
+// PluginState built from injected parameters and cluster variables (MapParamSource, never
+// setenv): reducer discovery, who joins CollNet, a malformed variable.
 #include "plugin/state.h"
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/log.h"
 #include "plugin/request_pool.h"
 #include "plugin_test_util.h"
 
@@ -61,11 +70,160 @@ TEST(PluginState, BadValuesAreInvalidUsageNamingTheVariable) {
   EXPECT_NE(st.message().find("TALLY_SOCKET_IFNAME"), std::string::npos) << st.toString();
 }
 
-TEST(PluginState, SplitList) {
-  EXPECT_EQ(splitList(""), std::vector<std::string>{});
-  EXPECT_EQ(splitList(" , ,"), std::vector<std::string>{});
-  EXPECT_EQ(splitList("h:1"), std::vector<std::string>{"h:1"});
-  EXPECT_EQ(splitList(" h:1 ,[::1]:2 "), (std::vector<std::string>{"h:1", "[::1]:2"}));
+// A Vertex-AI-shaped job: primary, one worker, two reducers, one evaluator.
+const char* const kPools = R"({"workerpool0": ["cmle-training-workerpool0-ab-0:2222"],)"
+                           R"( "workerpool1": ["cmle-training-workerpool1-ab-0:2222"],)"
+                           R"( "workerpool2": ["cmle-training-workerpool2-ab-0:2222",)"
+                           R"( "cmle-training-workerpool2-ab-1:2222"],)"
+                           R"( "workerpool3": ["cmle-training-workerpool3-ab-0:2222"]})";
+
+std::string clusterSpecFor(const std::string& type) {
+  return R"({"cluster": )" + std::string(kPools) + R"(, "task": {"type": ")" + type +
+         R"(", "index": 0}})";
+}
+
+std::string tfConfigFor(const std::string& type) {
+  return R"({"cluster": {"chief": ["tf-chief-0:2222"], "worker": ["tf-worker-0:2222"],)"
+         R"( "ps": ["tf-ps-0:2222"]}, "task": {"type": ")" +
+         type + R"(", "index": 0}})";
+}
+
+ClusterInput clusterFrom(std::map<std::string, std::string> values) {
+  return ClusterInput::load(MapParamSource(std::move(values)));
+}
+
+std::unique_ptr<PluginState> loopbackState(std::map<std::string, std::string> params,
+                                           ClusterInput cluster) {
+  params["TALLY_SOCKET_IFNAME"] = "lo";
+  std::unique_ptr<PluginState> state;
+  Status st = PluginState::create(paramsFrom(std::move(params)), std::move(cluster), &state);
+  EXPECT_TRUE(st.isOk()) << st.toString();
+  return state;
+}
+
+TEST(PluginState, ReducerDiscoveryOrder) {
+  struct Case {
+    std::map<std::string, std::string> params;
+    std::map<std::string, std::string> cluster;
+    std::string summary;
+  };
+  const Case cases[] = {
+      {{{"TALLY_REDUCERS", "r:1, r:2"}},
+       {{"CLUSTER_SPEC", clusterSpecFor("workerpool1")}, {"TF_CONFIG", tfConfigFor("worker")}},
+       "CollNet reducers from TALLY_REDUCERS: r:1,r:2"},
+      {{},
+       {{"CLUSTER_SPEC", clusterSpecFor("workerpool1")}, {"TF_CONFIG", tfConfigFor("worker")}},
+       "CollNet reducers from CLUSTER_SPEC workerpool2: cmle-training-workerpool2-ab-0:2222,"
+       "cmle-training-workerpool2-ab-1:2222"},
+      {{},
+       {{"TF_CONFIG", tfConfigFor("chief")}},
+       "CollNet reducers from TF_CONFIG ps: tf-ps-0:2222"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.summary);
+    std::unique_ptr<PluginState> state = loopbackState(c.params, clusterFrom(c.cluster));
+    ASSERT_TRUE(state);
+    EXPECT_TRUE(state->collEnabled());
+    EXPECT_TRUE(state->collStatus().isOk());
+    EXPECT_EQ(state->collDeviceCount(), state->netDeviceCount());
+    EXPECT_EQ(state->collOptions().reducers, state->reducers().addresses);
+    EXPECT_EQ(state->collNetSummary(), c.summary);
+  }
+}
+
+TEST(PluginState, NoReducersAnywhereTurnsCollNetOff) {
+  std::unique_ptr<PluginState> state = loopbackState(
+      {}, clusterFrom({{"TF_CONFIG", R"({"cluster": {"chief": ["c:1"], "worker": ["w:1"]},)"
+                                     R"( "task": {"type": "worker", "index": 0}})"}}));
+  ASSERT_TRUE(state);
+  EXPECT_FALSE(state->collEnabled());
+  EXPECT_EQ(state->collDeviceCount(), 0);
+  EXPECT_GE(state->netDeviceCount(), 1);
+  EXPECT_EQ(state->reducers().origin, "none");
+  EXPECT_EQ(state->collNetSummary().rfind("CollNet disabled: no reducers configured", 0), 0u)
+      << state->collNetSummary();
+}
+
+TEST(PluginState, ReducersAndEvaluatorsNeverJoinCollNet) {
+  const std::pair<const char*, std::string> cases[] = {
+      {"a reducer", clusterSpecFor("workerpool2")},
+      {"an evaluator", clusterSpecFor("workerpool3")},
+  };
+  for (const auto& [what, spec] : cases) {
+    SCOPED_TRACE(what);
+    // Reducers are known (from the spec and from TALLY_REDUCERS), yet no CollNet device.
+    std::unique_ptr<PluginState> state =
+        loopbackState({{"TALLY_REDUCERS", "r:1"}}, clusterFrom({{"CLUSTER_SPEC", spec}}));
+    ASSERT_TRUE(state);
+    EXPECT_FALSE(state->reducers().addresses.empty());
+    EXPECT_FALSE(state->collEnabled());
+    EXPECT_EQ(state->collDeviceCount(), 0);
+    EXPECT_GE(state->netDeviceCount(), 1);
+    EXPECT_NE(state->collNetSummary().find(std::string("this replica is ") + what),
+              std::string::npos)
+        << state->collNetSummary();
+  }
+  for (const char* type : {"ps", "evaluator"}) {
+    SCOPED_TRACE(type);
+    std::unique_ptr<PluginState> state =
+        loopbackState({}, clusterFrom({{"TF_CONFIG", tfConfigFor(type)}}));
+    ASSERT_TRUE(state);
+    EXPECT_EQ(state->collDeviceCount(), 0);
+    EXPECT_NE(state->collNetSummary().find("TF_CONFIG task " + std::string(type)),
+              std::string::npos)
+        << state->collNetSummary();
+  }
+}
+
+TEST(PluginState, MalformedClusterVariableKeepsTheNetSide) {
+  std::unique_ptr<PluginState> state = loopbackState(
+      {{"TALLY_REDUCERS", "r:1"}},
+      clusterFrom({{"CLUSTER_SPEC", R"({"cluster": {"workerpool0": ["p:1"]},)"
+                                    R"( "task": {"type": "workerpool0", "index": "one"}})"}}));
+  ASSERT_TRUE(state);
+  EXPECT_GE(state->netDeviceCount(), 1);
+  EXPECT_EQ(state->collDeviceCount(), 0);
+  EXPECT_EQ(state->collStatus().code(), StatusCode::kInvalidUsage);
+  EXPECT_EQ(state->collStatus().message(),
+            "CLUSTER_SPEC: task.index: expected a non-negative integer, got \"one\"");
+}
+
+struct LogLine {
+  log::Level level;
+  std::string text;
+};
+std::mutex g_log_mu;
+std::vector<LogLine> g_log;
+
+void captureSink(log::Level level, unsigned long, const char*, int, const char* message) {
+  std::lock_guard<std::mutex> lock(g_log_mu);
+  g_log.push_back({level, message});
+}
+
+std::vector<LogLine> takeLog() {
+  std::lock_guard<std::mutex> lock(g_log_mu);
+  return std::exchange(g_log, {});
+}
+
+TEST(PluginState, LogsWhereReducersCameFromOnce) {
+  log::setSink(&captureSink, log::Level::kInfo);
+  takeLog();
+  PluginState state(paramsFrom({}), clusterFrom({{"CLUSTER_SPEC", clusterSpecFor("workerpool0")}}),
+                    {});
+  state.logCollNetOnce();
+  state.logCollNetOnce();
+  std::vector<LogLine> lines = takeLog();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].level, log::Level::kInfo);
+  EXPECT_EQ(lines[0].text,
+            "CollNet reducers from CLUSTER_SPEC workerpool2: cmle-training-workerpool2-ab-0:2222,"
+            "cmle-training-workerpool2-ab-1:2222");
+
+  // A malformed variable is not an INFO line: CollNet init returns it and it is logged as a WARN.
+  PluginState bad(paramsFrom({}), clusterFrom({{"TF_CONFIG", "[]"}}), {});
+  bad.logCollNetOnce();
+  EXPECT_TRUE(takeLog().empty());
+  log::setSink(&log::stderrSink, log::Level::kWarn);
 }
 
 struct Slot {

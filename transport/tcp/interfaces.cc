@@ -9,21 +9,10 @@
 #include <cerrno>
 #include <map>
 
+#include "common/cluster.h"
+
 namespace tally::transport::tcp {
 namespace {
-
-std::vector<std::string> splitList(const std::string& text) {
-  std::vector<std::string> items;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string::npos) comma = text.size();
-    std::string item = text.substr(start, comma - start);
-    if (!item.empty()) items.push_back(item);
-    start = comma + 1;
-  }
-  return items;
-}
 
 bool matchesAny(const std::string& name, const std::vector<std::string>& patterns, bool exact) {
   return std::any_of(patterns.begin(), patterns.end(), [&](const std::string& p) {
@@ -57,7 +46,7 @@ Status selectInterfaces(const std::string& spec, const std::vector<Interface>& c
       exact = true;
       ++pos;
     }
-    std::vector<std::string> patterns = splitList(spec.substr(pos));
+    std::vector<std::string> patterns = splitCommaList(spec.substr(pos));
     for (const Interface& iface : candidates) {
       if (matchesAny(iface.name, patterns, exact) != exclude) chosen.push_back(iface);
     }
