@@ -6,13 +6,14 @@
 
 namespace tally::reducer::server {
 
-Comm::Comm(const wire::Hello& first, Engine* engine)
+Comm::Comm(const wire::Hello& first, Engine* engine, ServerObserver* observer)
     : id(first.comm),
       nranks(first.nranks),
       nreducers(first.nreducers),
       reducer_index(first.reducer_index),
       slice_bytes(first.slice_bytes),
       engine_(engine),
+      observer_(observer),
       members_(first.nranks),
       open_(first.nranks, false) {}
 
@@ -30,6 +31,7 @@ void Comm::fail(const std::string& reason) {
     }
   }
   TALLY_WARN("reducer: communicator %s failed: %s", describe().c_str(), reason.c_str());
+  observer_->communicatorFailed();
   const wire::Frame error = wire::encodeError(wire::Reason{reason});
   for (auto& p : notify) {
     OutMsg m;
@@ -55,53 +57,64 @@ Status Comm::checkSlice(const wire::SliceHeader& h, int rank) const {
   return Status::ok();
 }
 
+Status CommRegistry::addMember(const std::shared_ptr<Peer>& peer, const wire::Hello& hello,
+                               std::shared_ptr<Comm>* comm_out, bool* created,
+                               std::vector<std::shared_ptr<Peer>>* ready_to) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = comms_.find(hello.comm);
+  if (it == comms_.end()) {
+    it = comms_.emplace(hello.comm, std::make_shared<Comm>(hello, engine_, observer_)).first;
+    *created = true;
+    TALLY_INFO(log::kColl, "reducer: communicator %s forming, %u ranks",
+               hello.comm.toString().c_str(), hello.nranks);
+  }
+  Comm* comm = it->second.get();
+  *comm_out = it->second;
+  std::lock_guard<std::mutex> clock(comm->mu_);
+  const std::string who = "rank " + std::to_string(hello.rank) + " of communicator " +
+                          hello.comm.toString();
+  if (comm->failed()) return Status::remote(who + ": the communicator has already failed");
+  if (comm->formed_) return Status::remote(who + ": the communicator is already complete");
+  if (hello.nranks != comm->nranks) {
+    return Status::invalidUsage(who + " says " + std::to_string(hello.nranks) +
+                                " ranks, earlier members said " + std::to_string(comm->nranks));
+  }
+  if (hello.nreducers != comm->nreducers || hello.reducer_index != comm->reducer_index) {
+    return Status::invalidUsage(
+        who + " sees this reducer as number " + std::to_string(hello.reducer_index) + " of " +
+        std::to_string(hello.nreducers) + ", earlier members as " +
+        std::to_string(comm->reducer_index) + " of " + std::to_string(comm->nreducers));
+  }
+  if (hello.slice_bytes != comm->slice_bytes) {
+    return Status::invalidUsage(who + " uses " + std::to_string(hello.slice_bytes) +
+                                "-byte slices, earlier members " +
+                                std::to_string(comm->slice_bytes));
+  }
+  if (comm->members_[hello.rank]) {
+    return Status::invalidUsage(who + " joined twice (first from " +
+                                comm->members_[hello.rank]->name() + ")");
+  }
+  comm->members_[hello.rank] = peer;
+  comm->open_[hello.rank] = true;
+  comm->joined_++;
+  comm->open_count_++;
+  if (comm->joined_ == comm->nranks) {
+    comm->formed_ = true;
+    *ready_to = comm->members_;
+  }
+  return Status::ok();
+}
+
 Status CommRegistry::join(const std::shared_ptr<Peer>& peer, const wire::Hello& hello,
                           std::shared_ptr<Comm>* out) {
   std::vector<std::shared_ptr<Peer>> ready_to;
   std::shared_ptr<Comm> comm;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = comms_.find(hello.comm);
-    if (it == comms_.end()) {
-      it = comms_.emplace(hello.comm, std::make_shared<Comm>(hello, engine_)).first;
-      TALLY_INFO(log::kColl, "reducer: communicator %s forming, %u ranks",
-                 hello.comm.toString().c_str(), hello.nranks);
-    }
-    comm = it->second;
-    std::lock_guard<std::mutex> clock(comm->mu_);
-    const std::string who = "rank " + std::to_string(hello.rank) + " of communicator " +
-                            hello.comm.toString();
-    if (comm->failed()) return Status::remote(who + ": the communicator has already failed");
-    if (comm->formed_) return Status::remote(who + ": the communicator is already complete");
-    if (hello.nranks != comm->nranks) {
-      return Status::invalidUsage(who + " says " + std::to_string(hello.nranks) +
-                                  " ranks, earlier members said " +
-                                  std::to_string(comm->nranks));
-    }
-    if (hello.nreducers != comm->nreducers || hello.reducer_index != comm->reducer_index) {
-      return Status::invalidUsage(
-          who + " sees this reducer as number " + std::to_string(hello.reducer_index) + " of " +
-          std::to_string(hello.nreducers) + ", earlier members as " +
-          std::to_string(comm->reducer_index) + " of " + std::to_string(comm->nreducers));
-    }
-    if (hello.slice_bytes != comm->slice_bytes) {
-      return Status::invalidUsage(who + " uses " + std::to_string(hello.slice_bytes) +
-                                  "-byte slices, earlier members " +
-                                  std::to_string(comm->slice_bytes));
-    }
-    if (comm->members_[hello.rank]) {
-      return Status::invalidUsage(who + " joined twice (first from " +
-                                  comm->members_[hello.rank]->name() + ")");
-    }
-    comm->members_[hello.rank] = peer;
-    comm->open_[hello.rank] = true;
-    comm->joined_++;
-    comm->open_count_++;
-    if (comm->joined_ == comm->nranks) {
-      comm->formed_ = true;
-      ready_to = comm->members_;
-    }
-  }
+  bool created = false;
+  Status st = addMember(peer, hello, &comm, &created, &ready_to);
+  // Outside the locks. The creating Hello always becomes a member (a fresh communicator has
+  // nothing to contradict), so no leave can close the communicator before this is reported.
+  if (created) observer_->communicatorOpened();
+  TALLY_RETURN_IF_ERROR(st);
   *out = comm;
   if (!ready_to.empty()) {
     TALLY_INFO(log::kColl, "reducer: communicator %s ready", comm->describe().c_str());
@@ -123,6 +136,7 @@ void CommRegistry::leave(const std::shared_ptr<Comm>& comm, int rank, bool grace
                          const std::string& why) {
   bool fail_now = false;
   bool last = false;
+  bool forgotten = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     std::lock_guard<std::mutex> clock(comm->mu_);
@@ -134,11 +148,15 @@ void CommRegistry::leave(const std::shared_ptr<Comm>& comm, int rank, bool grace
     if (comm->open_count_ == 0) {
       last = true;
       auto it = comms_.find(comm->id);
-      if (it != comms_.end() && it->second == comm) comms_.erase(it);
+      if (it != comms_.end() && it->second == comm) {
+        comms_.erase(it);
+        forgotten = true;
+      }
       comm->members_.clear();  // breaks the Peer <-> Comm cycle
     }
   }
   if (fail_now) comm->fail(why);
+  if (forgotten) observer_->communicatorClosed();
   if (last) {
     TALLY_INFO(log::kColl, "reducer: communicator %s closed", comm->describe().c_str());
     engine_->dropComm(comm);
@@ -152,8 +170,11 @@ void CommRegistry::clear() {
     comms.swap(comms_);
   }
   for (auto& [id, comm] : comms) {
-    std::lock_guard<std::mutex> clock(comm->mu_);
-    comm->members_.clear();
+    {
+      std::lock_guard<std::mutex> clock(comm->mu_);
+      comm->members_.clear();
+    }
+    observer_->communicatorClosed();
   }
 }
 

@@ -3,6 +3,8 @@
 // Each (communicator, slice index) stream is hashed to one shard, and only that shard's thread
 // touches its pending slices, so the data path takes no lock beyond the shard's own queue (shared
 // by the readers that feed it) and its buffer pool.
+#include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <exception>
 #include <map>
@@ -36,6 +38,8 @@ struct Pending {
   std::shared_ptr<Comm> comm;
   wire::SliceHeader header;  // from the first rank that sent it
   int first_rank = 0;
+  // When the earliest of its inputs arrived (payload received).
+  std::chrono::steady_clock::time_point first_arrival;
   std::vector<Buffer> inputs;  // by rank
   std::vector<std::shared_ptr<Peer>> peers;
   uint32_t have = 0;
@@ -58,6 +62,7 @@ void releaseAll(Pending* p) {
 }  // namespace
 
 struct Engine::Shard {
+  ServerObserver* observer = nullptr;
   std::shared_ptr<BufferPool> pool;
   std::mutex mu;
   std::condition_variable cv;
@@ -96,6 +101,7 @@ void Engine::Shard::run() {
         }
       } catch (const std::exception& e) {
         // Allocation failure or a broken invariant: fail what we can name, keep serving others.
+        observer->error(ServerError::kInternal);
         if (auto* in = std::get_if<SliceInput>(&ev); in && in->comm) {
           in->comm->fail(std::string("reducer internal error: ") + e.what());
         } else {
@@ -121,6 +127,7 @@ void Engine::Shard::onInput(SliceInput in) {
     p.comm = in.comm;
     p.header = in.header;
     p.first_rank = in.rank;
+    p.first_arrival = in.arrived;
     p.inputs.resize(comm.nranks);
     p.peers.resize(comm.nranks);
   } else if (!sameCall(p.header, in.header) || p.inputs[in.rank]) {
@@ -137,9 +144,12 @@ void Engine::Shard::onInput(SliceInput in) {
     releaseAll(&p);
     std::shared_ptr<Comm> keep = p.comm;
     pending.erase(it);
+    observer->error(ServerError::kMismatch);
     keep->fail(reason);
     return;
   }
+  // Readers stamp inputs before posting them, so a later stamp can be processed first.
+  p.first_arrival = std::min(p.first_arrival, in.arrived);
   p.inputs[in.rank] = std::move(in.data);
   p.peers[in.rank] = std::move(in.peer);
   if (++p.have == comm.nranks) {
@@ -158,6 +168,9 @@ void Engine::Shard::complete(Pending* p) {
   if (n > 1) reduce(h.type, h.op, p->inputs[0]->data(), srcs.data(), static_cast<int>(n), h.count);
   Buffer result = std::move(p->inputs[0]);
   for (uint32_t r = 1; r < n; ++r) p->inputs[r].reset();
+  // Before the results go out, so a worker holding its result finds the slice counted.
+  observer->sliceReduced(static_cast<uint64_t>(h.payloadBytes()) * n,
+                         std::chrono::steady_clock::now() - p->first_arrival);
   const wire::Frame frame = wire::encodeResult(h);
   for (uint32_t r = 0; r < n; ++r) {
     OutMsg m;
@@ -179,10 +192,11 @@ void Engine::Shard::onDrop(const Comm* comm) {
   }
 }
 
-Engine::Engine(int threads, size_t pool_cache_bytes) {
+Engine::Engine(int threads, size_t pool_cache_bytes, ServerObserver* observer) {
   const size_t per_shard = pool_cache_bytes / static_cast<size_t>(threads);
   for (int i = 0; i < threads; ++i) {
     auto s = std::make_unique<Shard>();
+    s->observer = observer;
     s->pool = BufferPool::create(per_shard);
     shards_.push_back(std::move(s));
   }

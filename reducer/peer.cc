@@ -27,7 +27,8 @@ Peer::~Peer() {
 }
 
 void Peer::start() {
-  // The server holds this Peer until it has joined both threads.
+  // The server holds this Peer until it has joined both threads. The reader reports the close.
+  ctx_->observer->connectionOpened();
   writer_ = std::thread([this] { writerLoop(); });
   reader_ = std::thread([this] { readerLoop(); });
 }
@@ -87,7 +88,11 @@ Status Peer::recvOne(void* data, size_t size, int tag, size_t* got) {
   std::unique_ptr<transport::Request> req;
   transport::MemoryRegion* mr = nullptr;
   for (;;) {
-    TALLY_RETURN_IF_ERROR(conn_->irecv(1, &data, &size, &tag, &mr, &req));
+    Status st = conn_->irecv(1, &data, &size, &tag, &mr, &req);
+    if (!st.isOk()) {
+      recv_failed_ = true;
+      return st;
+    }
     if (req) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));  // no room: should not happen
   }
@@ -98,7 +103,10 @@ Status Peer::recvOne(void* data, size_t size, int tag, size_t* got) {
       *got = sizes[0];
       return Status::ok();
     }
-    if (st.code() != StatusCode::kTimeout) return st;
+    if (st.code() != StatusCode::kTimeout) {
+      recv_failed_ = true;
+      return st;
+    }
     if (aborted_.load(std::memory_order_acquire) || ctx_->stopping.load()) {
       conn_->close();  // the request must not outlive an open connection
       return Status::remote("server stopping");
@@ -109,6 +117,7 @@ Status Peer::recvOne(void* data, size_t size, int tag, size_t* got) {
 void Peer::readerLoop() {
   std::array<uint8_t, wire::kMaxHeaderBytes> header;
   bool graceful = false;
+  bool internal = false;
   Status st;
   try {
     for (;;) {
@@ -140,9 +149,15 @@ void Peer::readerLoop() {
     }
   } catch (const std::exception& e) {
     st = Status::internal(std::string("reducer reader: ") + e.what());
+    internal = true;
   }
 
   const bool stopping = ctx_->stopping.load() || aborted_.load();
+  if (!graceful && !stopping) {
+    ctx_->observer->error(internal       ? ServerError::kInternal
+                          : recv_failed_ ? ServerError::kPeerLost
+                                         : ServerError::kProtocol);
+  }
   if (comm_ && !stopping) {
     const std::string why = "rank " + std::to_string(rank_) + " (peer " + name_ + ") " +
                             (st.isOk() ? "left" : "was lost: " + st.toString());
@@ -164,6 +179,7 @@ void Peer::readerLoop() {
   }
   out_cv_.notify_all();
   if (writer_.joinable()) writer_.join();
+  ctx_->observer->connectionClosed();
   finished_.store(true, std::memory_order_release);
 }
 
@@ -174,6 +190,7 @@ Status Peer::handleHello(const uint8_t* data, size_t size, bool* end) {
   if (st.isOk()) st = ctx_->registry->join(shared_from_this(), hello, &comm_);
   if (!st.isOk()) {
     TALLY_WARN("reducer: rejecting peer %s: %s", name_.c_str(), st.message().c_str());
+    ctx_->observer->error(ServerError::kRejectedHello);
     OutMsg m;
     m.header = wire::encodeReject(wire::Reason{st.message()});
     send(std::move(m));
@@ -212,6 +229,7 @@ Status Peer::handleSlice(const uint8_t* data, size_t size) {
     buffered_++;
   }
   SliceInput in;
+  in.arrived = std::chrono::steady_clock::now();
   in.comm = comm_;
   in.peer = shared_from_this();
   in.rank = rank_;

@@ -16,13 +16,19 @@ namespace {
 
 constexpr int64_t kAcceptPollMs = 100;
 
+ServerObserver* observerOf(const ServerOptions& options) {
+  return options.observer != nullptr ? options.observer : nullServerObserver();
+}
+
 class ServerImpl final : public ReducerServer {
  public:
   explicit ServerImpl(const ServerOptions& options)
-      : engine_(options.threads, options.pool_cache_bytes), registry_(&engine_, options.window) {
+      : engine_(options.threads, options.pool_cache_bytes, observerOf(options)),
+        registry_(&engine_, options.window, observerOf(options)) {
     ctx_.options = options;
     ctx_.engine = &engine_;
     ctx_.registry = &registry_;
+    ctx_.observer = observerOf(options);
   }
   ~ServerImpl() override { stop(); }
 
@@ -67,6 +73,7 @@ class ServerImpl final : public ReducerServer {
       if (!st.isOk()) {
         // A failed handshake is one bad peer, not the end of the server.
         TALLY_WARN("reducer: accept on %s failed: %s", address_.c_str(), st.toString().c_str());
+        ctx_.observer->error(ServerError::kAccept);
         std::this_thread::sleep_for(std::chrono::milliseconds(kAcceptPollMs));
         continue;
       }

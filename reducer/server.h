@@ -15,6 +15,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "reducer/observer.h"
 #include "transport/tcp/tcp.h"
 
 namespace tally::reducer {
@@ -25,6 +26,9 @@ struct ServerOptions {
   int window = 16;                     // slices buffered per connection before reading stops
   transport::tcp::TcpOptions tcp;
   size_t pool_cache_bytes = 256ull << 20;  // free buffers kept for reuse, over all shards
+  // Told about connections, communicators, slices and errors (reducer/observer.h). Borrowed:
+  // must outlive the server. Null: none.
+  ServerObserver* observer = nullptr;
 };
 
 class ReducerServer {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "reducer/buffer_pool.h"
+#include "reducer/observer.h"
 #include "reducer/server.h"
 #include "reducer/wire.h"
 #include "transport/transport.h"
@@ -34,6 +36,7 @@ struct ServerContext {
   ServerOptions options;
   CommRegistry* registry = nullptr;
   Engine* engine = nullptr;
+  ServerObserver* observer = nullptr;  // options.observer, or nullServerObserver(); never null
   std::atomic<bool> stopping{false};
 };
 
@@ -86,6 +89,7 @@ class Peer : public std::enable_shared_from_this<Peer> {
   // Reader-thread state.
   std::shared_ptr<Comm> comm_;
   int rank_ = -1;
+  bool recv_failed_ = false;  // the reader ended because a receive failed (the peer is gone)
 
   // Writer queue.
   std::mutex out_mu_;
@@ -103,7 +107,7 @@ class Peer : public std::enable_shared_from_this<Peer> {
 // A communicator as seen by one reducer.
 class Comm : public std::enable_shared_from_this<Comm> {
  public:
-  Comm(const wire::Hello& first, Engine* engine);
+  Comm(const wire::Hello& first, Engine* engine, ServerObserver* observer);
 
   const wire::CommId id;
   const uint32_t nranks;
@@ -123,6 +127,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
  private:
   friend class CommRegistry;
   Engine* engine_;
+  ServerObserver* observer_;
   std::mutex mu_;
   std::vector<std::shared_ptr<Peer>> members_;  // by rank; cleared when the last one leaves
   std::vector<bool> open_;
@@ -135,7 +140,8 @@ class Comm : public std::enable_shared_from_this<Comm> {
 // Communicators by id. Used on join and leave only, never per slice.
 class CommRegistry {
  public:
-  CommRegistry(Engine* engine, int window) : engine_(engine), window_(window) {}
+  CommRegistry(Engine* engine, int window, ServerObserver* observer)
+      : engine_(engine), window_(window), observer_(observer) {}
 
   // Adds `peer` as hello.rank. When this completes the group, Ready goes to every member. On
   // failure the peer is not a member and the Status message is the reason to Reject it with.
@@ -149,8 +155,15 @@ class CommRegistry {
   size_t size();
 
  private:
+  // join's locked part. *comm_out and *created are set whether or not the Hello is accepted
+  // (*created: this Hello made the communicator); *ready_to when it completed the group.
+  Status addMember(const std::shared_ptr<Peer>& peer, const wire::Hello& hello,
+                   std::shared_ptr<Comm>* comm_out, bool* created,
+                   std::vector<std::shared_ptr<Peer>>* ready_to);
+
   Engine* engine_;
   const int window_;
+  ServerObserver* observer_;
   std::mutex mu_;
   std::unordered_map<wire::CommId, std::shared_ptr<Comm>, wire::CommIdHash> comms_;
 };
@@ -162,12 +175,13 @@ struct SliceInput {
   int rank = 0;
   wire::SliceHeader header;
   Buffer data;
+  std::chrono::steady_clock::time_point arrived;  // when its payload had been received
 };
 
 // `threads` engine threads; (communicator, slice index) streams are hashed to them.
 class Engine {
  public:
-  Engine(int threads, size_t pool_cache_bytes);
+  Engine(int threads, size_t pool_cache_bytes, ServerObserver* observer);
   ~Engine();
   void start();
   // Ends and joins the threads, dropping what they held. Idempotent.

@@ -1,10 +1,12 @@
 // tally-reducer: serves CollNet all-reduce for any number of jobs until SIGINT or SIGTERM.
 //
-//   tally-reducer --listen HOST:PORT [--threads N] [--window N] [--verbose]
+//   tally-reducer --listen HOST:PORT [--threads N] [--window N] [--metrics HOST:PORT] [--verbose]
 //
-// Prints exactly one line on stdout once it accepts connections,
-// "tally-reducer listening on HOST:PORT" with the real port, so scripts can start it on port 0.
-// Exit status: 0 after a signal, 2 for bad arguments, 1 when serving fails to start.
+// Prints one line on stdout once it accepts connections, "tally-reducer listening on HOST:PORT"
+// with the real port, so scripts can start it on port 0. With --metrics (docs/metrics.md) a
+// second line follows, "tally-reducer metrics on http://HOST:PORT/metrics", again with the real
+// port. Exit status: 0 after a signal, 2 for bad arguments (a malformed --metrics address
+// included), 1 when serving fails to start (the reducer's or the metrics address cannot be bound).
 #include <pthread.h>
 #include <signal.h>
 
@@ -16,6 +18,7 @@
 #include "common/log.h"
 #include "common/params.h"
 #include "reducer/server.h"
+#include "tools/metrics/metrics_server.h"
 
 namespace {
 
@@ -28,6 +31,7 @@ int main(int argc, char** argv) {
   reducer::ServerOptions options;
   options.listen.clear();
   bool verbose = false;
+  std::string metrics_address;
 
   CLI::App app{"Tally reduction server: sums CollNet all-reduce slices for the workers."};
   app.add_option("--listen", options.listen, "HOST:PORT to listen on (port 0 picks one)")
@@ -38,6 +42,14 @@ int main(int argc, char** argv) {
   app.add_option("--window", options.window, "slices buffered per worker connection")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
+  app.add_option("--metrics", metrics_address,
+                 "HOST:PORT to serve Prometheus metrics on, at /metrics (port 0 picks one)")
+      ->check(CLI::Validator(
+          [](std::string& value) {
+            const Status valid = metrics::checkBindAddress(value);
+            return valid.isOk() ? std::string() : valid.message();
+          },
+          "HOST:PORT"));
   app.add_flag("--verbose", verbose, "log connections and communicators (INFO)");
   try {
     app.parse(argc, argv);
@@ -74,6 +86,18 @@ int main(int argc, char** argv) {
   // A worker vanishing mid-send must be an error on that connection, not the end of the server.
   signal(SIGPIPE, SIG_IGN);
 
+  // Before the reducer, which reports to it; destroyed after the reducer stopped. Started after the
+  // signal mask, so its HTTP threads leave SIGINT and SIGTERM to sigwait too.
+  std::unique_ptr<metrics::MetricsServer> metrics;
+  if (!metrics_address.empty()) {
+    st = metrics::MetricsServer::start(metrics_address, &metrics);
+    if (!st.isOk()) {
+      TALLY_WARN("tally-reducer: %s", st.toString().c_str());
+      return st.code() == StatusCode::kInvalidUsage ? kExitUsage : 1;
+    }
+    options.observer = metrics->observer();
+  }
+
   std::unique_ptr<reducer::ReducerServer> server;
   st = reducer::ReducerServer::start(options, &server);
   if (!st.isOk()) {
@@ -82,6 +106,7 @@ int main(int argc, char** argv) {
     return st.code() == StatusCode::kInvalidUsage ? kExitUsage : 1;
   }
   std::printf("tally-reducer listening on %s\n", server->address().c_str());
+  if (metrics) std::printf("tally-reducer metrics on %s\n", metrics->url().c_str());
   std::fflush(stdout);
 
   int sig = 0;

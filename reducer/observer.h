@@ -1,0 +1,92 @@
+// What a ReducerServer reports as it runs: connections, communicators, reduced slices and errors.
+// tally-reducer turns these events into Prometheus metrics (tools/metrics/); tests count them.
+// Nothing here knows about any metrics library.
+//
+// Threads: the server calls an observer from its accept, reader and engine threads, concurrently
+// and with no lock of its own held, so every method must be thread-safe. Slice events come once
+// per reduced slice on the data path: keep them to a few atomic operations, never block.
+//
+// Lifetime: ServerOptions::observer is borrowed, never owned; it must outlive the server (until
+// ReducerServer::stop() returned or the server was destroyed). Null means nullServerObserver().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace tally::reducer {
+
+// Why the server counted an error. One incident counts under one cause; a communicator that fails
+// because of it is reported separately (communicatorFailed).
+enum class ServerError : uint8_t {
+  kAccept,         // a connection failed the transport handshake
+  kRejectedHello,  // a Hello was refused with Reject: malformed, or contradicts earlier members
+  kProtocol,       // a connection was dropped for a malformed or unexpected message
+  kPeerLost,       // a connection ended without Bye (EOF, reset, transport error)
+  kMismatch,       // ranks disagreed on a call (type, count, op, or a slice sent twice)
+  kInternal,       // an exception in the server: allocation failure or a broken invariant
+};
+inline constexpr int kServerErrorCount = 6;
+
+// "accept", "rejected_hello", "protocol", "peer_lost", "mismatch", "internal": the metric label.
+inline const char* serverErrorName(ServerError e) {
+  switch (e) {
+    case ServerError::kAccept:
+      return "accept";
+    case ServerError::kRejectedHello:
+      return "rejected_hello";
+    case ServerError::kProtocol:
+      return "protocol";
+    case ServerError::kPeerLost:
+      return "peer_lost";
+    case ServerError::kMismatch:
+      return "mismatch";
+    case ServerError::kInternal:
+      return "internal";
+  }
+  return "unknown";
+}
+
+class ServerObserver {
+ public:
+  virtual ~ServerObserver() = default;
+
+  // A worker connection was accepted / has ended (both its threads done). Every opened
+  // connection is closed exactly once, at the latest during stop().
+  virtual void connectionOpened() = 0;
+  virtual void connectionClosed() = 0;
+
+  // A communicator was created by its first Hello / forgotten after its last member left (or at
+  // stop()). Each opened communicator is closed exactly once.
+  virtual void communicatorOpened() = 0;
+  virtual void communicatorClosed() = 0;
+  // A communicator failed (Error sent to its members). At most once per communicator.
+  virtual void communicatorFailed() = 0;
+
+  // One slice was reduced and its result is about to be queued to every rank. `input_bytes` is
+  // the slice's bytes times the number of ranks; `latency` runs from the first of its inputs
+  // having arrived (payload received) to now. Called on an engine thread, before any rank can
+  // have the result, so a worker that got its results sees them counted.
+  virtual void sliceReduced(uint64_t input_bytes, std::chrono::nanoseconds latency) = 0;
+
+  virtual void error(ServerError cause) = 0;
+};
+
+// Ignores everything.
+class NullServerObserver final : public ServerObserver {
+ public:
+  void connectionOpened() override {}
+  void connectionClosed() override {}
+  void communicatorOpened() override {}
+  void communicatorClosed() override {}
+  void communicatorFailed() override {}
+  void sliceReduced(uint64_t, std::chrono::nanoseconds) override {}
+  void error(ServerError) override {}
+};
+
+// The shared do-nothing observer the server uses when ServerOptions::observer is null.
+inline ServerObserver* nullServerObserver() {
+  static NullServerObserver instance;
+  return &instance;
+}
+
+}  // namespace tally::reducer
