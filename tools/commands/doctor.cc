@@ -1,17 +1,167 @@
-// Placeholder until the doctor command is written.
+// tally doctor: run on a worker, says in PASS/WARN/FAIL lines whether Tally will work there.
+//
+// Checks, in order: plugin, cluster, reducers, each reducer (reachable, handshake, RTT,
+// bandwidth), bandwidth against the workers' need, NCCL variables. docs/doctor.md explains each.
+// Exit status: 0 every line PASS, 1 a WARN and no FAIL, 2 any FAIL; 3 for bad options.
 #include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
 
+#include "common/cluster.h"
+#include "common/log.h"
+#include "common/params.h"
 #include "tools/commands/command.h"
+#include "tools/commands/doctor_checks.h"
+#include "tools/commands/doctor_host.h"
+#include "tools/commands/doctor_probe.h"
+#include "tools/commands/paths.h"
 
 namespace tally::commands {
+namespace {
+
+using doctor::CheckResult;
+using doctor::Severity;
+
+constexpr int kExitBadOptions = 3;
+
+struct DoctorOptions {
+  std::string plugin;
+  std::string timeout = "5s";
+  std::string probe_bytes = "16M";
+  double probe_seconds = 1.0;
+  double worker_gbps = 0;  // 0: read the link speed from /sys
+  bool verbose = false;
+};
+
+// Prints each line as soon as it is known: a slow reducer should not hide the lines before it.
+class Report {
+ public:
+  void add(const CheckResult& r) {
+    std::printf("%s\n", doctor::formatResult(r).c_str());
+    std::fflush(stdout);
+    results_.push_back(r);
+  }
+  const std::vector<CheckResult>& results() const { return results_; }
+
+ private:
+  std::vector<CheckResult> results_;
+};
+
+// Reads the option strings into probe options; false after printing why.
+bool parseProbeOptions(const DoctorOptions& o, doctor::ProbeOptions* probe) {
+  int64_t timeout_ms = 0;
+  Status st = parseMillis(o.timeout, &timeout_ms);
+  if (!st.isOk() || timeout_ms <= 0) {
+    std::fprintf(stderr, "tally doctor: --timeout %s: want a duration such as 5s or 500ms\n",
+                 o.timeout.c_str());
+    return false;
+  }
+  uint64_t bytes = 0;
+  st = parseBytes(o.probe_bytes, &bytes);
+  if (!st.isOk() || bytes < 4 || bytes % 4 != 0 || bytes > (1ull << 30)) {
+    std::fprintf(stderr,
+                 "tally doctor: --probe-bytes %s: want a multiple of 4 bytes up to 1G, e.g. 16M\n",
+                 o.probe_bytes.c_str());
+    return false;
+  }
+  probe->timeout_ms = timeout_ms;
+  probe->probe_bytes = bytes;
+  probe->probe_seconds = o.probe_seconds;
+  return true;
+}
+
+int runDoctor(const DoctorOptions& o) {
+  log::setSink(&log::stderrSink, o.verbose ? log::Level::kInfo : log::Level::kNone);
+  doctor::ProbeOptions probe;
+  if (!parseProbeOptions(o, &probe)) return kExitBadOptions;
+  const EnvParamSource env;
+  Report report;
+
+  // 1. plugin
+  report.add(doctor::checkPlugin(o.plugin.empty() ? defaultPluginPath() : o.plugin));
+
+  // 2. cluster
+  ClusterEnv cluster;
+  int coll_ranks = 1;
+  report.add(doctor::checkCluster(env, &cluster, &coll_ranks));
+
+  // 3. reducers (and the TALLY_ variables they depend on)
+  Params params;
+  Status st = Params::load(env, &params);
+  if (!st.isOk()) {
+    report.add({Severity::kFail, "TALLY_ variables", st.message()});
+    params = Params::defaults();
+  }
+  ReducerList reducers;
+  report.add(doctor::checkReducers(params, cluster, &reducers));
+
+  // 4. each reducer
+  const doctor::ProbeOptions from_params = doctor::probeOptionsFrom(params);
+  probe.slice_bytes = from_params.slice_bytes;
+  probe.window = from_params.window;
+  const std::string credentials = doctor::credentialsNote(params);
+  doctor::BandwidthInput bandwidth;
+  for (const std::string& address : reducers.addresses) {
+    const doctor::ProbeResult r = doctor::probeReducer(address, probe);
+    report.add(doctor::describeProbe(address, r, probe, credentials));
+    if (r.measured) bandwidth.reducer_gbytes_per_s.push_back(r.gbytes_per_s);
+  }
+
+  // 5. bandwidth
+  bandwidth.coll_ranks = coll_ranks;
+  if (o.worker_gbps > 0) {
+    bandwidth.worker_link_gbps = o.worker_gbps;
+    bandwidth.link_source = "--worker-gbps";
+  } else {
+    const doctor::LinkSpeed link = doctor::workerLinkSpeed(params);
+    bandwidth.worker_link_gbps = link.gbps;
+    bandwidth.link_source = link.source;
+  }
+  report.add(doctor::checkBandwidth(bandwidth));
+
+  // 6. NCCL variables
+  doctor::NcclCheckContext ctx;
+  ctx.coll_ranks = coll_ranks;
+  ctx.loads_tally = doctor::libraryIsTally;
+  for (const CheckResult& r : doctor::checkNcclVariables(env, ctx)) report.add(r);
+
+  return doctor::exitStatus(report.results());
+}
+
+}  // namespace
 
 Subcommand addDoctorCommand(CLI::App& parent) {
+  auto options = std::make_shared<DoctorOptions>();
   Subcommand cmd;
-  cmd.app = parent.add_subcommand("doctor", "(not written yet)");
-  cmd.run = [] {
-    std::fprintf(stderr, "tally doctor: not written yet\n");
-    return 1;
-  };
+  cmd.app = parent.add_subcommand(
+      "doctor",
+      "Check this worker: plugin, cluster spec, reducers (reachable, RTT, bandwidth), NCCL "
+      "variables; one PASS/WARN/FAIL line each");
+  cmd.app->add_option("--plugin", options->plugin,
+                      "Path of libnccl-net-tally.so (default: next to tally)");
+  cmd.app
+      ->add_option("--timeout", options->timeout,
+                   "Connect and per-all-reduce limit for each reducer, e.g. 5s, 500ms")
+      ->capture_default_str();
+  cmd.app
+      ->add_option("--probe-bytes", options->probe_bytes,
+                   "Bytes of each bandwidth all-reduce (multiple of 4), e.g. 16M")
+      ->capture_default_str();
+  cmd.app
+      ->add_option("--probe-seconds", options->probe_seconds,
+                   "How long to measure each reducer's bandwidth")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 60.0));
+  cmd.app
+      ->add_option("--worker-gbps", options->worker_gbps,
+                   "This worker's link speed in Gb/s (default: read from /sys/class/net)")
+      ->check(CLI::NonNegativeNumber);
+  cmd.app->add_flag("--verbose", options->verbose, "Show Tally's own log lines on stderr");
+  cmd.app->footer(
+      "Exit status: 0 every check passed, 1 a WARN and no FAIL, 2 any FAIL, 3 bad options.\n"
+      "See docs/doctor.md for what each check means and what to do about a FAIL.");
+  cmd.run = [options] { return runDoctor(*options); };
   return cmd;
 }
 

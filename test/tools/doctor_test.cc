@@ -1,0 +1,476 @@
+// tally doctor: the NCCL-variable checks and the bandwidth comparison table by table, the host
+// checks against the built plugin, and the built `tally doctor` against a live tally-reducer and
+// a dead address.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tools/commands/doctor_checks.h"
+#include "tools/commands/doctor_host.h"
+#include "tools/commands/doctor_probe.h"
+#include "tools/driver/process.h"
+#include "transport/tcp/tcp.h"
+
+namespace tally::commands::doctor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr Severity P = Severity::kPass, W = Severity::kWarn, F = Severity::kFail;
+
+// ---- NCCL variables ----------------------------------------------------------------------------
+
+struct NcclCase {
+  std::map<std::string, std::string> changes;  // applied over the good environment; "-" unsets
+  Severity expected;                           // of the line for the changed variable
+};
+
+// Every case starts from an environment that passes and changes one variable.
+std::vector<CheckResult> runNccl(const std::map<std::string, std::string>& changes,
+                                 int coll_ranks = 2, bool libraries_are_tally = true) {
+  std::map<std::string, std::string> env = {{"NCCL_COLLNET_ENABLE", "1"},
+                                            {"NCCL_NET_PLUGIN", "tally"}};
+  for (const auto& [k, v] : changes) {
+    if (v == "-") {
+      env.erase(k);
+    } else {
+      env[k] = v;
+    }
+  }
+  NcclCheckContext ctx;
+  ctx.coll_ranks = coll_ranks;
+  ctx.loads_tally = [libraries_are_tally](const std::string&) { return libraries_are_tally; };
+  return checkNcclVariables(MapParamSource(env), ctx);
+}
+
+void expectOne(const std::vector<CheckResult>& got, const std::string& check, Severity s,
+               const std::string& why) {
+  ASSERT_EQ(got.size(), 1u) << why;
+  EXPECT_EQ(got[0].check, s == P ? "nccl" : check) << why << ": " << formatResult(got[0]);
+  EXPECT_EQ(got[0].severity, s) << why << ": " << formatResult(got[0]);
+}
+
+void runTable(const std::string& variable, const std::vector<std::pair<std::string, Severity>>& t) {
+  for (const auto& [value, expected] : t) {
+    expectOne(runNccl({{variable, value}}), variable, expected, variable + "=" + value);
+  }
+}
+
+TEST(DoctorNccl, GoodEnvironmentPasses) {
+  const auto got = runNccl({});
+  expectOne(got, "nccl", P, "good environment");
+  EXPECT_EQ(formatResult(got[0]).rfind("PASS  nccl: ", 0), 0u);
+}
+
+TEST(DoctorNccl, CollnetEnable) {
+  runTable("NCCL_COLLNET_ENABLE", {{"-", F}, {"", F}, {"0", F}, {"true", F}, {"2", F}, {"1", P}});
+  EXPECT_NE(runNccl({{"NCCL_COLLNET_ENABLE", "0"}})[0].detail.find("tally launch"),
+            std::string::npos);
+}
+
+TEST(DoctorNccl, Net) {
+  runTable("NCCL_NET", {{"IB", F},
+                        {"Socket", F},
+                        {"AWS Libfabric", F},
+                        {"Tally", P},
+                        {"tally", P},
+                        {"TALLY", P},
+                        {"-", P}});
+}
+
+TEST(DoctorNccl, NetPluginForms) {
+  runTable("NCCL_NET_PLUGIN", {{"none", F},
+                               {"NONE", F},
+                               {"aws-ofi", F},
+                               {"Tally", F},  // NCCL would look for libnccl-net-Tally.so
+                               {"/opt/ofi/lib/libnccl-net-ofi.so", F},
+                               {"tally", P},
+                               {"libnccl-net-tally.so", P},
+                               {"/opt/tally/lib/libnccl-net-tally.so", P},
+                               {"/usr/local/lib/libnccl-net.so", P}});
+}
+
+TEST(DoctorNccl, NetPluginResolution) {
+  // Unset: NCCL opens libnccl-net.so; WARN unless that is Tally here.
+  expectOne(runNccl({{"NCCL_NET_PLUGIN", "-"}}, 2, true), "NCCL_NET_PLUGIN", P, "unset, Tally");
+  expectOne(runNccl({{"NCCL_NET_PLUGIN", "-"}}, 2, false), "NCCL_NET_PLUGIN", W, "unset, other");
+  expectOne(runNccl({{"NCCL_NET_PLUGIN", "tally"}}, 2, false), "NCCL_NET_PLUGIN", W,
+            "tally not on the library path");
+  // The library asked about is the one NCCL would open.
+  for (const auto& [value, library] : std::vector<std::pair<std::string, std::string>>{
+           {"-", "libnccl-net.so"},
+           {"tally", "libnccl-net-tally.so"},
+           {"libnccl-net-tally.so", "libnccl-net-tally.so"},
+           {"/x/libnccl-net-tally.so", "/x/libnccl-net-tally.so"}}) {
+    std::vector<std::string> asked;
+    NcclCheckContext ctx;
+    ctx.loads_tally = [&asked](const std::string& l) {
+      asked.push_back(l);
+      return true;
+    };
+    MapParamSource env;
+    env.set("NCCL_COLLNET_ENABLE", "1");
+    if (value != "-") env.set("NCCL_NET_PLUGIN", value);
+    (void)checkNcclVariables(env, ctx);
+    EXPECT_EQ(asked, std::vector<std::string>{library}) << value;
+  }
+}
+
+TEST(DoctorNccl, Algo) {
+  runTable("NCCL_ALGO", {{"ring", F},
+                         {"Ring,Tree", F},
+                         {"^CollNetChain,CollNetDirect", F},
+                         {"^collnet", F},
+                         {"allreduce:ring;broadcast:collnetchain", F},
+                         {"collnetchain;allreduce:tree", F},  // allreduce's own section wins
+                         {"allreduce:tree;collnetchain", F},  // a bare list never overrides it
+                         {"AllReduce,ReduceScatter:ring", F},
+                         {"allreduce:collnetchain", P},
+                         {"CollNetDirect", P},
+                         {"^ring,tree", P},
+                         {"^collnetchain", P},  // CollNetDirect remains
+                         {"broadcast:ring", P},
+                         {"ring;allreduce:collnetchain,ring", P},
+                         {"allreduce:ring;allreduce:collnetchain", P},  // the last one wins
+                         {" allreduce : collnetchain ; ", P},
+                         {"collnet", P},  // older NCCL's single CollNet algorithm
+                         {"allreduce:", W},
+                         {"bogus:ring", W},
+                         {"collnetchain,warp", W}});
+}
+
+TEST(DoctorNccl, Proto) {
+  runTable("NCCL_PROTO", {{"LL", F},
+                          {"LL,LL128", F},
+                          {"^simple", F},
+                          {"allreduce:ll128", F},
+                          {"Simple", P},
+                          {"^LL128", P},
+                          {"allgather:LL", P},
+                          {"allreduce:simple,ll;ll", P},
+                          {"simple,fast", W},
+                          {"^", W}});
+}
+
+TEST(DoctorNccl, NodeThreshold) {
+  runTable("NCCL_COLLNET_NODE_THRESHOLD", {{"3", F}, {"2", P}, {"1", P}, {"two", W}});
+  expectOne(runNccl({{"NCCL_COLLNET_NODE_THRESHOLD", "2"}}, 1), "NCCL_COLLNET_NODE_THRESHOLD", F,
+            "2 with one rank");
+}
+
+TEST(DoctorNccl, EveryProblemHasItsLineInOrder) {
+  const auto got = runNccl({{"NCCL_COLLNET_ENABLE", "-"},
+                            {"NCCL_NET", "IB"},
+                            {"NCCL_ALGO", "ring"},
+                            {"NCCL_PROTO", "LL"}});
+  std::vector<std::string> checks;
+  for (const auto& r : got) {
+    EXPECT_EQ(r.severity, F) << formatResult(r);
+    checks.push_back(r.check);
+  }
+  EXPECT_EQ(checks, (std::vector<std::string>{"NCCL_COLLNET_ENABLE", "NCCL_NET", "NCCL_ALGO",
+                                              "NCCL_PROTO"}));
+}
+
+TEST(DoctorNccl, SelectorParse) {
+  SelectorResult s = parseNcclSelector("Ring;AllReduce:^LL128,Simple;broadcast:tree");
+  EXPECT_TRUE(s.problem.empty()) << s.problem;
+  EXPECT_TRUE(s.restricted);
+  EXPECT_TRUE(s.exclude);
+  EXPECT_EQ(s.names, (std::vector<std::string>{"ll128", "simple"}));
+  EXPECT_TRUE(s.allows("ll"));
+  EXPECT_FALSE(s.allows("simple"));
+  EXPECT_FALSE(parseNcclSelector("").restricted);
+  EXPECT_FALSE(parseNcclSelector("reduce:ring").restricted);
+}
+
+// ---- results and the bandwidth comparison ------------------------------------------------------
+
+TEST(DoctorReport, FormatAndExitStatus) {
+  EXPECT_EQ(formatResult({W, "cluster", "no cluster spec"}), "WARN  cluster: no cluster spec");
+  EXPECT_EQ(exitStatus({}), 0);
+  EXPECT_EQ(exitStatus({{P, "a", ""}, {P, "b", ""}}), 0);
+  EXPECT_EQ(exitStatus({{P, "a", ""}, {W, "b", ""}}), 1);
+  EXPECT_EQ(exitStatus({{F, "a", ""}, {W, "b", ""}, {P, "c", ""}}), 2);
+}
+
+TEST(DoctorBandwidth, Comparison) {
+  BandwidthInput in;
+  in.link_source = "eth0";
+  in.worker_link_gbps = 10.0;
+  in.coll_ranks = 2;
+  in.reducer_gbytes_per_s = {1.5, 1.5};  // 24 Gb/s against 2 x 10 Gb/s
+  CheckResult r = checkBandwidth(in);
+  EXPECT_EQ(r.severity, P) << formatResult(r);
+  EXPECT_NE(r.detail.find("24.0 Gb/s"), std::string::npos) << r.detail;
+  EXPECT_NE(r.detail.find("20.0 Gb/s"), std::string::npos) << r.detail;
+
+  in.coll_ranks = 3;  // 24 against 30: 6 Gb/s (20%) short
+  r = checkBandwidth(in);
+  EXPECT_EQ(r.severity, W) << formatResult(r);
+  EXPECT_NE(r.detail.find("6.0 Gb/s (20%) short"), std::string::npos) << r.detail;
+
+  in.coll_ranks = 0;  // no spec counts as one rank
+  in.worker_link_gbps = 24.0;
+  EXPECT_EQ(checkBandwidth(in).severity, P);
+
+  in.worker_link_gbps.reset();
+  r = checkBandwidth(in);
+  EXPECT_EQ(r.severity, W);
+  EXPECT_NE(r.detail.find("unknown link speed"), std::string::npos) << r.detail;
+
+  in.worker_link_gbps = 10.0;
+  in.reducer_gbytes_per_s.clear();
+  EXPECT_EQ(checkBandwidth(in).severity, W);
+  EXPECT_EQ(formatGbps(0.25), "250 Mb/s");
+}
+
+TEST(DoctorHost, LinkSpeedFromSys) {
+  Params params = Params::defaults();
+  params.socketIfname = "lo";
+  LinkSpeed lo = workerLinkSpeed(params);
+  EXPECT_FALSE(lo.gbps.has_value());
+  EXPECT_NE(lo.source.find("loopback"), std::string::npos) << lo.source;
+
+  std::vector<transport::tcp::Interface> ifaces;
+  ASSERT_TRUE(transport::tcp::findInterfaces("", &ifaces).isOk());
+  if (ifaces.empty() || ifaces[0].loopback) GTEST_SKIP() << "no interface but loopback";
+  std::unique_ptr<driver::TempDir> dir;
+  ASSERT_TRUE(driver::TempDir::create("doctor-sys", &dir).isOk());
+  const std::string ifdir = dir->path() + "/" + ifaces[0].name;
+  ASSERT_EQ(::mkdir(ifdir.c_str(), 0700), 0);
+  params.socketIfname = "=" + ifaces[0].name;
+  for (const auto& [text, gbps] : std::vector<std::pair<std::string, double>>{
+           {"25000\n", 25.0}, {"-1\n", 0}, {"garbage", 0}}) {
+    std::ofstream(ifdir + "/speed") << text;
+    LinkSpeed s = workerLinkSpeed(params, dir->path());
+    EXPECT_EQ(s.gbps.value_or(0), gbps) << text;
+  }
+  ::unlink((ifdir + "/speed").c_str());
+  ::rmdir(ifdir.c_str());
+}
+
+TEST(DoctorHost, Plugin) {
+  CheckResult r = checkPlugin(TALLY_PLUGIN_PATH);
+  EXPECT_EQ(r.severity, P) << formatResult(r);
+  EXPECT_NE(r.detail.find("net v8..v11, CollNet v8..v11"), std::string::npos) << r.detail;
+  r = checkPlugin("/nonexistent/libnccl-net-tally.so");
+  EXPECT_EQ(r.severity, F);
+  EXPECT_NE(r.detail.find("cannot load"), std::string::npos) << r.detail;
+  r = checkPlugin("libc.so.6");  // loads, exports nothing
+  EXPECT_EQ(r.severity, F) << formatResult(r);
+  EXPECT_TRUE(libraryIsTally(TALLY_PLUGIN_PATH));
+  EXPECT_FALSE(libraryIsTally("libc.so.6"));
+}
+
+TEST(DoctorHost, ClusterAndReducers) {
+  ClusterEnv env;
+  int ranks = 0;
+  EXPECT_EQ(checkCluster(MapParamSource(), &env, &ranks).severity, W);
+  EXPECT_EQ(ranks, 1);
+  const std::string spec =
+      R"({"cluster":{"workerpool0":["w0:2222"],"workerpool1":["w1:2222","w2:2222"],)"
+      R"("workerpool2":["r0:5555","r1:5555"]},"environment":"cloud",)"
+      R"("task":{"type":"workerpool1","index":1}})";
+  CheckResult r = checkCluster(MapParamSource({{"CLUSTER_SPEC", spec}}), &env, &ranks);
+  EXPECT_EQ(r.severity, P) << formatResult(r);
+  EXPECT_EQ(ranks, 3);
+  EXPECT_NE(r.detail.find("CollNet rank 2 of 3"), std::string::npos) << r.detail;
+  ReducerList list;
+  r = checkReducers(Params::defaults(), env, &list);
+  EXPECT_EQ(r.severity, P) << formatResult(r);
+  EXPECT_EQ(list.addresses, (std::vector<std::string>{"r0:5555", "r1:5555"}));
+
+  r = checkCluster(MapParamSource({{"CLUSTER_SPEC", std::string("{")}}), &env, &ranks);
+  EXPECT_EQ(r.severity, F);
+  EXPECT_NE(r.detail.find("CLUSTER_SPEC"), std::string::npos) << r.detail;
+  EXPECT_EQ(checkReducers(Params::defaults(), env, &list).severity, F);
+}
+
+// ---- probing a real reducer --------------------------------------------------------------------
+
+// A port on 127.0.0.1 that nothing listens on: bound, noted, closed.
+int deadPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+TEST(DoctorProbe, LiveReducerEchoes) {
+  std::unique_ptr<driver::ReducerProcess> reducer;
+  ASSERT_TRUE(driver::ReducerProcess::start(TALLY_REDUCER_BIN, {}, 10000, &reducer).isOk());
+  ProbeOptions o;
+  o.probe_bytes = 1 << 20;
+  o.probe_seconds = 0.2;
+  const ProbeResult r = probeReducer(reducer->address(), o);
+  EXPECT_TRUE(r.reachable && r.accepted && r.measured) << r.error;
+  EXPECT_GT(r.rtt_us, 0);
+  EXPECT_GT(r.gbytes_per_s, 0);
+  EXPECT_GE(r.calls, 1);
+  const CheckResult c = describeProbe(reducer->address(), r, o, "no job token configured");
+  EXPECT_EQ(c.severity, P) << formatResult(c);
+  EXPECT_TRUE(reducer->stop().isOk());
+}
+
+TEST(DoctorProbe, DeadAddressIsUnreachable) {
+  const int port = deadPort();
+  ASSERT_GT(port, 0);
+  ProbeOptions o;
+  o.timeout_ms = 500;
+  const auto start = Clock::now();
+  const ProbeResult r = probeReducer("127.0.0.1:" + std::to_string(port), o);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  EXPECT_FALSE(r.reachable);
+  EXPECT_FALSE(r.error.empty());
+  EXPECT_EQ(describeProbe("x", r, o, "").severity, F);
+}
+
+TEST(DoctorProbe, BadAddressCannotBeProbed) {
+  ProbeOptions o;
+  o.timeout_ms = 500;
+  const ProbeResult r = probeReducer("127.0.0.1", o);  // no port
+  EXPECT_FALSE(r.reachable);
+  EXPECT_EQ(r.code, StatusCode::kInvalidUsage) << r.error;
+  const CheckResult c = describeProbe("127.0.0.1", r, o, "");
+  EXPECT_EQ(c.severity, F);
+  EXPECT_NE(c.detail.find("cannot probe it"), std::string::npos) << c.detail;
+}
+
+// ---- the built `tally doctor` ------------------------------------------------------------------
+
+struct DoctorRun {
+  int status = -1;  // exit status, -1 when it did not exit by itself
+  std::string out;  // stdout
+  double seconds = 0;
+};
+
+// Runs `tally doctor ARGS` with exactly `env` as its environment (nothing of ours leaks in),
+// killing it after timeout_ms.
+DoctorRun runDoctor(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                    int64_t timeout_ms = 60000) {
+  DoctorRun run;
+  std::vector<std::string> argv_s = {TALLY_BIN, "doctor"};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_s = env;
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int fds[2];
+  if (::pipe(fds) != 0) return run;
+  const auto start = Clock::now();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  const auto deadline = start + std::chrono::milliseconds(timeout_ms);
+  bool killed = false;
+  for (;;) {
+    if (!killed && Clock::now() >= deadline) {
+      ::kill(pid, SIGKILL);
+      killed = true;
+    }
+    pollfd p = {fds[0], POLLIN, 0};
+    if (::poll(&p, 1, 100) > 0) {
+      char buf[4096];
+      const ssize_t n = ::read(fds[0], buf, sizeof(buf));
+      if (n <= 0) break;
+      run.out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  run.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!killed && WIFEXITED(status)) run.status = WEXITSTATUS(status);
+  return run;
+}
+
+std::string lineStarting(const std::string& out, const std::string& prefix) {
+  size_t at = out.find(prefix);
+  if (at == std::string::npos) return "";
+  return out.substr(at, out.find('\n', at) - at);
+}
+
+const std::string kSpec =
+    R"(CLUSTER_SPEC={"cluster":{"workerpool0":["127.0.0.1:2222"]},"environment":"cloud",)"
+    R"("task":{"type":"workerpool0","index":0}})";
+
+TEST(DoctorCommand, LiveReducerPassesEveryCheck) {
+  std::unique_ptr<driver::ReducerProcess> reducer;
+  ASSERT_TRUE(driver::ReducerProcess::start(TALLY_REDUCER_BIN, {}, 10000, &reducer).isOk());
+  const DoctorRun run = runDoctor({"--plugin", TALLY_PLUGIN_PATH, "--probe-bytes", "4M",
+                                   "--probe-seconds", "0.3", "--worker-gbps", "0.001"},
+                                  {"TALLY_REDUCERS=" + reducer->address(), "NCCL_COLLNET_ENABLE=1",
+                                   std::string("NCCL_NET_PLUGIN=") + TALLY_PLUGIN_PATH,
+                                   "NCCL_ALGO=allreduce:collnetchain", kSpec});
+  EXPECT_TRUE(reducer->stop().isOk());
+  const std::string line = lineStarting(run.out, "PASS  reducer " + reducer->address() + ": ");
+  EXPECT_FALSE(line.empty()) << run.out;
+  EXPECT_NE(line.find("rtt "), std::string::npos) << line;
+  EXPECT_NE(line.find(" GB/s ("), std::string::npos) << line;
+  EXPECT_NE(line.find(") each way"), std::string::npos) << line;
+  for (const char* check : {"plugin", "cluster", "reducers", "bandwidth", "nccl"}) {
+    EXPECT_FALSE(lineStarting(run.out, std::string("PASS  ") + check + ": ").empty())
+        << check << " in:\n"
+        << run.out;
+  }
+  EXPECT_EQ(run.status, 0) << run.out;
+}
+
+TEST(DoctorCommand, DeadAddressFailsFast) {
+  const int port = deadPort();
+  ASSERT_GT(port, 0);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  const DoctorRun run = runDoctor({"--plugin", TALLY_PLUGIN_PATH, "--timeout", "1s"},
+                                  {"TALLY_REDUCERS=" + address, "NCCL_COLLNET_ENABLE=1"});
+  EXPECT_EQ(run.status, 2) << run.out;
+  EXPECT_LT(run.seconds, 10.0);
+  EXPECT_FALSE(lineStarting(run.out, "FAIL  reducer " + address + ": not reachable").empty())
+      << run.out;
+  // Without a spec: the cluster line warns and the lines keep their order.
+  EXPECT_LT(run.out.find("PASS  plugin"), run.out.find("WARN  cluster: no cluster spec"));
+  EXPECT_LT(run.out.find("WARN  cluster"), run.out.find("FAIL  reducer"));
+}
+
+TEST(DoctorCommand, NoReducersAndHelp) {
+  DoctorRun run = runDoctor({"--plugin", TALLY_PLUGIN_PATH}, {});
+  EXPECT_EQ(run.status, 2) << run.out;
+  EXPECT_FALSE(lineStarting(run.out, "FAIL  reducers: none").empty()) << run.out;
+  EXPECT_FALSE(lineStarting(run.out, "FAIL  NCCL_COLLNET_ENABLE").empty()) << run.out;
+  run = runDoctor({"--help"}, {});
+  EXPECT_EQ(run.status, 0);
+  EXPECT_NE(run.out.find("Exit status: 0"), std::string::npos) << run.out;
+  EXPECT_EQ(runDoctor({"--timeout", "soon"}, {}).status, 3);
+}
+
+}  // namespace
+}  // namespace tally::commands::doctor

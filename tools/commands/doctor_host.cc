@@ -1,0 +1,163 @@
+// This host's side of `tally doctor`: plugin library, cluster spec, reducer list, link speed.
+#include "tools/commands/doctor_host.h"
+
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include "tools/driver/plugin_library.h"
+#include "transport/tcp/tcp.h"
+
+namespace tally::commands::doctor {
+namespace {
+
+// "v8..v11", "v9, v11", "none".
+std::string versionList(const std::vector<int>& v) {
+  if (v.empty()) return "none";
+  bool contiguous = true;
+  for (size_t i = 1; i < v.size(); ++i) contiguous = contiguous && v[i] == v[i - 1] + 1;
+  if (contiguous && v.size() > 1) {
+    return "v" + std::to_string(v.front()) + "..v" + std::to_string(v.back());
+  }
+  std::string s;
+  for (int n : v) s += (s.empty() ? "v" : ", v") + std::to_string(n);
+  return s;
+}
+
+// The names of the exported tables that are not "Tally", as "net v9 is \"X\"".
+std::string foreignName(const driver::PluginLibrary& lib) {
+  for (int v : lib.netVersions()) {
+    std::unique_ptr<driver::NetApi> net;
+    if (!lib.net(v, &net).isOk()) continue;
+    const std::string name = net->name() ? net->name() : "";
+    if (name != "Tally") return "net v" + std::to_string(v) + " is named \"" + name + "\"";
+  }
+  for (int v : lib.collNetVersions()) {
+    std::unique_ptr<driver::CollNetApi> coll;
+    if (!lib.collNet(v, &coll).isOk()) continue;
+    const std::string name = coll->name() ? coll->name() : "";
+    if (name != "Tally") return "CollNet v" + std::to_string(v) + " is named \"" + name + "\"";
+  }
+  return "";
+}
+
+std::string joinList(const std::vector<std::string>& items) {
+  std::string s;
+  for (const auto& item : items) s += (s.empty() ? "" : ",") + item;
+  return s;
+}
+
+}  // namespace
+
+CheckResult checkPlugin(const std::string& path) {
+  CheckResult r{Severity::kFail, "plugin", ""};
+  std::unique_ptr<driver::PluginLibrary> lib;
+  Status st = driver::PluginLibrary::open(path, &lib);
+  if (!st.isOk()) {
+    r.detail = "cannot load it: " + st.message() +
+               " (give the right path with --plugin, or install Tally)";
+    return r;
+  }
+  const std::vector<int> net = lib->netVersions();
+  const std::vector<int> coll = lib->collNetVersions();
+  const std::string tables = "net " + versionList(net) + ", CollNet " + versionList(coll);
+  if (net.empty() && coll.empty()) {
+    r.detail = path + " exports no ncclNetPlugin_v8..v11 or ncclCollNetPlugin_v8..v11 table";
+    return r;
+  }
+  if (coll.empty()) {
+    r.detail =
+        path + " exports " + tables + ": without CollNet tables there is no reduction server";
+    return r;
+  }
+  const std::string foreign = foreignName(*lib);
+  if (!foreign.empty()) {
+    r.detail = path + " is not Tally: " + foreign;
+    return r;
+  }
+  const size_t all = driver::kMaxTableVersion - driver::kMinTableVersion + 1;
+  r.severity = (net.size() == all && coll.size() == all) ? Severity::kPass : Severity::kWarn;
+  r.detail = path + " loads; \"Tally\" exports " + tables;
+  if (r.severity == Severity::kWarn) r.detail += " (expected v8..v11 for both: a partial build?)";
+  return r;
+}
+
+bool libraryIsTally(const std::string& library) {
+  std::unique_ptr<driver::PluginLibrary> lib;
+  if (!driver::PluginLibrary::open(library, &lib).isOk()) return false;
+  return !lib->collNetVersions().empty() && foreignName(*lib).empty();
+}
+
+CheckResult checkCluster(const ParamSource& source, ClusterEnv* env, int* coll_ranks) {
+  CheckResult r{Severity::kFail, "cluster", ""};
+  *coll_ranks = 1;
+  ClusterEnv loaded;
+  Status st = ClusterEnv::load(source, &loaded);
+  if (!st.isOk()) {
+    *env = ClusterEnv();
+    r.detail = st.message() + " (fix the variable, or unset it outside a managed job)";
+    return r;
+  }
+  *env = loaded;
+  const ClusterSpec* spec = env->primary();
+  if (spec == nullptr) {
+    r.severity = Severity::kWarn;
+    r.detail =
+        "no cluster spec (neither CLUSTER_SPEC nor TF_CONFIG is set); assuming 1 CollNet "
+        "rank";
+    return r;
+  }
+  *coll_ranks = std::max(1, spec->collRanks());
+  r.detail = spec->variable + ": " + spec->task_type + " index " + std::to_string(spec->index) +
+             " is the " + clusterRoleName(spec->role());
+  if (spec->collRank() >= 0) {
+    r.detail += ", CollNet rank " + std::to_string(spec->collRank()) + " of " +
+                std::to_string(spec->collRanks());
+  }
+  if (!spec->trial.empty()) r.detail += ", trial " + spec->trial;
+  if (env->cluster_spec && env->tf_config) r.detail += " (TF_CONFIG also set; CLUSTER_SPEC wins)";
+  if (spec->collRank() < 0) {
+    r.severity = Severity::kWarn;
+    r.detail += "; this replica is no CollNet rank: run doctor on pool 0 or 1";
+    return r;
+  }
+  r.severity = Severity::kPass;
+  return r;
+}
+
+CheckResult checkReducers(const Params& params, const ClusterEnv& env, ReducerList* list) {
+  *list = resolveReducers(params, env);
+  if (list->addresses.empty()) {
+    return {Severity::kFail, "reducers",
+            "none: set TALLY_REDUCERS=host:port,... or list them in CLUSTER_SPEC workerpool2 or "
+            "TF_CONFIG ps (without reducers CollNet reports no device)"};
+  }
+  return {Severity::kPass, "reducers",
+          std::to_string(list->addresses.size()) + " from " + list->origin + ": " +
+              joinList(list->addresses)};
+}
+
+LinkSpeed workerLinkSpeed(const Params& params, const std::string& sys_class_net) {
+  LinkSpeed out;
+  const std::string spec =
+      params.socketIfname.empty() ? params.ncclSocketIfname : params.socketIfname;
+  std::vector<transport::tcp::Interface> ifaces;
+  Status st = transport::tcp::findInterfaces(spec, &ifaces);
+  if (!st.isOk() || ifaces.empty()) {
+    out.source = st.isOk() ? "no interface" : st.message();
+    return out;
+  }
+  const transport::tcp::Interface& iface = ifaces.front();
+  if (iface.loopback) {
+    out.source = iface.name + " (loopback)";
+    return out;
+  }
+  const std::string path = sys_class_net + "/" + iface.name + "/speed";
+  out.source = iface.name + " (" + path + ")";
+  std::ifstream in(path);
+  long mbps = -1;
+  if (in >> mbps && mbps > 0) out.gbps = static_cast<double>(mbps) / 1000.0;
+  return out;
+}
+
+}  // namespace tally::commands::doctor

@@ -1,0 +1,219 @@
+// One reducer, probed through a one-rank CollNet communicator: handshake, round trip, bandwidth.
+#include "tools/commands/doctor_probe.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "reducer/coll_client.h"
+#include "reducer/wire.h"
+
+namespace tally::commands::doctor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using reducer::CollClient;
+using reducer::CollRequest;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// One all-reduce of `count` int32 from send into recv, waited for until `timeout_ms` passes.
+// int32 because a sum of one input is then exactly the input, whatever its bits.
+Status allreduce(CollClient* client, const int32_t* send, int32_t* recv, size_t count,
+                 int64_t timeout_ms) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::unique_ptr<CollRequest> req;
+  for (;;) {
+    TALLY_RETURN_IF_ERROR(
+        client->iallreduce(send, recv, count, DataType::kInt32, ReduceOp::kSum, &req));
+    if (req) break;
+    if (Clock::now() >= deadline) return Status::timeout("no room to post an all-reduce");
+    std::this_thread::yield();
+  }
+  for (;;) {
+    bool done = false;
+    TALLY_RETURN_IF_ERROR(req->test(&done, nullptr));
+    if (done) return Status::ok();
+    if (Clock::now() >= deadline) {
+      return Status::timeout("an all-reduce of " + std::to_string(count * 4) +
+                             " bytes took longer than " + std::to_string(timeout_ms) + " ms");
+    }
+    std::this_thread::yield();
+  }
+}
+
+// Stamps call `n` into the input so a stale result never passes for a fresh one.
+void stamp(std::vector<int32_t>* in, int n) {
+  (*in)[0] = n;
+  in->back() = ~n;
+}
+
+Status checkEcho(const std::vector<int32_t>& in, const std::vector<int32_t>& out, int call) {
+  if (std::memcmp(in.data(), out.data(), in.size() * sizeof(int32_t)) == 0) return Status::ok();
+  size_t i = 0;
+  while (i < in.size() && in[i] == out[i]) ++i;
+  return Status::remote("wrong result in all-reduce " + std::to_string(call) + ": element " +
+                        std::to_string(i) + " is " + std::to_string(out[i]) + ", sent " +
+                        std::to_string(in[i]));
+}
+
+Status measureRtt(CollClient* client, const ProbeOptions& o, ProbeResult* r) {
+  std::vector<int32_t> in(1), out(1);
+  std::vector<double> samples;
+  constexpr int kWarmup = 2;
+  for (int i = 0; i < kWarmup + std::max(1, o.rtt_samples); ++i) {
+    in[0] = 0x5a5a0000 + i;
+    out[0] = 0;
+    const auto start = Clock::now();
+    TALLY_RETURN_IF_ERROR(allreduce(client, in.data(), out.data(), 1, o.timeout_ms));
+    const double us = secondsSince(start) * 1e6;
+    TALLY_RETURN_IF_ERROR(checkEcho(in, out, i));
+    if (i >= kWarmup) samples.push_back(us);
+  }
+  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+  r->rtt_us = samples[samples.size() / 2];
+  return Status::ok();
+}
+
+Status measureBandwidth(CollClient* client, const ProbeOptions& o, ProbeResult* r) {
+  const size_t count = std::max<uint64_t>(1, o.probe_bytes / sizeof(int32_t));
+  std::vector<int32_t> in(count), out(count);
+  for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i * 2654435761u);
+  constexpr int kMaxCalls = 100000;
+  double busy = 0;
+  int calls = 0;
+  const auto start = Clock::now();
+  while (calls == 0 || (secondsSince(start) < o.probe_seconds && calls < kMaxCalls)) {
+    stamp(&in, calls);
+    std::memset(out.data(), 0, count * sizeof(int32_t));
+    const auto t0 = Clock::now();
+    TALLY_RETURN_IF_ERROR(allreduce(client, in.data(), out.data(), count, o.timeout_ms));
+    busy += secondsSince(t0);
+    TALLY_RETURN_IF_ERROR(checkEcho(in, out, calls));
+    ++calls;
+  }
+  r->calls = calls;
+  r->seconds = busy;
+  r->gbytes_per_s =
+      busy > 0 ? static_cast<double>(count * sizeof(int32_t)) * calls / busy / 1e9 : 0;
+  return Status::ok();
+}
+
+// Whether a failed connect got as far as the reducer. CollClient::connect reports a reducer it
+// could not reach as kTimeout "could not connect to reducer ..." and an address it cannot use as
+// kInvalidUsage without "rejected"; everything else came from a reducer that answered.
+bool reachedReducer(const Status& st) {
+  const std::string& m = st.message();
+  if (st.code() == StatusCode::kTimeout) return m.find("could not connect") == std::string::npos;
+  if (st.code() == StatusCode::kInvalidUsage) return m.find("rejected") != std::string::npos;
+  return st.code() == StatusCode::kRemote;
+}
+
+std::string formatDouble(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+// "16 MiB", "64 KiB", "1000 bytes".
+std::string formatBytes(uint64_t bytes) {
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  if (bytes >= 1024 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + " KiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+}  // namespace
+
+ProbeOptions probeOptionsFrom(const Params& params) {
+  ProbeOptions o;
+  o.slice_bytes = params.sliceBytes;
+  o.window = static_cast<int>(params.collWindow);
+  return o;
+}
+
+ProbeResult probeReducer(const std::string& address, const ProbeOptions& options) {
+  ProbeResult r;
+  reducer::CollOptions co;
+  co.reducers = {address};
+  co.slice_bytes = options.slice_bytes;
+  co.window = options.window;
+  co.connect_timeout_ms = options.timeout_ms;
+  co.timeout_ms = options.timeout_ms;
+  uint8_t handle[reducer::kCollHandleBytes];
+  Status st = CollClient::makeHandle(co, handle);
+  if (!st.isOk()) {
+    r.error = st.message();
+    r.code = st.code();
+    return r;
+  }
+  const void* handles[] = {handle};
+  std::unique_ptr<CollClient> client;
+  const auto start = Clock::now();
+  st = CollClient::connect(co, handles, 1, 0, &client);
+  r.connect_ms = secondsSince(start) * 1e3;
+  if (!st.isOk()) {
+    r.reachable = reachedReducer(st);
+    r.error = st.message();
+    r.code = st.code();
+    return r;
+  }
+  r.reachable = true;
+  r.accepted = true;
+  st = measureRtt(client.get(), options, &r);
+  if (st.isOk()) st = measureBandwidth(client.get(), options, &r);
+  client->close();
+  if (!st.isOk()) {
+    r.error = st.message();
+    r.code = st.code();
+    return r;
+  }
+  r.measured = true;
+  return r;
+}
+
+std::string credentialsNote(const Params&) {
+  // Job tokens are not part of the protocol yet; when Params gains one, report here whether it
+  // was sent (never its value).
+  return "no job token configured";
+}
+
+CheckResult describeProbe(const std::string& address, const ProbeResult& r, const ProbeOptions& o,
+                          const std::string& credentials) {
+  CheckResult c{Severity::kFail, "reducer " + address, ""};
+  const std::string timeout = std::to_string(o.timeout_ms) + " ms";
+  if (!r.reachable && r.code == StatusCode::kInvalidUsage) {
+    c.detail = "cannot probe it (bad address or settings): " + r.error;
+    return c;
+  }
+  if (!r.reachable) {
+    c.detail = "not reachable within " + timeout + ": " + r.error;
+    return c;
+  }
+  if (!r.accepted) {
+    c.detail = "reachable, but the handshake failed (we speak protocol " +
+               std::to_string(reducer::wire::kVersion) + "; " + credentials + "): " + r.error;
+    return c;
+  }
+  const std::string handshake = "reachable, accepts our credentials (protocol " +
+                                std::to_string(reducer::wire::kVersion) + ", " + credentials +
+                                "), connected in " + formatDouble("%.1f ms", r.connect_ms);
+  if (!r.measured) {
+    c.detail = handshake + "; but the probe failed: " + r.error;
+    return c;
+  }
+  c.severity = Severity::kPass;
+  c.detail = handshake + "; rtt " + formatDouble("%.0f us", r.rtt_us) + " (median of " +
+             std::to_string(std::max(1, o.rtt_samples)) + "); bandwidth " +
+             formatDouble("%.2f GB/s", r.gbytes_per_s) + " (" + formatGbps(8 * r.gbytes_per_s) +
+             ") each way (" + std::to_string(r.calls) + " x " + formatBytes(o.probe_bytes) +
+             " in " + formatDouble("%.2f s", r.seconds) + "); every result checked";
+  return c;
+}
+
+}  // namespace tally::commands::doctor

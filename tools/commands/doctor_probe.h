@@ -1,0 +1,54 @@
+// `tally doctor` talking to one reducer: a CollNet communicator of one rank (this process)
+// against that reducer alone. With a single rank the reducer's sum is the input itself, so every
+// all-reduce is an echo whose result can be checked byte for byte.
+//
+// probeReducer blocks for at most about timeout + probe_seconds (+ one timeout per call that
+// stalls); every wait in it is bounded by options.timeout_ms. Thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/params.h"
+#include "common/status.h"
+#include "tools/commands/doctor_checks.h"
+
+namespace tally::commands::doctor {
+
+struct ProbeOptions {
+  int64_t timeout_ms = 5000;           // connect (TCP + Hello/Ready) and each all-reduce
+  int rtt_samples = 20;                // 4-byte all-reduces timed for the round trip
+  uint64_t probe_bytes = 16ull << 20;  // bytes of each bandwidth all-reduce (multiple of 4)
+  double probe_seconds = 1.0;          // how long to keep sending them (at least one call)
+  uint64_t slice_bytes = 256 * 1024;   // TALLY_SLICE_BYTES
+  int window = 16;                     // TALLY_COLL_WINDOW
+};
+
+// Takes the slice size and window from the user's TALLY_ variables.
+ProbeOptions probeOptionsFrom(const Params& params);
+
+struct ProbeResult {
+  bool reachable = false;   // TCP connect succeeded (the reducer answered, even with a refusal)
+  bool accepted = false;    // it answered our Hello (protocol wire::kVersion) with Ready
+  bool measured = false;    // RTT and bandwidth were measured and every result checked out
+  double connect_ms = 0;    // TCP connect plus Hello/Ready
+  double rtt_us = 0;        // median 4-byte all-reduce
+  double gbytes_per_s = 0;  // probe bytes each way per second of all-reduce time
+  int calls = 0;            // bandwidth all-reduces made
+  double seconds = 0;       // their total time
+  std::string error;        // what went wrong, when something did
+  StatusCode code = StatusCode::kOk;  // and its kind
+};
+
+ProbeResult probeReducer(const std::string& address, const ProbeOptions& options);
+
+// What the reducer was told about credentials. Job tokens come in a later issue: until then
+// this says "no job token configured"; once Params carries a token, it says whether one was
+// sent and the reducer's verdict belongs in ProbeResult::accepted.
+std::string credentialsNote(const Params& params);
+
+// The report line for one reducer: "reducer HOST:PORT".
+CheckResult describeProbe(const std::string& address, const ProbeResult& result,
+                          const ProbeOptions& options, const std::string& credentials);
+
+}  // namespace tally::commands::doctor
