@@ -1,0 +1,57 @@
+# syntax=docker/dockerfile:1
+# Adds Tally to a PyTorch training image. Two targets, one for each way NCCL can find the plugin:
+#
+#   docker build -f docker/pytorch.Dockerfile --target plugin-path -t pytorch-tally .
+#       NCCL_NET_PLUGIN=/usr/lib/libnccl-net-tally.so: NCCL dlopens the library by its path.
+#       The default target.
+#   docker build -f docker/pytorch.Dockerfile --target preload -t pytorch-tally .
+#       LD_PRELOAD=/usr/lib/libnccl-net-tally.so with NCCL_NET_PLUGIN=STATIC_PLUGIN: NCCL looks
+#       the tables up in the process's global scope, where the preloaded library already is.
+#
+# --build-arg BASE=IMAGE picks the training image (any Debian or Ubuntu based one with apt).
+# The entrypoint is `tally launch --`, as in the reducer image: the CustomJob's args are the
+# training command, and launch sets the plugin, CollNet and rendezvous variables for its pool.
+# docs/packaging.md has the details.
+ARG BASE=pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime
+
+# ---- build: on BASE itself, so the binaries need no newer glibc than the image has ----
+# glibc is only forward compatible: a plugin built on Debian 12 needs glibc 2.36 symbols, which
+# e.g. Ubuntu 22.04 (2.35) lacks. The plugin also carries its own C++ runtime
+# (-static-libstdc++): it is dlopened into a Python process that may already hold an older
+# libstdc++ (a conda one) than the one it was built against; only the eight tables are exported
+# (plugin/exports.map), so nothing leaks.
+FROM ${BASE} AS build
+USER root
+WORKDIR /src
+COPY scripts/install-deps.sh scripts/install-deps.sh
+RUN scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
+COPY . .
+# Extra CMake arguments, e.g. -DCMAKE_CXX_COMPILER=g++-12 on a base whose default is older.
+ARG CMAKE_ARGS=""
+# Plain lib under /usr: the same plugin path on every architecture, on the loader's path.
+RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTALLY_BUILD_TESTS=OFF \
+          -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR=lib \
+          "-DCMAKE_SHARED_LINKER_FLAGS=-static-libstdc++ -static-libgcc" ${CMAKE_ARGS} \
+ && cmake --build /build \
+ && cd /build && cpack -G DEB \
+ && mkdir /out && cp /build/tally_*.deb /out/
+
+# ---- tally: BASE with the package (apt installs what its Depends name) ----
+# The package's libnccl-net.so link is removed: with it on the loader path NCCL would load Tally
+# whenever NCCL_NET_PLUGIN is unset, and `tally launch` unsets it for evaluators (pool 3).
+FROM ${BASE} AS tally
+USER root
+COPY --from=build /out/ /tmp/tally/
+RUN cd /tmp/tally && apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ./tally_*.deb \
+ && cd / && rm -rf /var/lib/apt/lists/* /tmp/tally /usr/lib/libnccl-net.so \
+ && tally --help >/dev/null && test -f /usr/lib/libnccl-net-tally.so
+ENTRYPOINT ["tally", "launch", "--"]
+
+# ---- (b) LD_PRELOAD: the plugin is in every process; NCCL finds it in the global scope ----
+FROM tally AS preload
+ENV LD_PRELOAD=/usr/lib/libnccl-net-tally.so NCCL_NET_PLUGIN=STATIC_PLUGIN
+
+# ---- (a) NCCL_NET_PLUGIN with the full path (the last stage: the default target) ----
+FROM tally AS plugin-path
+ENV NCCL_NET_PLUGIN=/usr/lib/libnccl-net-tally.so

@@ -1,0 +1,38 @@
+# syntax=docker/dockerfile:1
+# Tally's reducer image: tally-reducer, the tally command and the plugin, installed from the
+# Debian package on debian:bookworm-slim. The entrypoint is `tally launch --`, so one image
+# serves every worker pool of a job: in the reducer pool (CLUSTER_SPEC workerpool2, TF_CONFIG ps)
+# launch runs tally-reducer on the replica's own address from the spec.
+#
+#   docker build -f docker/reducer.Dockerfile -t tally-reducer .      (from the repository root)
+#
+# docs/packaging.md has the details.
+
+# ---- build: compile, then package with CPack (Depends computed by dpkg-shlibdeps) ----
+FROM debian:bookworm AS build
+WORKDIR /src
+COPY scripts/install-deps.sh scripts/install-deps.sh
+RUN scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
+COPY . .
+RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTALLY_BUILD_TESTS=OFF \
+          -DCMAKE_INSTALL_PREFIX=/usr \
+ && cmake --build /build \
+ && cd /build && cpack -G DEB \
+ && mkdir /out && cp /build/tally_*.deb /out/
+
+# ---- runtime: the package and its dependencies, nothing else ----
+FROM debian:bookworm-slim AS reducer
+COPY --from=build /out/ /tmp/tally/
+RUN cd /tmp/tally && apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ./tally_*.deb \
+ && cd / && rm -rf /var/lib/apt/lists/* /tmp/tally \
+ && tally --help >/dev/null && tally-reducer --help >/dev/null
+RUN useradd --system --uid 10001 --create-home --home-dir /home/tally tally
+USER tally
+WORKDIR /home/tally
+# The port Vertex AI gives every replica in CLUSTER_SPEC; the reducer listens on the host:port
+# of its own entry there.
+EXPOSE 2222
+# No CMD: in the reducer pool launch runs tally-reducer itself (a CMD would only be reported as
+# ignored). Without a spec, name the program: docker run IMAGE tally-reducer --listen 0.0.0.0:2222
+ENTRYPOINT ["tally", "launch", "--"]
