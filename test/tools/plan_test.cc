@@ -1,0 +1,427 @@
+// tally plan: the CustomJob parser, the rules, the reducer recommendation, the gcloud command and
+// the JSON document (plan_model.h), then the built `tally plan` end to end.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tools/commands/machine_types.h"
+#include "tools/commands/plan_model.h"
+
+namespace tally::plan {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kV100Host =
+    R"({"machineSpec": {"machineType": "n1-highmem-96", "acceleratorType": "NVIDIA_TESLA_V100",
+        "acceleratorCount": 8}, "replicaCount": REPLICAS,
+        "containerSpec": {"imageUri": "gcr.io/p/train", "command": ["tally", "launch", "--"],
+                          "args": ["python", "train.py"]}})";
+
+std::string v100Pool(const std::string& replicas) {
+  std::string pool = kV100Host;
+  pool.replace(pool.find("REPLICAS"), 8, replicas);
+  return pool;
+}
+
+std::string reducerPool(const std::string& replicas, const std::string& extra = "") {
+  return R"({"machineSpec": {"machineType": "n1-highcpu-16")" + extra + R"(}, "replicaCount": )" +
+         replicas + R"(, "containerSpec": {"imageUri": "gcr.io/p/tally-reducer"}})";
+}
+
+// A bare CustomJobSpec with the given pool entries.
+std::string specOf(const std::vector<std::string>& pools) {
+  std::string text = R"({"workerPoolSpecs": [)";
+  for (size_t i = 0; i < pools.size(); ++i) text += (i ? ", " : "") + pools[i];
+  return text + "]}";
+}
+
+Plan planOf(const std::string& text, const PlanOptions& options = {}) {
+  JobSpec job;
+  Status s = parseJobSpec(text, &job);
+  EXPECT_TRUE(s.isOk()) << s.toString();
+  Plan plan;
+  s = makePlan(job, options, &plan);
+  EXPECT_TRUE(s.isOk()) << s.toString();
+  return plan;
+}
+
+const Rule& ruleNamed(const Plan& plan, const std::string& name) {
+  for (const auto& rule : plan.rules) {
+    if (rule.name == name) return rule;
+  }
+  static const Rule missing{"missing", false, "no such rule"};
+  ADD_FAILURE() << "no rule " << name;
+  return missing;
+}
+
+TEST(PlanModel, FiveGpuHostsNeedSixteenReducers) {
+  Plan plan = planOf(specOf({v100Pool("1"), v100Pool("4"), reducerPool("16")}));
+  EXPECT_DOUBLE_EQ(plan.worker_gbps, 500);
+  EXPECT_EQ(plan.reducer_machine, "n1-highcpu-16");
+  EXPECT_DOUBLE_EQ(plan.reducer_machine_egress.gbps, 32);
+  EXPECT_EQ(plan.recommended_reducers, 16);
+  EXPECT_DOUBLE_EQ(plan.reducer_pool_gbps, 512);
+  EXPECT_TRUE(plan.ok());
+  EXPECT_EQ(plan.planned.pools[2].replica_count, 16);
+}
+
+TEST(PlanModel, EightGpuHostsNeedTwentyFiveReducers) {
+  Plan plan = planOf(specOf({v100Pool("1"), v100Pool("7"), reducerPool("25")}));
+  EXPECT_DOUBLE_EQ(plan.worker_gbps, 800);
+  EXPECT_EQ(plan.recommended_reducers, 25);  // exactly 800 / 32: no extra reducer
+  EXPECT_TRUE(plan.ok());
+  EXPECT_FALSE(planOf(specOf({v100Pool("1"), v100Pool("7"), reducerPool("24")})).ok());
+}
+
+TEST(PlanModel, PrimaryPoolWithTwoReplicasFails) {
+  Plan plan = planOf(specOf({v100Pool("2"), v100Pool("3"), reducerPool("16")}));
+  EXPECT_FALSE(plan.ok());
+  const Rule& rule = ruleNamed(plan, "primary-pool");
+  EXPECT_FALSE(rule.pass);
+  EXPECT_NE(rule.detail.find("replicaCount 2"), std::string::npos) << rule.detail;
+  EXPECT_TRUE(ruleNamed(plan, "reducer-bandwidth").pass);
+  // The planned job keeps the five hosts, as 1 + 4.
+  EXPECT_EQ(plan.planned.pools[0].replica_count, 1);
+  EXPECT_EQ(plan.planned.pools[1].replica_count, 4);
+  EXPECT_EQ(plan.recommended_reducers, 16);
+  ASSERT_GE(plan.gcloud.size(), 8u);
+  EXPECT_NE(plan.gcloud[6].find(",replica-count=1,"), std::string::npos) << plan.gcloud[6];
+  EXPECT_NE(plan.gcloud[7].find(",replica-count=4,"), std::string::npos) << plan.gcloud[7];
+
+  // Pool 1 on other machines: the extra primary cannot move, so there is no command to give.
+  std::string other = v100Pool("3");
+  other.replace(other.find("n1-highmem-96"), 13, "a2-highgpu-8g");
+  Plan stuck = planOf(specOf({v100Pool("2"), other, reducerPool("16")}));
+  EXPECT_FALSE(ruleNamed(stuck, "primary-pool").pass);
+  EXPECT_TRUE(stuck.gcloud.empty());
+  EXPECT_EQ(stuck.planned.pools[0].replica_count, 2);
+}
+
+TEST(PlanModel, ReducerPoolWithGpusFails) {
+  Plan plan = planOf(specOf(
+      {v100Pool("1"), v100Pool("4"),
+       reducerPool("16", R"(, "acceleratorType": "NVIDIA_TESLA_T4", "acceleratorCount": 1)")}));
+  EXPECT_FALSE(plan.ok());
+  const Rule& rule = ruleNamed(plan, "reducers-cpu-only");
+  EXPECT_FALSE(rule.pass);
+  EXPECT_NE(rule.detail.find("NVIDIA_TESLA_T4"), std::string::npos) << rule.detail;
+  EXPECT_TRUE(ruleNamed(plan, "primary-pool").pass);
+  EXPECT_FALSE(plan.planned.pools[2].hasAccelerators());  // the planned pool drops them
+}
+
+TEST(PlanModel, ReducerBandwidthTooLowFails) {
+  Plan plan = planOf(specOf({v100Pool("1"), v100Pool("4"), reducerPool("8")}));
+  EXPECT_FALSE(plan.ok());
+  const Rule& rule = ruleNamed(plan, "reducer-bandwidth");
+  EXPECT_FALSE(rule.pass);
+  EXPECT_NE(rule.detail.find("256 Gbps < 500 Gbps"), std::string::npos) << rule.detail;
+  EXPECT_NE(rule.detail.find("use 16 x n1-highcpu-16"), std::string::npos) << rule.detail;
+  EXPECT_EQ(plan.planned.pools[2].replica_count, 16);
+  // No reducer pool at all fails the same rule.
+  Plan none = planOf(specOf({v100Pool("1"), v100Pool("4")}));
+  EXPECT_FALSE(ruleNamed(none, "reducer-bandwidth").pass);
+  EXPECT_TRUE(ruleNamed(none, "reducers-cpu-only").pass);
+  EXPECT_EQ(none.recommended_reducers, 16);
+}
+
+TEST(PlanModel, EmptyPoolsAreSkipped) {
+  // No workers: the primary alone, 100 Gbps, needs 4 reducers; gcloud gets an empty pool 1.
+  Plan plan = planOf(specOf({v100Pool("1"), "{}", reducerPool("4")}));
+  EXPECT_FALSE(plan.input.pools[1].present);
+  EXPECT_TRUE(plan.ok());
+  EXPECT_EQ(plan.recommended_reducers, 4);
+  ASSERT_GE(plan.gcloud.size(), 9u);
+  EXPECT_EQ(plan.gcloud[7], "--worker-pool-spec=");
+  EXPECT_EQ(plan.gcloud[8].rfind("--worker-pool-spec=machine-type=n1-highcpu-16,", 0), 0u)
+      << plan.gcloud[8];
+  // An empty pool 0 fails the primary rule and leaves no gcloud command.
+  Plan headless = planOf(specOf({"{}", v100Pool("4"), reducerPool("13")}));
+  EXPECT_FALSE(ruleNamed(headless, "primary-pool").pass);
+  EXPECT_TRUE(headless.gcloud.empty());
+}
+
+TEST(PlanModel, ReplicaCountIsANumberOrAString) {
+  JobSpec as_number, as_string;
+  ASSERT_TRUE(parseJobSpec(specOf({v100Pool("1"), v100Pool("4")}), &as_number).isOk());
+  ASSERT_TRUE(parseJobSpec(specOf({v100Pool("\"1\""), v100Pool("\"4\"")}), &as_string).isOk());
+  EXPECT_EQ(as_number.pools[1].replica_count, 4);
+  EXPECT_EQ(as_string.pools[1].replica_count, 4);
+  EXPECT_EQ(as_string.pools[0].accelerator_count, 8);
+}
+
+TEST(PlanModel, MalformedSpecNamesTheField) {
+  struct Case {
+    std::string text;
+    std::string field;
+  } cases[] = {
+      {"{\"workerPoolSpecs\": [", "not valid JSON"},
+      {"[]", "(top level): expected an object"},
+      {"{\"pools\": []}", "workerPoolSpecs: missing"},
+      {"{\"workerPoolSpecs\": {}}", "workerPoolSpecs: expected an array of 1 to 4 pools"},
+      {specOf({"{}", "{}", "{}", "{}", "{}"}), "workerPoolSpecs: expected an array of 1 to 4"},
+      {specOf({"3"}), "workerPoolSpecs[0]: expected an object"},
+      {specOf({R"({"replicaCount": 1})"}), "workerPoolSpecs[0].machineSpec: missing"},
+      {specOf({R"({"machineSpec": {"machineType": 16}})"}),
+       "workerPoolSpecs[0].machineSpec.machineType: expected a string, got 16"},
+      {specOf({v100Pool("1"), v100Pool("\"two\"")}),
+       "workerPoolSpecs[1].replicaCount: expected a non-negative integer"},
+      {specOf({v100Pool("-1")}), "workerPoolSpecs[0].replicaCount: expected a non-negative"},
+      {specOf({v100Pool("1.5")}), "workerPoolSpecs[0].replicaCount"},
+      {specOf({R"({"machineSpec": {"machineType": "n1-highcpu-16", "acceleratorCount": "x"}})"}),
+       "workerPoolSpecs[0].machineSpec.acceleratorCount"},
+      {specOf({R"({"machineSpec": {"machineType": "n1-highcpu-16"},
+                   "containerSpec": {"args": ["ok", 7]}})"}),
+       "workerPoolSpecs[0].containerSpec.args[1]: expected a string, got 7"},
+      {R"({"displayName": "j", "jobSpec": {"workerPoolSpecs": [)" + v100Pool("1") + ", " +
+           v100Pool("true") + "]}}",
+       "jobSpec.workerPoolSpecs[1].replicaCount"},
+  };
+  for (const auto& c : cases) {
+    JobSpec job;
+    job.display_name = "untouched";
+    Status s = parseJobSpec(c.text, &job);
+    EXPECT_FALSE(s.isOk()) << c.text;
+    EXPECT_NE(s.message().find(c.field), std::string::npos)
+        << "want \"" << c.field << "\" in: " << s.message();
+    EXPECT_EQ(job.display_name, "untouched");
+  }
+}
+
+TEST(PlanModel, FullCustomJobGivesTheDisplayName) {
+  Plan plan = planOf(R"({"displayName": "resnet", "jobSpec": )" +
+                     specOf({v100Pool("1"), v100Pool("4"), reducerPool("16")}) + "}");
+  EXPECT_EQ(plan.display_name, "resnet");
+  EXPECT_TRUE(plan.ok());
+}
+
+TEST(PlanModel, UnknownMachineTypeAsksForBandwidth) {
+  JobSpec job;
+  ASSERT_TRUE(
+      parseJobSpec(specOf({R"({"machineSpec": {"machineType": "z9-mystery-8"}})"}), &job).isOk());
+  Plan plan;
+  Status s = makePlan(job, {}, &plan);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("z9-mystery-8"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("--bandwidth z9-mystery-8=GBPS"), std::string::npos) << s.message();
+
+  PlanOptions options;
+  ASSERT_TRUE(parseBandwidthOverride("z9-mystery-8=64", &options.bandwidth).isOk());
+  ASSERT_TRUE(makePlan(job, options, &plan).isOk());
+  EXPECT_DOUBLE_EQ(plan.worker_gbps, 64);
+  EXPECT_EQ(plan.recommended_reducers, 2);
+}
+
+TEST(PlanModel, BandwidthOverrideWinsOverTheTable) {
+  PlanOptions options;
+  ASSERT_TRUE(parseBandwidthOverride("n1-highcpu-16=16", &options.bandwidth).isOk());
+  Plan plan = planOf(specOf({v100Pool("1"), v100Pool("4"), reducerPool("16")}), options);
+  EXPECT_DOUBLE_EQ(plan.reducer_machine_egress.gbps, 16);
+  EXPECT_EQ(plan.recommended_reducers, 32);                 // ceil(500 / 16)
+  EXPECT_FALSE(ruleNamed(plan, "reducer-bandwidth").pass);  // 16 x 16 = 256 < 500
+  EXPECT_NE(plan.reducer_machine_egress.source.find("--bandwidth"), std::string::npos);
+
+  // A different reducer machine changes the recommendation.
+  PlanOptions n2;
+  n2.reducer_machine = "n2-highcpu-8";
+  EXPECT_EQ(planOf(specOf({v100Pool("1"), v100Pool("4")}), n2).recommended_reducers, 32);
+
+  BandwidthOverrides overrides;
+  for (const char* bad :
+       {"n1-highcpu-16", "n1-highcpu-16=", "=32", "x=abc", "x=-1", "x=0", "x=12gbps"}) {
+    EXPECT_FALSE(parseBandwidthOverride(bad, &overrides).isOk()) << bad;
+  }
+  EXPECT_TRUE(overrides.empty());
+  ASSERT_TRUE(parseBandwidthOverride("x=12.5", &overrides).isOk());
+  EXPECT_DOUBLE_EQ(overrides["x"], 12.5);
+}
+
+TEST(PlanModel, MachineTable) {
+  auto gbps = [](const std::string& machine, const std::string& type = "", int64_t count = 0) {
+    Egress egress;
+    Status s = machineEgress(machine, type, count, {}, &egress);
+    return s.isOk() ? egress.gbps : -1;
+  };
+  EXPECT_EQ(gbps("n1-highcpu-16"), 32);
+  EXPECT_EQ(gbps("n2-highcpu-16"), 32);
+  EXPECT_EQ(gbps("n1-highcpu-8"), 16);
+  EXPECT_EQ(gbps("n2-standard-48"), 32);
+  EXPECT_EQ(gbps("n1-highmem-96", "NVIDIA_TESLA_V100", 8), 100);
+  EXPECT_EQ(gbps("a2-highgpu-8g", "NVIDIA_TESLA_A100", 8), 100);
+  EXPECT_EQ(gbps("a2-megagpu-16g", "NVIDIA_TESLA_A100", 16), 100);
+  EXPECT_EQ(gbps("n1-highmem-96", "NVIDIA_TESLA_V100", 4), -1);  // not a published row here
+  EXPECT_EQ(gbps("n1-standard-4"), -1);                          // below the per-vCPU rule
+  EXPECT_EQ(gbps("n1-highcpu-7"), -1);                           // not a predefined shape
+  EXPECT_EQ(gbps("n1-highcpu-016"), -1);
+  EXPECT_EQ(gbps("e2-standard-16"), -1);
+}
+
+TEST(PlanModel, GcloudCommandForTheSixteenReducerJob) {
+  Plan plan = planOf(specOf({v100Pool("1"), v100Pool("4"), reducerPool("16")}));
+  const std::string host =
+      "machine-type=n1-highmem-96,replica-count=REPLICAS,accelerator-type=NVIDIA_TESLA_V100,"
+      "accelerator-count=8,container-image-uri=gcr.io/p/train";
+  auto hostSpec = [&](const char* replicas) {
+    std::string spec = host;
+    spec.replace(spec.find("REPLICAS"), 8, replicas);
+    return "--worker-pool-spec=" + spec;
+  };
+  std::vector<std::string> want = {"gcloud",
+                                   "ai",
+                                   "custom-jobs",
+                                   "create",
+                                   "--region=us-central1",
+                                   "--display-name=tally-job",
+                                   hostSpec("1"),
+                                   hostSpec("4"),
+                                   "--worker-pool-spec=machine-type=n1-highcpu-16,replica-count=16,"
+                                   "container-image-uri=gcr.io/p/tally-reducer",
+                                   "--command=tally,launch,--",
+                                   "--args=python,train.py"};
+  EXPECT_EQ(plan.gcloud, want);
+  EXPECT_EQ(plan.train_command, (std::vector<std::string>{"python", "train.py"}));
+  std::string shell = renderShellCommand(plan.gcloud);
+  EXPECT_EQ(shell.rfind("gcloud ai custom-jobs create \\\n    --region=us-central1 \\\n", 0), 0u)
+      << shell;
+}
+
+TEST(PlanModel, GcloudListsWithCommasUseAnotherDelimiter) {
+  PlanOptions options;
+  options.train_command = {"python", "train.py", "--layers=1,2"};
+  options.reducer_image = "gcr.io/p/r";
+  Plan plan = planOf(specOf({v100Pool("1")}), options);
+  EXPECT_EQ(plan.gcloud.back(), "--args=^:^python:train.py:--layers=1,2");
+  EXPECT_EQ(plan.planned.pools[2].image_uri, "gcr.io/p/r");
+  std::string shell = renderShellCommand({"gcloud", "--args=it's"});
+  EXPECT_EQ(shell, "gcloud \\\n    '--args=it'\\''s'\n");
+}
+
+TEST(PlanModel, JsonOutputParsesAndHasTheNumbers) {
+  Plan plan = planOf(specOf({v100Pool("1"), v100Pool("7"), reducerPool("\"20\"")}));
+  json doc = json::parse(renderJson(plan));
+  EXPECT_EQ(doc["recommendedReducers"], 25);
+  EXPECT_EQ(doc["workerEgressGbps"], 800.0);
+  EXPECT_EQ(doc["reducerPoolEgressGbps"], 640.0);
+  EXPECT_EQ(doc["reducerMachineEgressGbps"], 32.0);
+  EXPECT_EQ(doc["ok"], false);
+  ASSERT_EQ(doc["rules"].size(), 3u);
+  EXPECT_EQ(doc["rules"][2]["name"], "reducer-bandwidth");
+  EXPECT_EQ(doc["rules"][2]["pass"], false);
+  EXPECT_EQ(doc["pools"][1]["replicaCount"], 7);
+  EXPECT_EQ(doc["pools"][1]["egressGbpsTotal"], 700.0);
+  EXPECT_EQ(doc["pools"][3]["present"], false);
+  EXPECT_EQ(doc["fusion"]["HOROVOD_FUSION_THRESHOLD"], 134217728);
+  EXPECT_EQ(doc["fusion"]["ddpBucketCapMb"], 64);
+  const json& planned = doc["customJobSpec"]["workerPoolSpecs"];
+  ASSERT_EQ(planned.size(), 3u);
+  EXPECT_EQ(planned[2]["replicaCount"], "25");
+  EXPECT_EQ(planned[2]["containerSpec"]["command"], json({"tally", "launch", "--"}));
+  EXPECT_EQ(planned[0]["containerSpec"]["args"], json({"python", "train.py"}));
+  EXPECT_EQ(doc["gcloud"]["argv"][8],
+            "--worker-pool-spec=machine-type=n1-highcpu-16,replica-count=25,"
+            "container-image-uri=gcr.io/p/tally-reducer");
+}
+
+// --- the built binary ---------------------------------------------------------------------
+
+struct TallyRun {
+  int status = -1;
+  std::string out;
+};
+
+TallyRun runTally(const std::string& args) {
+  TallyRun run;
+  std::string command = std::string("'") + TALLY_BIN + "' plan " + args + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) run.out.append(buf, n);
+  int raw = ::pclose(pipe);
+  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  return run;
+}
+
+std::string writeTemp(const std::string& name, const std::string& text) {
+  std::string path = ::testing::TempDir() + "/tally_plan_" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(PlanCommand, ExampleSpecPasses) {
+  TallyRun run = runTally(std::string("--spec '") + TALLY_SOURCE_DIR +
+                          "/examples/customjob-reduction-server.json'");
+  EXPECT_EQ(run.status, 0) << run.out;
+  EXPECT_NE(run.out.find("PASS  reducer-bandwidth"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("Recommended reducers: 16 x n1-highcpu-16"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("gcloud ai custom-jobs create"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("HOROVOD_FUSION_THRESHOLD=134217728"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("bucket_cap_mb=64"), std::string::npos) << run.out;
+}
+
+TEST(PlanCommand, TwoPrimaryReplicasExitOne) {
+  std::string path =
+      writeTemp("two_primaries.json", specOf({v100Pool("2"), v100Pool("3"), reducerPool("16")}));
+  TallyRun run = runTally("--spec '" + path + "'");
+  EXPECT_EQ(run.status, 1) << run.out;
+  EXPECT_NE(run.out.find("FAIL  primary-pool"), std::string::npos) << run.out;
+  std::remove(path.c_str());
+}
+
+TEST(PlanCommand, BadInputExitsTwo) {
+  TallyRun missing = runTally("--spec /nonexistent/tally-plan.json");
+  EXPECT_EQ(missing.status, 2) << missing.out;
+  EXPECT_NE(missing.out.find("cannot read"), std::string::npos) << missing.out;
+
+  std::string path = writeTemp("bad_count.json", specOf({v100Pool("\"one\"")}));
+  TallyRun bad = runTally("--spec '" + path + "'");
+  EXPECT_EQ(bad.status, 2) << bad.out;
+  EXPECT_NE(bad.out.find("workerPoolSpecs[0].replicaCount"), std::string::npos) << bad.out;
+  std::remove(path.c_str());
+
+  TallyRun both = runTally("--spec x.json --workers 3");
+  EXPECT_EQ(both.status, 2) << both.out;
+  TallyRun workers = runTally("--primary-machine n1-highcpu-16 --workers three");
+  EXPECT_EQ(workers.status, 2) << workers.out;
+  EXPECT_NE(workers.out.find("--workers"), std::string::npos) << workers.out;
+
+  TallyRun unknown = runTally("--primary-machine z9-mystery-8");
+  EXPECT_EQ(unknown.status, 2) << unknown.out;
+  EXPECT_NE(unknown.out.find("--bandwidth"), std::string::npos) << unknown.out;
+}
+
+TEST(PlanCommand, FlagsAndJson) {
+  TallyRun run = runTally(
+      "--primary-machine n1-highmem-96 --accelerator NVIDIA_TESLA_V100:8 --workers 7 --json");
+  ASSERT_EQ(run.status, 0) << run.out;
+  json doc = json::parse(run.out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << run.out;
+  EXPECT_EQ(doc["recommendedReducers"], 25);
+  EXPECT_EQ(doc["pools"][2]["replicaCount"], 25);
+  EXPECT_EQ(doc["ok"], true);
+
+  TallyRun low = runTally(
+      "--primary-machine n1-highmem-96 --accelerator NVIDIA_TESLA_V100:8 --workers 4 "
+      "--reducers 8");
+  EXPECT_EQ(low.status, 1) << low.out;  // 8 x 32 = 256 < 500
+  EXPECT_NE(low.out.find("FAIL  reducer-bandwidth"), std::string::npos) << low.out;
+
+  // Repeated --bandwidth: 5 x 50 = 250 Gbps of hosts, 8 x 64 = 512 of reducers, 4 recommended.
+  TallyRun overridden = runTally(
+      "--primary-machine n1-highmem-96 --accelerator NVIDIA_TESLA_V100:8 --workers 4 "
+      "--reducers 8 --bandwidth n1-highcpu-16=64 --bandwidth n1-highmem-96=50 --json");
+  EXPECT_EQ(overridden.status, 0) << overridden.out;
+  json over = json::parse(overridden.out, nullptr, false);
+  ASSERT_FALSE(over.is_discarded()) << overridden.out;
+  EXPECT_EQ(over["workerEgressGbps"], 250.0);
+  EXPECT_EQ(over["reducerPoolEgressGbps"], 512.0);
+  EXPECT_EQ(over["recommendedReducers"], 4);
+}
+
+}  // namespace
+}  // namespace tally::plan
