@@ -153,12 +153,30 @@ ReducerProcess::ReducerProcess(pid_t pid, int out_fd, std::string address)
   });
 }
 
+ReducerOptions reducerInNode(const EmulatedNode& node, std::vector<std::string> extra_args) {
+  ReducerOptions options;
+  options.listen = node.address + ":0";
+  options.netns = node.netns;
+  options.extra_args = std::move(extra_args);
+  return options;
+}
+
 Status ReducerProcess::start(const std::string& binary, const std::vector<std::string>& extra_args,
                              int64_t timeout_ms, std::unique_ptr<ReducerProcess>* out) {
+  ReducerOptions options;
+  options.extra_args = extra_args;
+  return launch(binary, options, timeout_ms, out);
+}
+
+Status ReducerProcess::launch(const std::string& binary, const ReducerOptions& options,
+                              int64_t timeout_ms, std::unique_ptr<ReducerProcess>* out) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return Status::fromErrno("pipe for tally-reducer", errno);
-  std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0"};
-  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  std::vector<std::string> args = {binary, "--listen", options.listen};
+  args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
+  // Built before fork: the child of a multi-threaded parent should not allocate.
+  const std::string netns_path =
+      options.netns.empty() ? "" : EmulatedCluster::netnsPath(options.netns);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -176,6 +194,14 @@ Status ReducerProcess::start(const std::string& binary, const std::vector<std::s
     dieWithParent(parent);
     // dup2 clears O_CLOEXEC on the new descriptor; the originals close at exec.
     if (::dup2(fds[1], STDOUT_FILENO) < 0) ::_exit(72);
+    if (!netns_path.empty()) {
+      int err = EmulatedCluster::enterPath(netns_path.c_str());
+      if (err != 0) {
+        std::fprintf(stderr, "enter network namespace %s: %s\n", netns_path.c_str(),
+                     std::strerror(err));
+        ::_exit(73);
+      }
+    }
     ::execv(binary.c_str(), argv.data());
     std::fprintf(stderr, "exec %s: %s\n", binary.c_str(), std::strerror(errno));
     ::_exit(127);
@@ -271,6 +297,18 @@ Status startReducers(const std::string& binary, int count,
   for (int i = 0; i < count; ++i) {
     std::unique_ptr<ReducerProcess> r;
     TALLY_RETURN_IF_ERROR(ReducerProcess::start(binary, extra_args, timeout_ms, &r));
+    started.push_back(std::move(r));
+  }
+  *out = std::move(started);
+  return Status::ok();
+}
+
+Status startReducers(const std::string& binary, const std::vector<ReducerOptions>& each,
+                     int64_t timeout_ms, std::vector<std::unique_ptr<ReducerProcess>>* out) {
+  std::vector<std::unique_ptr<ReducerProcess>> started;
+  for (const auto& options : each) {
+    std::unique_ptr<ReducerProcess> r;
+    TALLY_RETURN_IF_ERROR(ReducerProcess::launch(binary, options, timeout_ms, &r));
     started.push_back(std::move(r));
   }
   *out = std::move(started);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "tools/driver/emulated_cluster.h"
 
 namespace tally::driver {
 
@@ -39,6 +40,17 @@ Status runWorkers(int nworkers, const std::function<int(int rank)>& body, int64_
 // True when every entry is ok(); otherwise appends one line per failed rank to *why.
 bool allWorkersOk(const std::vector<WorkerExit>& exits, std::string* why);
 
+// Where and how launch() starts a reducer.
+struct ReducerOptions {
+  std::string listen = "127.0.0.1:0";  // the --listen value
+  // A named network namespace (an EmulatedNode's netns) the child enters before exec; empty:
+  // the caller's namespace.
+  std::string netns;
+  std::vector<std::string> extra_args;  // after --listen
+};
+// A reducer in an emulated node: in its namespace, listening on its address with port 0.
+ReducerOptions reducerInNode(const EmulatedNode& node, std::vector<std::string> extra_args = {});
+
 // A running `tally-reducer --listen 127.0.0.1:0 [extra args]`. The constructor-free factory
 // start() waits for its ready line "tally-reducer listening on HOST:PORT" on stdout. The rest
 // of its stdout is drained by a helper thread; stderr is inherited. The destructor stops it.
@@ -46,6 +58,12 @@ class ReducerProcess {
  public:
   static Status start(const std::string& binary, const std::vector<std::string>& extra_args,
                       int64_t timeout_ms, std::unique_ptr<ReducerProcess>* out);
+  // start() with a chosen listen address and, optionally, inside a network namespace (the child
+  // enters it between fork and exec; failing that, it exits 73 and launch() reports that it
+  // ended before its ready line). A different name, not an overload, so start(b, {}, ...) stays
+  // unambiguous.
+  static Status launch(const std::string& binary, const ReducerOptions& options, int64_t timeout_ms,
+                       std::unique_ptr<ReducerProcess>* out);
   ~ReducerProcess();
   ReducerProcess(const ReducerProcess&) = delete;
   ReducerProcess& operator=(const ReducerProcess&) = delete;
@@ -72,6 +90,10 @@ class ReducerProcess {
 Status startReducers(const std::string& binary, int count,
                      const std::vector<std::string>& extra_args, int64_t timeout_ms,
                      std::vector<std::unique_ptr<ReducerProcess>>* out);
+// Starts one reducer per entry of `each` (e.g. reducerInNode() for every reducer node); on
+// failure stops those already started and leaves *out untouched.
+Status startReducers(const std::string& binary, const std::vector<ReducerOptions>& each,
+                     int64_t timeout_ms, std::vector<std::unique_ptr<ReducerProcess>>* out);
 // "a:1,b:2" from the reducers' addresses, the TALLY_REDUCERS syntax.
 std::string reducerList(const std::vector<std::unique_ptr<ReducerProcess>>& reducers);
 
