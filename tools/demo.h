@@ -1,45 +1,28 @@
-// `tally demo`: starts tally-reducer processes and worker processes on loopback, all-reduces
-// float32 sums through the plugin's exported CollNet table driven as NCCL drives it, checks every
-// result against an independently computed reference, and prints size, time and algorithm
-// bandwidth beside a ring all-reduce over the same plugin's point-to-point net.
+// `tally demo`: a preset of `tally bench` (tools/bench/bench.h) with the demo's defaults: reducers
+// and workers on loopback, float32 sums through the plugin's CollNet table driven as NCCL drives
+// it beside a ring all-reduce over the same plugin's point-to-point net, every result checked
+// against an independent reference, printed as size, time and algorithm bandwidth side by side.
 #pragma once
 
-#include <cstddef>
+#include <CLI/CLI.hpp>
 #include <cstdint>
-#include <string>
 #include <vector>
 
-#include "common/status.h"
-#include "common/store.h"
+#include "tools/bench/bench.h"
+#include "tools/commands/command.h"
 
 namespace tally::demo {
 
-struct DemoOptions {
-  std::string plugin;   // path of libnccl-net-tally.so
-  std::string reducer;  // path of tally-reducer
-  int workers = 4;
-  int reducers = 2;
-  std::vector<uint64_t> sizes;  // bytes per all-reduce
-  int iters = 5;
-  int warmup = 2;
-  int table_version = 0;        // 0: the newest both tables export
-  bool ring = true;             // also run the ring baseline
-  int reducer_threads = 0;      // 0: tally-reducer's default
-  int64_t timeout_ms = 120000;  // whole-run bound for the workers
-  bool verbose = false;
-};
-
-// Default sizes: 256 KiB .. 64 MiB, x4.
+// 256 KiB .. 64 MiB, x4.
 std::vector<uint64_t> defaultSizes();
 
-// Runs the demo and prints its table to stdout. Returns the process exit code: 0 when every
-// result was right and every process succeeded.
-int runDemo(const DemoOptions& options);
+// The demo's bench options: 4 workers, 2 reducers, float32 sum, defaultSizes(), 2 warm-up and 5
+// timed iterations, rs and ring, the demo table, "tally demo" in messages. Paths left empty.
+bench::BenchOptions demoPreset();
 
-// The body of one worker process (in demo_worker.cc): sets the plugin's environment, drives
-// CollNet and the ring, writes per-size results to the store as "<impl>/<size>/<rank>" =
-// "<mean time in us> <wrong elements>". Returns the worker's exit code.
-int runDemoWorker(const DemoOptions& options, const std::string& reducer_list, int table_version,
-                  Store* store, int rank);
+// tally demo [--workers N] [--reducers R] [--sizes 4K,1M] [--iters N] [--warmup W]
+//            [--no-ring] [--plugin SO] [--reducer BIN] [--table-version V]
+//            [--reducer-threads T] [--verbose]
+commands::Subcommand addDemoCommand(CLI::App& parent);
 
 }  // namespace tally::demo

@@ -18,7 +18,11 @@ target_link_libraries(tally_commands
 # Installed plugin is found at <bin>/../<libdir>/libnccl-net-tally.so.
 target_compile_definitions(tally_commands PRIVATE TALLY_INSTALL_LIBDIR="${CMAKE_INSTALL_LIBDIR}")
 
+# `tally bench` (tools/bench/bench*.cc; kernels_bench.cc there is tally-kernels-bench's) and its
+# `tally demo` preset.
+file(GLOB tally_bench_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/bench/bench*.cc)
 add_executable(tally ${CMAKE_CURRENT_SOURCE_DIR}/tally_main.cc ${CMAKE_CURRENT_SOURCE_DIR}/demo.cc
-                     ${CMAKE_CURRENT_SOURCE_DIR}/demo_worker.cc)
-target_link_libraries(tally PRIVATE tally_commands tally_driver CLI11::CLI11 tally_warnings)
+                     ${tally_bench_sources})
+target_link_libraries(tally PRIVATE tally_commands tally_driver CLI11::CLI11
+                      nlohmann_json::nlohmann_json Threads::Threads tally_warnings)
 install(TARGETS tally RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

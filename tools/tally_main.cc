@@ -1,14 +1,15 @@
-// The `tally` command: `tally demo` (the reduction server against a ring all-reduce, on loopback),
-// `tally env` (every TALLY_ variable; --markdown prints docs/env.md), and the cluster commands
-// `tally launch`, `tally plan` and `tally doctor` (tools/commands/).
+// The `tally` command: `tally bench` (all-reduce bandwidth of the reduction server beside a ring
+// and Gloo, tools/bench/), `tally demo` (a preset of the bench), `tally env` (every TALLY_
+// variable; --markdown prints docs/env.md), and the cluster commands `tally launch`, `tally plan`
+// and `tally doctor` (tools/commands/). A bad command line exits 2.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "common/params.h"
+#include "tools/bench/bench_command.h"
 #include "tools/commands/command.h"
-#include "tools/commands/paths.h"
 #include "tools/demo.h"
 
 namespace {
@@ -39,71 +40,27 @@ int main(int argc, char** argv) {
   CLI::App app{"tally: NCCL reduction server tools"};
   app.require_subcommand(1);
 
-  tally::demo::DemoOptions demo;
-  std::vector<std::string> sizes;
-  CLI::App* demo_cmd = app.add_subcommand(
-      "demo",
-      "Start reducers and workers on loopback, all-reduce through the plugin, check and time it");
-  demo_cmd->add_option("--plugin", demo.plugin,
-                       "Path of libnccl-net-tally.so (default: next to tally)");
-  demo_cmd->add_option("--reducer", demo.reducer, "Path of tally-reducer (default: next to tally)");
-  demo_cmd->add_option("--workers", demo.workers, "Worker processes")
-      ->capture_default_str()
-      ->check(CLI::Range(2, 64));
-  demo_cmd->add_option("--reducers", demo.reducers, "Reducer processes")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 64));
-  demo_cmd
-      ->add_option("--sizes", sizes,
-                   "Bytes per all-reduce, e.g. 256K,4M,64M (default 256K..64M x4)")
-      ->delimiter(',');
-  demo_cmd->add_option("--iters", demo.iters, "Timed iterations per size")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
-  demo_cmd->add_option("--warmup", demo.warmup, "Warm-up iterations per size")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1000));
-  demo_cmd
-      ->add_option("--table-version", demo.table_version,
-                   "Plugin table version (8..11; default newest)")
-      ->check(CLI::Range(0, 11));
-  demo_cmd->add_option("--reducer-threads", demo.reducer_threads,
-                       "--threads for each tally-reducer (default: its own)");
-  demo_cmd->add_flag("!--no-ring", demo.ring, "Skip the ring all-reduce baseline");
-  demo_cmd->add_flag("--verbose", demo.verbose, "Show the plugin's INFO lines");
-
   bool markdown = false;
   CLI::App* env_cmd = app.add_subcommand("env", "List every TALLY_ variable with its value");
   env_cmd->add_flag("--markdown", markdown, "Print the Markdown table of docs/env.md");
 
   std::vector<tally::commands::Subcommand> commands = {
-      tally::commands::addLaunchCommand(app),
-      tally::commands::addPlanCommand(app),
+      tally::bench::addBenchCommand(app),     tally::demo::addDemoCommand(app),
+      tally::commands::addLaunchCommand(app), tally::commands::addPlanCommand(app),
       tally::commands::addDoctorCommand(app),
   };
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0 through CLI11; a bad command line exits 2, as usage errors do.
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
 
   if (*env_cmd) return runEnv(markdown);
   for (const auto& command : commands) {
     if (command.app->parsed()) return command.run();
   }
-
-  if (demo.plugin.empty()) demo.plugin = tally::commands::defaultPluginPath();
-  if (demo.reducer.empty()) demo.reducer = tally::commands::defaultReducerPath();
-  if (sizes.empty()) {
-    demo.sizes = tally::demo::defaultSizes();
-  } else {
-    for (const auto& text : sizes) {
-      uint64_t bytes = 0;
-      tally::Status s = tally::parseBytes(text, &bytes);
-      if (!s.isOk() || bytes == 0 || bytes % 4 != 0) {
-        std::fprintf(stderr, "tally demo: bad size %s (want a positive multiple of 4 bytes)\n",
-                     text.c_str());
-        return 2;
-      }
-      demo.sizes.push_back(bytes);
-    }
-  }
-  return tally::demo::runDemo(demo);
+  return 2;
 }

@@ -1,0 +1,225 @@
+// The small parsers of bench.h and the checks runBench makes before it starts anything.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <sstream>
+
+#include "tools/bench/bench.h"
+#include "tools/bench/bench_internal.h"
+#include "tools/driver/emulated_cluster.h"
+#include "tools/driver/reference.h"
+
+namespace tally::bench {
+namespace {
+
+std::vector<std::string> splitList(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    while (!part.empty() && std::isspace(static_cast<unsigned char>(part.back()))) part.pop_back();
+    size_t start = 0;
+    while (start < part.size() && std::isspace(static_cast<unsigned char>(part[start]))) ++start;
+    parts.push_back(part.substr(start));
+  }
+  return parts;
+}
+
+template <typename T>
+void addUnique(std::vector<T>* list, T value) {
+  if (std::find(list->begin(), list->end(), value) == list->end()) list->push_back(value);
+}
+
+}  // namespace
+
+const char* algoName(Algo a) {
+  switch (a) {
+    case Algo::kServer:
+      return "rs";
+    case Algo::kRing:
+      return "ring";
+    case Algo::kGlooRing:
+      return "gloo_ring";
+    case Algo::kGlooHalvingDoubling:
+      return "gloo_hd";
+  }
+  return "?";
+}
+
+const char* typeLabel(DataType type) {
+  switch (type) {
+    case DataType::kFloat16:
+      return "float16";
+    case DataType::kFloat32:
+      return "float32";
+    case DataType::kFloat64:
+      return "float64";
+    default:
+      return dataTypeName(type);
+  }
+}
+
+bool isGloo(Algo a) { return a == Algo::kGlooRing || a == Algo::kGlooHalvingDoubling; }
+
+Status parseAlgos(const std::string& text, std::vector<Algo>* out) {
+  bool wanted[kNumAlgos] = {};
+  for (const std::string& name : splitList(text)) {
+    if (name == "all") {
+      for (bool& w : wanted) w = true;
+    } else if (name == "both") {
+      wanted[0] = wanted[1] = true;
+    } else if (name == "gloo") {
+      wanted[2] = wanted[3] = true;
+    } else {
+      bool found = false;
+      for (int i = 0; i < kNumAlgos; ++i) {
+        if (name == algoName(static_cast<Algo>(i))) wanted[i] = found = true;
+      }
+      if (!found) {
+        return Status::invalidUsage("--algo: unknown algorithm \"" + name +
+                                    "\" (want rs, ring, both, gloo, gloo_ring, gloo_hd or all)");
+      }
+    }
+  }
+  std::vector<Algo> algos;
+  for (int i = 0; i < kNumAlgos; ++i) {
+    if (wanted[i]) algos.push_back(static_cast<Algo>(i));
+  }
+  if (algos.empty()) return Status::invalidUsage("--algo: no algorithm named");
+  *out = std::move(algos);
+  return Status::ok();
+}
+
+Status parseTypes(const std::string& text, std::vector<DataType>* out) {
+  std::vector<DataType> types;
+  for (const std::string& name : splitList(text)) {
+    if (name == "all") {
+      for (int i = 0; i < kNumDataTypes; ++i) addUnique(&types, static_cast<DataType>(i));
+      continue;
+    }
+    DataType t;
+    if (!parseDataType(name.c_str(), &t)) {
+      std::string known;
+      for (int i = 0; i < kNumDataTypes; ++i)
+        known += std::string(i ? ", " : "") + typeLabel(static_cast<DataType>(i));
+      return Status::invalidUsage("-d: unknown type \"" + name + "\" (want all or " + known + ")");
+    }
+    addUnique(&types, t);
+  }
+  if (types.empty()) return Status::invalidUsage("-d: no type named");
+  *out = std::move(types);
+  return Status::ok();
+}
+
+Status parseOps(const std::string& text, std::vector<ReduceOp>* out) {
+  std::vector<ReduceOp> ops;
+  for (const std::string& name : splitList(text)) {
+    if (name == "all") {
+      for (int i = 0; i < kNumReduceOps; ++i) addUnique(&ops, static_cast<ReduceOp>(i));
+      continue;
+    }
+    ReduceOp op;
+    if (!parseReduceOp(name.c_str(), &op)) {
+      return Status::invalidUsage("-o: unknown op \"" + name +
+                                  "\" (want sum, prod, max, min or all)");
+    }
+    addUnique(&ops, op);
+  }
+  if (ops.empty()) return Status::invalidUsage("-o: no op named");
+  *out = std::move(ops);
+  return Status::ok();
+}
+
+Status sizeSeries(uint64_t min_bytes, uint64_t max_bytes, uint64_t factor,
+                  std::vector<uint64_t>* out) {
+  if (min_bytes == 0) return Status::invalidUsage("-b: the smallest size must be at least 1 byte");
+  if (min_bytes > max_bytes) return Status::invalidUsage("-b is larger than -e");
+  if (factor < 2) return Status::invalidUsage("-f: the step factor must be at least 2");
+  std::vector<uint64_t> sizes;
+  for (uint64_t b = min_bytes; b <= max_bytes; b *= factor) {
+    sizes.push_back(b);
+    if (b > max_bytes / factor) break;  // the next step would pass max (or overflow)
+  }
+  *out = std::move(sizes);
+  return Status::ok();
+}
+
+bool validRate(const std::string& rate) {
+  size_t i = 0;
+  bool digits = false, dot = false;
+  for (; i < rate.size(); ++i) {
+    char c = rate[i];
+    if (std::isdigit(static_cast<unsigned char>(c))) {
+      digits = true;
+    } else if (c == '.' && !dot) {
+      dot = true;
+    } else {
+      break;
+    }
+  }
+  if (!digits) return false;
+  std::string unit = rate.substr(i);
+  std::transform(unit.begin(), unit.end(), unit.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  static const char* kUnits[] = {"bit", "kbit", "mbit", "gbit", "tbit",
+                                 "bps", "kbps", "mbps", "gbps", "tbps"};
+  for (const char* u : kUnits) {
+    if (unit == u) return std::strtod(rate.c_str(), nullptr) > 0;
+  }
+  return false;
+}
+
+uint64_t elementCount(uint64_t bytes, DataType type) {
+  uint64_t count = bytes / dataTypeSize(type);
+  return count == 0 ? 1 : count;
+}
+
+std::vector<uint64_t> typeSizes(const BenchOptions& o, DataType type) {
+  std::vector<uint64_t> sizes;
+  for (uint64_t s : o.sizes) addUnique(&sizes, elementCount(s, type) * dataTypeSize(type));
+  return sizes;
+}
+
+Status validateOptions(const BenchOptions& o, bool* gloo_runs) {
+  auto bad = [](std::string m) { return Status::invalidUsage(std::move(m)); };
+  if (o.workers < 2) return bad("needs at least 2 workers");
+  if (o.sizes.empty()) return bad("no sizes to run");
+  if (o.iters < 1) return bad("-n: at least 1 iteration");
+  if (o.warmup < 0) return bad("-w: the warm-up count cannot be negative");
+  if (o.types.empty() || o.ops.empty() || o.algos.empty()) return bad("nothing to run");
+  if (o.timeout_ms <= 0) return bad("--timeout must be positive");
+  if (o.corrupt_rank >= o.workers) return bad("--debug-corrupt-rank is not a worker rank");
+  const bool server = std::count(o.algos.begin(), o.algos.end(), Algo::kServer) > 0;
+  bool tally_algos = false, gloo = false;
+  for (Algo a : o.algos) (isGloo(a) ? gloo : tally_algos) = true;
+  if (server && o.reducers < 1) return bad("the reduction server needs at least 1 reducer");
+  if (tally_algos && ::access(o.plugin.c_str(), R_OK) != 0)
+    return bad("plugin " + o.plugin + " not found (use --plugin)");
+  if (server && ::access(o.reducer.c_str(), X_OK) != 0)
+    return bad("tally-reducer " + o.reducer + " not found (use --reducer)");
+  *gloo_runs = false;
+  if (gloo) {
+    if (o.gloo_bench.empty() || ::access(o.gloo_bench.c_str(), X_OK) != 0) {
+      return bad(
+          "--algo asks for Gloo but tally-gloo-bench " +
+          (o.gloo_bench.empty() ? std::string("was not given") : o.gloo_bench + " was not found") +
+          " (it is built only when Gloo is installed: apt-get install libgloo-dev)");
+    }
+    const bool float32 = std::count(o.types.begin(), o.types.end(), DataType::kFloat32) > 0;
+    const bool sum = std::count(o.ops.begin(), o.ops.end(), ReduceOp::kSum) > 0;
+    *gloo_runs = float32 && sum;
+  }
+  if (!o.emulate.empty()) {
+    if (!validRate(o.emulate))
+      return bad("--emulate: \"" + o.emulate + "\" is not a rate such as 200mbit or 1gbit");
+    std::string why;
+    if (!driver::EmulatedCluster::canEmulate(&why)) return bad(why);
+  }
+  if (!o.plot_path.empty() && !gnuplotAvailable())
+    return bad("--plot needs gnuplot, which is not installed (apt-get install gnuplot-nox)");
+  return Status::ok();
+}
+
+}  // namespace tally::bench

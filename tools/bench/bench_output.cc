@@ -1,0 +1,208 @@
+// The bench's files: the JSON record of a run (options, machine, rows, ratios) and the gnuplot
+// chart of algbw against size. docs/bench.md describes both.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "tools/bench/bench_internal.h"
+
+namespace tally::bench {
+namespace {
+
+using nlohmann::ordered_json;
+
+ordered_json optionsJson(const BenchOptions& o) {
+  ordered_json j;
+  j["workers"] = o.workers;
+  j["reducers"] = o.reducers;
+  j["sizes"] = o.sizes;
+  j["iters"] = o.iters;
+  j["warmup"] = o.warmup;
+  ordered_json types = ordered_json::array(), ops = ordered_json::array(),
+               algos = ordered_json::array();
+  for (DataType t : o.types) types.push_back(typeLabel(t));
+  for (ReduceOp op : o.ops) ops.push_back(reduceOpName(op));
+  for (Algo a : o.algos) algos.push_back(algoName(a));
+  j["types"] = types;
+  j["ops"] = ops;
+  j["algos"] = algos;
+  j["check"] = o.check;
+  j["emulate"] = o.emulate.empty() ? ordered_json(nullptr) : ordered_json(o.emulate);
+  j["table_version"] = o.table_version;
+  j["reducer_threads"] = o.reducer_threads;
+  j["timeout_ms"] = o.timeout_ms;
+  j["plugin"] = o.plugin;
+  j["reducer"] = o.reducer;
+  j["gloo_bench"] = o.gloo_bench;
+  return j;
+}
+
+ordered_json ratioValue(double v) { return v > 0 ? ordered_json(v) : ordered_json(nullptr); }
+
+// True when `name` is an executable file in a directory of $PATH.
+bool onPath(const char* name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    if (dir.empty()) dir = ".";
+    if (::access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
+// Runs argv with stdout and stderr kept, up to timeout_s; ok when it exits 0.
+Status runTool(const std::vector<std::string>& args, int timeout_s) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) return Status::fromErrno("fork " + args[0], errno);
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "exec %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  int wstatus = 0;
+  while (::waitpid(pid, &wstatus, WNOHANG) != pid) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &wstatus, 0);
+      return Status::timeout(args[0] + " took longer than " + std::to_string(timeout_s) + " s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) return Status::ok();
+  return Status::system(args[0] + " failed with status " + std::to_string(wstatus));
+}
+
+}  // namespace
+
+RunInfo machineInfo() {
+  RunInfo info;
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) == 0) info.hostname = host;
+  long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  info.cores = cores > 0 ? static_cast<unsigned>(cores) : 0;
+  return info;
+}
+
+Status writeJson(const BenchOptions& o, const RunInfo& info, const std::vector<BenchRow>& rows,
+                 int exit_code) {
+  ordered_json j;
+  j["command"] = o.command_name;
+  j["options"] = optionsJson(o);
+  struct utsname u = {};
+  ::uname(&u);
+  j["machine"] = {{"hostname", info.hostname},
+                  {"cores", info.cores},
+                  {"kernel", u.release},
+                  {"arch", u.machine}};
+  j["run"] = {{"table_version", info.version},
+              {"reducer_addresses", info.reducer_list},
+              {"notes", info.notes}};
+  ordered_json jrows = ordered_json::array();
+  for (const BenchRow& r : rows) {
+    ordered_json row;
+    row["algo"] = algoName(r.algo);
+    row["type"] = typeLabel(r.type);
+    row["op"] = reduceOpName(r.op);
+    row["bytes"] = r.bytes;
+    row["count"] = r.count;
+    row["present"] = r.present;
+    row["skipped"] = r.skipped;
+    row["time_us"] = r.present ? ordered_json(r.time_us) : ordered_json(nullptr);
+    row["algbw_gbs"] = r.present ? ordered_json(r.algbw_gbs) : ordered_json(nullptr);
+    row["busbw_gbs"] = r.present ? ordered_json(r.busbw_gbs) : ordered_json(nullptr);
+    row["wrong"] = r.present && r.wrong >= 0 ? ordered_json(r.wrong) : ordered_json(nullptr);
+    jrows.push_back(row);
+  }
+  j["rows"] = jrows;
+  ordered_json ratios = ordered_json::array();
+  for (const RatioRow& r : computeRatios(o, rows)) {
+    ratios.push_back({{"type", typeLabel(r.type)},
+                      {"op", reduceOpName(r.op)},
+                      {"bytes", r.bytes},
+                      {"rs_over_ring", ratioValue(r.over_ring)},
+                      {"rs_over_gloo", ratioValue(r.over_gloo)}});
+  }
+  j["ratios"] = ratios;
+  j["exit_code"] = exit_code;
+  std::ofstream out(o.json_path, std::ios::trunc);
+  out << j.dump(2) << "\n";
+  out.close();
+  if (!out) return Status::system("cannot write " + o.json_path);
+  return Status::ok();
+}
+
+bool gnuplotAvailable() { return onPath("gnuplot"); }
+
+Status writePlot(const BenchOptions& o, const std::vector<BenchRow>& rows) {
+  // One line per (algorithm, type, op) that has a result; the data go inline as datablocks.
+  std::ostringstream script, plot;
+  script << "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+         << "  set terminal pngcairo size 1000,600 noenhanced\n"
+         << "} else {\n  set terminal png size 1000,600 noenhanced\n}\n";
+  std::string out = o.plot_path;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == '\'') return Status::invalidUsage("--plot: no quotes in the file name, please");
+  }
+  const bool one_kind = o.types.size() == 1 && o.ops.size() == 1;
+  int block = 0;
+  for (Algo a : o.algos) {
+    for (DataType t : o.types) {
+      for (ReduceOp op : o.ops) {
+        std::ostringstream data;
+        int points = 0;
+        for (const BenchRow& r : rows) {
+          if (r.algo != a || r.type != t || r.op != op || !r.present) continue;
+          data << r.bytes << " " << r.algbw_gbs << "\n";
+          ++points;
+        }
+        if (points == 0) continue;
+        std::string title = algoName(a);
+        if (!one_kind) title += std::string(" ") + typeLabel(t) + " " + reduceOpName(op);
+        script << "$d" << block << " << EOD\n" << data.str() << "EOD\n";
+        plot << (block ? ", " : "plot ") << "$d" << block
+             << " using 1:2 with linespoints lw 2 title '" << title << "'";
+        ++block;
+      }
+    }
+  }
+  if (block == 0) return Status::invalidUsage("--plot: no rows to draw");
+  std::string what =
+      one_kind ? std::string(typeLabel(o.types[0])) + " " + reduceOpName(o.ops[0]) : "all-reduce";
+  script << "set output '" << out << "'\n"
+         << "set title '" << o.command_name << ": " << what << ", " << o.workers << " workers, "
+         << (o.emulate.empty() ? std::string("loopback") : o.emulate + " links") << "'\n"
+         << "set logscale x 2\nset format x '%.0b %BB'\nset xlabel 'size'\n"
+         << "set ylabel 'algbw (GB/s)'\nset yrange [0:*]\nset grid\nset key outside right top\n"
+         << plot.str() << "\n";
+  std::unique_ptr<driver::TempDir> dir;
+  TALLY_RETURN_IF_ERROR(driver::TempDir::create("plot", &dir));
+  const std::string path = dir->path() + "/bench.gp";
+  {
+    std::ofstream f(path);
+    f << script.str();
+    if (!f) return Status::system("cannot write " + path);
+  }
+  return runTool({"gnuplot", path}, 60);
+}
+
+}  // namespace tally::bench

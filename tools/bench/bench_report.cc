@@ -1,0 +1,255 @@
+// The bench's table: its header lines, the rows (nccl-tests shaped, or the demo's side-by-side
+// layout), the ratios and the closing lines. Also the store keys and the bandwidth formulas, so
+// the arithmetic lives in one file.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "tools/bench/bench_internal.h"
+
+namespace tally::bench {
+namespace {
+
+constexpr int kGroupWidth = 36;  // time 10, algbw 8, busbw 8, #wrong 7, and the spaces
+
+const BenchRow* findRow(const std::vector<BenchRow>& rows, Algo algo, DataType type, ReduceOp op,
+                        uint64_t bytes) {
+  for (const BenchRow& r : rows) {
+    if (r.algo == algo && r.type == type && r.op == op && r.bytes == bytes) return &r;
+  }
+  return nullptr;
+}
+
+bool has(const std::vector<Algo>& algos, Algo a) {
+  return std::find(algos.begin(), algos.end(), a) != algos.end();
+}
+
+std::string fmt(const char* format, double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), format, v);
+  return buf;
+}
+
+std::string wrongText(const BenchRow* r) {
+  if (r == nullptr || !r->present) return "-";
+  if (r->wrong < 0) return "N/A";
+  return std::to_string(r->wrong);
+}
+
+std::string centered(const std::string& text, int width) {
+  int pad = width - static_cast<int>(text.size());
+  if (pad <= 0) return text;
+  return std::string(static_cast<size_t>(pad / 2), ' ') + text +
+         std::string(static_cast<size_t>(pad - pad / 2), ' ');
+}
+
+}  // namespace
+
+std::string resultKey(Algo algo, DataType type, ReduceOp op, uint64_t bytes, int rank) {
+  std::string key = std::string("res/") + algoName(algo) + "/" + typeLabel(type) + "/" +
+                    reduceOpName(op) + "/" + std::to_string(bytes);
+  if (rank >= 0) key += "/" + std::to_string(rank);
+  return key;
+}
+
+std::string skipKey(Algo algo, DataType type, ReduceOp op) {
+  return std::string("skip/") + algoName(algo) + "/" + typeLabel(type) + "/" + reduceOpName(op);
+}
+
+std::string humanBytes(uint64_t b) {
+  char buf[32];
+  if (b >= (1u << 20) && b % (1u << 20) == 0) {
+    std::snprintf(buf, sizeof(buf), "%llu MiB", static_cast<unsigned long long>(b >> 20));
+  } else if (b >= 1024 && b % 1024 == 0) {
+    std::snprintf(buf, sizeof(buf), "%llu KiB", static_cast<unsigned long long>(b >> 10));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(b));
+  }
+  return buf;
+}
+
+void fillBandwidth(int workers, BenchRow* row) {
+  if (!row->present || row->time_us <= 0) {
+    row->algbw_gbs = row->busbw_gbs = 0;
+    return;
+  }
+  row->algbw_gbs = static_cast<double>(row->bytes) / (row->time_us * 1e3);
+  row->busbw_gbs = row->algbw_gbs * 2.0 * (workers - 1) / workers;
+}
+
+std::vector<RatioRow> computeRatios(const BenchOptions& o, const std::vector<BenchRow>& rows) {
+  std::vector<RatioRow> ratios;
+  const bool gloo = has(o.algos, Algo::kGlooRing) || has(o.algos, Algo::kGlooHalvingDoubling);
+  if (!has(o.algos, Algo::kServer) || !(has(o.algos, Algo::kRing) || gloo)) return ratios;
+  for (DataType type : o.types) {
+    for (ReduceOp op : o.ops) {
+      for (uint64_t bytes : typeSizes(o, type)) {
+        RatioRow r{type, op, bytes, -1, -1};
+        const BenchRow* rs = findRow(rows, Algo::kServer, type, op, bytes);
+        if (rs == nullptr || !rs->present || rs->algbw_gbs <= 0) {
+          ratios.push_back(r);
+          continue;
+        }
+        const BenchRow* ring = findRow(rows, Algo::kRing, type, op, bytes);
+        if (ring != nullptr && ring->present && ring->algbw_gbs > 0)
+          r.over_ring = rs->algbw_gbs / ring->algbw_gbs;
+        double best = 0;
+        for (Algo a : {Algo::kGlooRing, Algo::kGlooHalvingDoubling}) {
+          const BenchRow* g = findRow(rows, a, type, op, bytes);
+          if (g != nullptr && g->present) best = std::max(best, g->algbw_gbs);
+        }
+        if (best > 0) r.over_gloo = rs->algbw_gbs / best;
+        ratios.push_back(r);
+      }
+    }
+  }
+  return ratios;
+}
+
+void printHeader(const BenchOptions& o, const RunInfo& info) {
+  const bool demo = o.style == TableStyle::kDemo;
+  const char* p = demo ? "" : "# ";
+  std::string where = o.emulate.empty() ? "loopback"
+                                        : "emulated cluster, every node on a " + o.emulate +
+                                              " link in its own network namespace";
+  std::string reducers = has(o.algos, Algo::kServer)
+                             ? std::to_string(o.reducers) +
+                                   (o.reducers == 1 ? " reducer (" : " reducers (") +
+                                   info.reducer_list + ")"
+                             : "no reducers";
+  std::string what;
+  for (DataType t : o.types) what += std::string(what.empty() ? "" : ",") + typeLabel(t);
+  what += " ";
+  for (size_t i = 0; i < o.ops.size(); ++i)
+    what += std::string(i ? "," : "") + reduceOpName(o.ops[i]);
+  std::printf("%s%s: %d workers, %s, %s, %s\n", p, o.command_name.c_str(), o.workers,
+              reducers.c_str(), what.c_str(), where.c_str());
+  if (info.version > 0) {
+    std::printf("%splugin %s, ncclCollNet v%d / ncclNet v%d\n", p, o.plugin.c_str(), info.version,
+                info.version);
+  }
+  std::printf(
+      "%s%d warm-up + %d timed iterations per size; time is the slowest worker's mean; "
+      "algbw = bytes / time%s\n",
+      p, o.warmup, o.iters, demo ? "" : "; busbw = algbw x 2(n-1)/n");
+  for (const std::string& note : info.notes) std::printf("%snote: %s\n", p, note.c_str());
+  std::printf(demo ? "\n" : "#\n");
+  std::fflush(stdout);
+}
+
+namespace {
+
+void printDemoTable(const BenchOptions& o, const std::vector<BenchRow>& rows) {
+  std::printf("%10s %10s | %12s %12s | %12s %12s | %6s | %7s\n", "size", "count", "server us",
+              "server GB/s", "ring us", "ring GB/s", "ratio", "#wrong");
+  const DataType type = o.types[0];
+  const ReduceOp op = o.ops[0];
+  std::vector<RatioRow> ratios = computeRatios(o, rows);
+  const std::vector<uint64_t> sizes = typeSizes(o, type);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const uint64_t bytes = sizes[i];
+    const uint64_t count = bytes / dataTypeSize(type);
+    const BenchRow* server = findRow(rows, Algo::kServer, type, op, bytes);
+    const BenchRow* ring = findRow(rows, Algo::kRing, type, op, bytes);
+    auto us = [](const BenchRow* r) { return r && r->present ? fmt("%.1f", r->time_us) : "-"; };
+    auto bw = [](const BenchRow* r) { return r && r->present ? fmt("%.3f", r->algbw_gbs) : "-"; };
+    std::string ratio =
+        i < ratios.size() && ratios[i].over_ring > 0 ? fmt("%.2f", ratios[i].over_ring) : "-";
+    int64_t wrong = 0;
+    for (const BenchRow* r : {server, ring}) {
+      if (r && r->present && r->wrong > 0) wrong += r->wrong;
+    }
+    std::printf("%10s %10llu | %12s %12s | %12s %12s | %6s | %7lld\n", humanBytes(bytes).c_str(),
+                static_cast<unsigned long long>(count), us(server).c_str(), bw(server).c_str(),
+                us(ring).c_str(), bw(ring).c_str(), ratio.c_str(), static_cast<long long>(wrong));
+  }
+}
+
+void printBenchTable(const BenchOptions& o, const std::vector<BenchRow>& rows) {
+  const bool gloo = has(o.algos, Algo::kGlooRing) || has(o.algos, Algo::kGlooHalvingDoubling);
+  const bool ring_ratio = has(o.algos, Algo::kServer) && has(o.algos, Algo::kRing);
+  const bool gloo_ratio = has(o.algos, Algo::kServer) && gloo;
+  std::string line1 = "#" + std::string(41, ' '), line2, line3;
+  for (Algo a : o.algos) line1 += centered(algoName(a), kGroupWidth);
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "#%12s %12s %9s %5s", "size", "count", "type", "op");
+  line2 = buf;
+  std::snprintf(buf, sizeof(buf), "#%12s %12s %9s %5s", "(B)", "(elements)", "", "");
+  line3 = buf;
+  for (size_t i = 0; i < o.algos.size(); ++i) {
+    std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s", "time", "algbw", "busbw", "#wrong");
+    line2 += buf;
+    std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s", "(us)", "(GB/s)", "(GB/s)", "");
+    line3 += buf;
+  }
+  if (ring_ratio) line2 += "  rs/ring";
+  if (gloo_ratio) line2 += "  rs/gloo";
+  std::printf("%s\n%s\n%s\n", line1.c_str(), line2.c_str(), line3.c_str());
+
+  std::vector<RatioRow> ratios = computeRatios(o, rows);
+  size_t ri = 0;
+  for (DataType type : o.types) {
+    for (ReduceOp op : o.ops) {
+      for (uint64_t bytes : typeSizes(o, type)) {
+        const uint64_t count = bytes / dataTypeSize(type);
+        std::snprintf(buf, sizeof(buf), " %12llu %12llu %9s %5s",
+                      static_cast<unsigned long long>(bytes),
+                      static_cast<unsigned long long>(count), typeLabel(type), reduceOpName(op));
+        std::string line = buf;
+        for (Algo a : o.algos) {
+          const BenchRow* r = findRow(rows, a, type, op, bytes);
+          bool ok = r != nullptr && r->present;
+          std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s",
+                        ok ? fmt("%.1f", r->time_us).c_str() : "-",
+                        ok ? fmt("%.3f", r->algbw_gbs).c_str() : "-",
+                        ok ? fmt("%.3f", r->busbw_gbs).c_str() : "-", wrongText(r).c_str());
+          line += buf;
+        }
+        const RatioRow* ratio = ri < ratios.size() ? &ratios[ri++] : nullptr;
+        if (ring_ratio) {
+          std::snprintf(
+              buf, sizeof(buf), " %8s",
+              ratio && ratio->over_ring > 0 ? fmt("%.2f", ratio->over_ring).c_str() : "-");
+          line += buf;
+        }
+        if (gloo_ratio) {
+          std::snprintf(
+              buf, sizeof(buf), " %8s",
+              ratio && ratio->over_gloo > 0 ? fmt("%.2f", ratio->over_gloo).c_str() : "-");
+          line += buf;
+        }
+        std::printf("%s\n", line.c_str());
+      }
+    }
+  }
+  // nccl-tests' closing line, per algorithm: the mean bus bandwidth over the rows it ran.
+  std::string avg;
+  for (Algo a : o.algos) {
+    double sum = 0;
+    int n = 0;
+    for (const BenchRow& r : rows) {
+      if (r.algo == a && r.present) sum += r.busbw_gbs, ++n;
+    }
+    if (n > 0)
+      avg += std::string(avg.empty() ? " " : ", ") + algoName(a) + " " + fmt("%.3f", sum / n);
+  }
+  if (!avg.empty()) std::printf("# avg busbw (GB/s):%s\n", avg.c_str());
+}
+
+}  // namespace
+
+uint64_t printTable(const BenchOptions& o, const std::vector<BenchRow>& rows) {
+  if (o.style == TableStyle::kDemo) {
+    printDemoTable(o, rows);
+  } else {
+    printBenchTable(o, rows);
+  }
+  uint64_t wrong = 0;
+  for (const BenchRow& r : rows) {
+    if (r.present && r.wrong > 0) wrong += static_cast<uint64_t>(r.wrong);
+  }
+  std::fflush(stdout);
+  return wrong;
+}
+
+}  // namespace tally::bench

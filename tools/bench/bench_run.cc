@@ -1,0 +1,303 @@
+// runBench: checks the options, builds the (emulated) cluster, starts the reducers, runs the
+// Tally workers and then Gloo's ranks, and reports. Cleanup order on every path: children first
+// (they die with their owners), then the reducers, the emulated cluster and the scratch directory.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <tuple>
+
+#include "common/store.h"
+#include "tools/bench/bench_internal.h"
+#include "tools/driver/plugin_library.h"
+#include "tools/driver/reference.h"
+
+namespace tally::bench {
+namespace {
+
+bool has(const std::vector<Algo>& algos, Algo a) {
+  return std::find(algos.begin(), algos.end(), a) != algos.end();
+}
+
+// Newest version both tables export, or the one asked for.
+Status pickVersion(const std::string& plugin, int wanted, int* out) {
+  // Only dlopen and dlsym here: the parent never initializes the plugin, so the workers it forks
+  // inherit no plugin threads or sockets.
+  std::unique_ptr<driver::PluginLibrary> lib;
+  TALLY_RETURN_IF_ERROR(driver::PluginLibrary::open(plugin, &lib));
+  std::vector<int> net = lib->netVersions(), coll = lib->collNetVersions();
+  for (int v = driver::kMaxTableVersion; v >= driver::kMinTableVersion; --v) {
+    bool both = std::count(net.begin(), net.end(), v) && std::count(coll.begin(), coll.end(), v);
+    if ((wanted == 0 || wanted == v) && both) {
+      *out = v;
+      return Status::ok();
+    }
+  }
+  return Status::invalidUsage(plugin +
+                              " exports no matching ncclNetPlugin_vN/ncclCollNetPlugin_vN pair" +
+                              (wanted ? " for v" + std::to_string(wanted) : std::string()));
+}
+
+// Reads one (algorithm, type, op, size) from every worker's result key: the slowest worker's
+// time and the wrong elements summed over workers.
+BenchRow collectRow(const BenchOptions& o, Store* store, Algo algo, DataType type, ReduceOp op,
+                    uint64_t bytes) {
+  BenchRow row;
+  row.algo = algo;
+  row.type = type;
+  row.op = op;
+  row.bytes = bytes;
+  row.count = bytes / dataTypeSize(type);
+  if (store->check(skipKey(algo, type, op))) {
+    row.skipped = true;
+    return row;
+  }
+  for (int r = 0; r < o.workers; ++r) {
+    std::string key = resultKey(algo, type, op, bytes, r);
+    std::string value;
+    if (!store->check(key) || !store->get(key, &value, 0).isOk()) return row;
+    double t = 0;
+    long long wrong = 0;
+    if (std::sscanf(value.c_str(), "%lf %lld", &t, &wrong) != 2) return row;
+    row.time_us = std::max(row.time_us, t);
+    row.wrong = wrong < 0 ? -1 : row.wrong + wrong;
+  }
+  row.present = true;
+  fillBandwidth(o.workers, &row);
+  return row;
+}
+
+// Table order: type, op, size as the options list them, then the algorithms.
+void sortRows(const BenchOptions& o, std::vector<BenchRow>* rows) {
+  auto pos = [](const auto& list, auto v) {
+    return std::find(list.begin(), list.end(), v) - list.begin();
+  };
+  std::stable_sort(rows->begin(), rows->end(), [&](const BenchRow& a, const BenchRow& b) {
+    auto key = [&](const BenchRow& r) {
+      return std::make_tuple(pos(o.types, r.type), pos(o.ops, r.op), r.bytes, pos(o.algos, r.algo));
+    };
+    return key(a) < key(b);
+  });
+}
+
+std::vector<std::string> notesFor(const BenchOptions& o, bool gloo_runs) {
+  std::vector<std::string> notes;
+  const bool gloo = has(o.algos, Algo::kGlooRing) || has(o.algos, Algo::kGlooHalvingDoubling);
+  if (gloo && !gloo_runs) {
+    notes.push_back("Gloo is measured for float32 sum only; its columns are skipped");
+  } else if (gloo && (o.types.size() > 1 || o.ops.size() > 1)) {
+    notes.push_back("Gloo is measured for float32 sum only; its other rows are skipped");
+  }
+  bool floating = false;
+  for (DataType t : o.types) {
+    floating |= t == DataType::kFloat16 || t == DataType::kFloat32 || t == DataType::kFloat64 ||
+                t == DataType::kBfloat16 || t == DataType::kFloat8e4m3 ||
+                t == DataType::kFloat8e5m2;
+  }
+  if (floating && o.check && o.workers > driver::kMaxExactRanks) {
+    notes.push_back("more than " + std::to_string(driver::kMaxExactRanks) +
+                    " workers: floating inputs are no longer exact, so #wrong may count rounding");
+  }
+  return notes;
+}
+
+}  // namespace
+
+int runBench(const BenchOptions& o, std::vector<BenchRow>* out_rows) {
+  const char* name = o.command_name.c_str();
+  auto fail = [&](const Status& s) {
+    std::fprintf(stderr, "%s: %s\n", name, s.isOk() ? "failed" : s.message().c_str());
+    return 2;
+  };
+  bool gloo_runs = false;
+  Status s = validateOptions(o, &gloo_runs);
+  if (!s.isOk()) return fail(s);
+  const bool server = has(o.algos, Algo::kServer);
+  const bool tally_algos = server || has(o.algos, Algo::kRing);
+
+  RunInfo info = machineInfo();
+  info.notes = notesFor(o, gloo_runs);
+  if (tally_algos) {
+    s = pickVersion(o.plugin, o.table_version, &info.version);
+    if (!s.isOk()) return fail(s);
+  }
+
+  // Declared first, so that it outlives the guard whose cleanup reads it.
+  std::unique_ptr<driver::EmulatedCluster> cluster;
+  std::unique_ptr<RunGuard> guard;
+  s = RunGuard::install(&guard);
+  if (!s.isOk()) return fail(s);
+  std::unique_ptr<driver::TempDir> dir;
+  s = driver::TempDir::create("bench", &dir);
+  if (!s.isOk()) return fail(s);
+  std::unique_ptr<Store> store;
+  s = createFileStore(dir->path(), &store);
+  if (!s.isOk()) return fail(s);
+
+  const std::string dir_path = dir->path();
+  guard->setCleanup([&cluster, dir_path] {
+    if (cluster) (void)cluster->destroy();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_path, ec);
+  });
+  struct ClusterTeardown {
+    RunGuard* guard;
+    std::unique_ptr<driver::EmulatedCluster>* cluster;
+    ~ClusterTeardown() {
+      std::lock_guard<std::mutex> lock(guard->mutex());
+      if (*cluster) {
+        Status ds = (*cluster)->destroy();
+        if (!ds.isOk())
+          std::fprintf(stderr, "emulated cluster teardown: %s\n", ds.toString().c_str());
+        cluster->reset();
+      }
+    }
+  } teardown{guard.get(), &cluster};  // runs after the reducers below are stopped
+
+  if (!o.emulate.empty()) {
+    driver::EmulationOptions eo;
+    eo.nodes = o.workers + (server ? o.reducers : 0);
+    eo.rate = o.emulate;
+    std::lock_guard<std::mutex> lock(guard->mutex());
+    s = driver::EmulatedCluster::create(eo, &cluster);
+    if (!s.isOk()) return fail(s);
+  }
+
+  std::vector<std::unique_ptr<driver::ReducerProcess>> reducers;
+  struct ReducerStop {
+    RunGuard* guard;
+    std::vector<std::unique_ptr<driver::ReducerProcess>>* reducers;
+    ~ReducerStop() {
+      for (auto& r : *reducers) {
+        Status rs = r->stop();
+        guard->removeChild(r->pid());
+        if (!rs.isOk()) std::fprintf(stderr, "reducer: %s\n", rs.toString().c_str());
+      }
+    }
+  } reducer_stop{guard.get(), &reducers};
+  if (server) {
+    std::vector<std::string> extra;
+    if (o.reducer_threads > 0) extra = {"--threads", std::to_string(o.reducer_threads)};
+    for (int i = 0; i < o.reducers; ++i) {
+      driver::ReducerOptions ro;
+      ro.extra_args = extra;
+      if (cluster)
+        ro = driver::reducerInNode(cluster->nodes()[static_cast<size_t>(o.workers + i)], extra);
+      std::unique_ptr<driver::ReducerProcess> r;
+      s = driver::ReducerProcess::launch(o.reducer, ro, 20000, &r);
+      if (!s.isOk()) return fail(s);
+      guard->addChild(r->pid());
+      reducers.push_back(std::move(r));
+    }
+    info.reducer_list = driver::reducerList(reducers);
+  }
+
+  printHeader(o, info);
+  bool failed = false;
+  std::vector<BenchRow> rows;
+  Progress progress(o.progress);
+  if (tally_algos) {
+    WorkerPlan plan;
+    plan.options = &o;
+    plan.reducer_list = info.reducer_list;
+    plan.version = info.version;
+    plan.store_dir = dir_path;
+    plan.ifname = cluster ? "eth0" : "lo";
+    std::vector<driver::WorkerExit> exits;
+    s = runChildren(
+        guard.get(), o.workers,
+        [&](int rank) {
+          WorkerPlan mine = plan;
+          if (cluster) mine.node = &cluster->nodes()[static_cast<size_t>(rank)];
+          return runBenchWorker(mine, rank);
+        },
+        o.timeout_ms,
+        [&] {
+          std::string label;
+          if (store->check(kProgressKey) && store->get(kProgressKey, &label, 0).isOk())
+            progress.show(label);
+        },
+        &exits);
+    progress.clear();
+    if (!s.isOk()) return fail(s);
+    std::string why;
+    if (!driver::allWorkersOk(exits, &why)) {
+      failed = true;
+      std::fprintf(stderr, "%s: worker failures:\n%s", name, why.c_str());
+    }
+    for (DataType type : o.types) {
+      for (ReduceOp op : o.ops) {
+        for (uint64_t bytes : typeSizes(o, type)) {
+          for (Algo a : {Algo::kServer, Algo::kRing}) {
+            if (has(o.algos, a)) rows.push_back(collectRow(o, store.get(), a, type, op, bytes));
+          }
+        }
+      }
+    }
+  }
+  if (gloo_runs) {
+    s = runGloo(o, guard.get(), cluster ? &cluster->nodes() : nullptr, dir_path, &progress, &rows,
+                &failed);
+    if (!s.isOk()) {
+      std::fprintf(stderr, "%s: %s\n", name, s.toString().c_str());
+      failed = true;
+    }
+  }
+  // Gloo's rows for the (type, op) pairs it does not measure, so every table cell has a row.
+  for (Algo a : {Algo::kGlooRing, Algo::kGlooHalvingDoubling}) {
+    if (!has(o.algos, a)) continue;
+    for (DataType type : o.types) {
+      for (ReduceOp op : o.ops) {
+        if (gloo_runs && type == DataType::kFloat32 && op == ReduceOp::kSum) continue;
+        for (uint64_t bytes : typeSizes(o, type)) {
+          BenchRow row;
+          row.algo = a;
+          row.type = type;
+          row.op = op;
+          row.bytes = bytes;
+          row.count = bytes / dataTypeSize(type);
+          row.skipped = true;
+          rows.push_back(row);
+        }
+      }
+    }
+  }
+  sortRows(o, &rows);
+  for (const BenchRow& r : rows) {
+    if (!r.present && !r.skipped) failed = true;
+  }
+
+  const uint64_t wrong = printTable(o, rows);
+  const int code = (failed || wrong != 0) ? 1 : 0;
+  const char* p = o.style == TableStyle::kDemo ? "\n" : "# ";
+  if (wrong != 0) {
+    std::printf("%sFAILED: %llu wrong elements\n", p, static_cast<unsigned long long>(wrong));
+  } else if (failed) {
+    std::printf("%sFAILED: see the errors above\n", p);
+  } else if (!o.check) {
+    std::printf("%sresults not checked (-c 0)\n", p);
+  } else {
+    std::printf("%sall results correct\n", p);
+  }
+  std::fflush(stdout);
+
+  int exit_code = code;
+  if (!o.json_path.empty()) {
+    s = writeJson(o, info, rows, code);
+    if (!s.isOk()) {
+      std::fprintf(stderr, "%s: %s\n", name, s.toString().c_str());
+      exit_code = std::max(exit_code, 1);
+    }
+  }
+  if (!o.plot_path.empty()) {
+    s = writePlot(o, rows);
+    if (!s.isOk()) {
+      std::fprintf(stderr, "%s: plot: %s\n", name, s.toString().c_str());
+      exit_code = std::max(exit_code, 1);
+    }
+  }
+  if (out_rows) *out_rows = std::move(rows);
+  return exit_code;
+}
+
+}  // namespace tally::bench

@@ -1,0 +1,193 @@
+// One worker of `tally bench`. This process stands in for the rank of an NCCL job: like such a
+// job it configures the plugin through the environment before loading it.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "common/store.h"
+#include "tools/bench/bench_internal.h"
+#include "tools/driver/coll_driver.h"
+#include "tools/driver/plugin_library.h"
+#include "tools/driver/reference.h"
+#include "tools/driver/ring_allreduce.h"
+
+namespace tally::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using driver::CollComm;
+using driver::RingComm;
+
+constexpr int64_t kStoreTimeoutMs = 120000;
+constexpr int64_t kCommTimeoutMs = 120000;  // a stretch without progress (slow emulated links)
+
+struct Ctx {
+  const BenchOptions& options;
+  Store* store;
+  int rank;
+  const char* name;  // for messages
+};
+
+bool report(const Ctx& c, const Status& s, const char* what) {
+  if (s.isOk()) return true;
+  std::fprintf(stderr, "%s: worker %d: %s: %s\n", c.name, c.rank, what, s.toString().c_str());
+  return false;
+}
+
+// Runs warm-up and timed iterations of one algorithm at one size, checking every result when
+// asked. Writes the result key: "<mean us> <wrong or -1>".
+template <typename AllReduce>
+Status measure(const Ctx& c, Algo algo, DataType type, ReduceOp op, uint64_t bytes,
+               const std::vector<char>& input, const std::vector<char>& expected,
+               std::vector<char>* out, AllReduce&& allreduce) {
+  const BenchOptions& o = c.options;
+  const size_t count = input.size() / dataTypeSize(type);
+  int64_t wrong = 0;
+  double total_us = 0;
+  const std::string tag = resultKey(algo, type, op, bytes, -1);
+  for (int i = 0; i < o.warmup + o.iters; ++i) {
+    if (i == o.warmup) {
+      TALLY_RETURN_IF_ERROR(
+          storeBarrier(c.store, "barrier/" + tag, c.rank, o.workers, kStoreTimeoutMs));
+    }
+    auto t0 = Clock::now();
+    TALLY_RETURN_IF_ERROR(allreduce(input.data(), out->data(), count));
+    auto t1 = Clock::now();
+    if (i >= o.warmup) total_us += std::chrono::duration<double, std::micro>(t1 - t0).count();
+    if (c.rank == o.corrupt_rank) (*out)[0] = static_cast<char>((*out)[0] ^ 1);
+    if (!o.check) continue;
+    size_t first_bad = 0;
+    size_t bad = driver::countMismatches(type, out->data(), expected.data(), count, &first_bad);
+    if (bad != 0 && wrong == 0) {
+      std::fprintf(stderr, "%s: worker %d: %s %s %s %llu bytes: %zu wrong, first %s\n", c.name,
+                   c.rank, algoName(algo), typeLabel(type), reduceOpName(op),
+                   static_cast<unsigned long long>(bytes), bad,
+                   driver::describeElement(type, out->data(), expected.data(), first_bad).c_str());
+    }
+    wrong += static_cast<int64_t>(bad);
+  }
+  char value[64];
+  std::snprintf(value, sizeof(value), "%.3f %lld", total_us / o.iters,
+                static_cast<long long>(o.check ? wrong : -1));
+  return c.store->set(resultKey(algo, type, op, bytes, c.rank), value);
+}
+
+}  // namespace
+
+int runBenchWorker(const WorkerPlan& plan, int rank) {
+  const BenchOptions& o = *plan.options;
+  const char* name = o.command_name.c_str();
+  if (plan.node != nullptr) {
+    Status s = driver::EmulatedCluster::enter(*plan.node);
+    if (!s.isOk()) {
+      std::fprintf(stderr, "%s: worker %d: %s\n", name, rank, s.toString().c_str());
+      return 2;
+    }
+  }
+  std::unique_ptr<Store> store;
+  Status s = createFileStore(plan.store_dir, &store);
+  Ctx c{o, store.get(), rank, name};
+  if (!report(c, s, "store")) return 2;
+
+  // An NCCL job's environment: the reducers, the interface, and bounded waits.
+  if (!plan.reducer_list.empty()) ::setenv("TALLY_REDUCERS", plan.reducer_list.c_str(), 1);
+  ::setenv("TALLY_SOCKET_IFNAME", plan.ifname.c_str(), 1);
+  ::setenv("TALLY_CONNECT_TIMEOUT", "30s", 0);
+  if (o.verbose) driver::setPluginLogLevel(NCCL_LOG_INFO);
+
+  std::unique_ptr<driver::PluginLibrary> lib;
+  if (!report(c, driver::PluginLibrary::open(o.plugin, &lib), "load plugin")) return 2;
+
+  bool want_server = false, want_ring = false;
+  for (Algo a : o.algos) {
+    want_server |= a == Algo::kServer;
+    want_ring |= a == Algo::kRing;
+  }
+  const int nranks = o.workers;
+  std::unique_ptr<driver::CollNetApi> coll_api;
+  std::unique_ptr<CollComm> coll;
+  if (want_server) {
+    if (!report(c, lib->collNet(plan.version, &coll_api), "collnet table")) return 2;
+    driver::CollCommOptions coll_options;
+    coll_options.timeout_ms = kCommTimeoutMs;
+    if (!report(c,
+                CollComm::create(coll_api.get(), store.get(), "coll", rank, nranks, coll_options,
+                                 &coll),
+                "collnet setup")) {
+      return 3;
+    }
+  }
+  std::unique_ptr<driver::NetApi> net_api;
+  std::unique_ptr<RingComm> ring;
+  if (want_ring) {
+    if (!report(c, lib->net(plan.version, &net_api), "net table")) return 2;
+    driver::RingOptions ring_options;
+    ring_options.net.timeout_ms = kCommTimeoutMs;
+    if (!report(
+            c,
+            RingComm::create(net_api.get(), store.get(), "ring", rank, nranks, ring_options, &ring),
+            "ring setup")) {
+      return 3;
+    }
+  }
+
+  const uint64_t seed = 0x7a11;
+  for (DataType type : o.types) {
+    for (ReduceOp op : o.ops) {
+      const bool server = coll && coll->supported(type, op);
+      if (coll && !server && rank == 0) (void)store->set(skipKey(Algo::kServer, type, op), "");
+      const std::vector<uint64_t> sizes = typeSizes(o, type);
+      const size_t nsizes = sizes.size();
+      for (size_t si = 0; si < nsizes; ++si) {
+        const size_t esize = dataTypeSize(type);
+        const uint64_t bytes = sizes[si];
+        const uint64_t count = bytes / esize;
+        std::vector<char> input(bytes), expected(bytes), out(bytes);
+        driver::fillInput(type, op, rank, nranks, seed + bytes, count, input.data());
+        if (o.check) driver::fillExpected(type, op, nranks, seed + bytes, count, expected.data());
+        auto progress = [&](Algo algo) {
+          if (rank != 0 || !o.progress) return;
+          std::string label = std::string(algoName(algo)) + " " + typeLabel(type) + " " +
+                              reduceOpName(op) + " " + humanBytes(bytes) + " " +
+                              std::to_string(si + 1) + "/" + std::to_string(nsizes);
+          (void)store->set(kProgressKey, label);
+        };
+        if (server) {
+          progress(Algo::kServer);
+          s = measure(c, Algo::kServer, type, op, bytes, input, expected, &out,
+                      [&](const void* src, void* dst, size_t n) {
+                        return coll->allreduce(src, dst, n, type, op);
+                      });
+          if (!report(c, s, "reduction server all-reduce")) return 4;
+        }
+        if (ring) {
+          progress(Algo::kRing);
+          s = measure(c, Algo::kRing, type, op, bytes, input, expected, &out,
+                      [&](const void* src, void* dst, size_t n) {
+                        // In place over the output buffer; the copy is part of the call, as the
+                        // server's staging copies are.
+                        std::memcpy(dst, src, n * esize);
+                        return ring->allreduce(dst, n, type, op);
+                      });
+          if (!report(c, s, "ring all-reduce")) return 4;
+        }
+      }
+    }
+  }
+
+  // Every worker finishes before any closes: a comm closed while a peer still reads from it is a
+  // teardown race this benchmark has no reason to provoke (the functional tests do).
+  if (!report(c, storeBarrier(store.get(), "barrier/close", rank, nranks, kStoreTimeoutMs),
+              "final barrier")) {
+    return 5;
+  }
+  bool ok = true;
+  if (coll) ok = report(c, coll->close(), "collnet close") && ok;
+  if (ring) ok = report(c, ring->close(), "ring close") && ok;
+  return ok ? 0 : 5;
+}
+
+}  // namespace tally::bench
