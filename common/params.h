@@ -37,7 +37,9 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
     "workerpool2, then TF_CONFIG's ps; when none lists any, CollNet reports zero devices and "  \
     "NCCL uses its point-to-point algorithms.")                                                 \
   X(kBytes, sliceBytes, "TALLY_SLICE_BYTES", "256K",                                            \
-    "Bytes of one slice: an all-reduce buffer is cut into slices spread over the reducers.")    \
+    "Largest slice: each all-reduce call is cut into slices spread over the reducers, at "       \
+    "least 8 per reducer and none under 32K (or this value, if smaller). Every rank and "         \
+    "reducer must agree on it.")                                                                \
   X(kInt, collWindow, "TALLY_COLL_WINDOW", "16",                                                \
     "Slices a worker keeps in flight to each reducer; bounds the reducer's memory per "         \
     "connection to this many slices.")                                                          \

@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "reducer/coll_client_impl.h"
+#include "reducer/slicing.h"
 #include "transport/tcp/tcp.h"
 
 namespace tally::reducer {
@@ -333,7 +334,7 @@ Status CollClientImpl::iallreduce(const void* send, void* recv, size_t count, Da
   }
   if (send == nullptr || recv == nullptr) return Status::internal("iallreduce: null buffer");
   if (count > SIZE_MAX / elt) return Status::internal("iallreduce: count overflows");
-  const uint64_t per_slice = std::max<uint64_t>(1, options_.slice_bytes / elt);
+  const uint64_t per_slice = sliceElements(count, elt, options_.slice_bytes, links_.size());
   const uint64_t nslices = (count + per_slice - 1) / per_slice;
   if (nslices > UINT32_MAX) return Status::invalidUsage("iallreduce: too many slices");
   if (shared_->calls_in_flight.load(std::memory_order_acquire) >= options_.max_requests) {

@@ -3,6 +3,7 @@
 
 #include "common/log.h"
 #include "reducer/server_internal.h"
+#include "reducer/slicing.h"
 
 namespace tally::reducer::server {
 
@@ -42,10 +43,10 @@ void Comm::fail(const std::string& reason) {
 }
 
 Status Comm::checkSlice(const wire::SliceHeader& h, int rank) const {
-  // The worker cuts a call into slices of max(1, slice_bytes / size) elements; anything else
-  // means a different TALLY_SLICE_BYTES or a broken client, and would pair up wrong inputs.
-  const uint64_t elt = dataTypeSize(h.type);
-  const uint64_t per_slice = std::max<uint64_t>(1, slice_bytes / elt);
+  // The worker cuts a call as reducer/slicing.h says; anything else means a different
+  // TALLY_SLICE_BYTES or reducer list, or a broken client, and would pair up wrong inputs.
+  const uint64_t per_slice =
+      sliceElements(h.total_count, dataTypeSize(h.type), slice_bytes, nreducers);
   const uint64_t want_offset = static_cast<uint64_t>(h.slice) * per_slice;
   const uint64_t want_count =
       want_offset < h.total_count ? std::min(per_slice, h.total_count - want_offset) : 0;

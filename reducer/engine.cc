@@ -12,7 +12,7 @@
 #include <variant>
 
 #include "common/log.h"
-#include "reducer/kernels.h"
+#include "reducer/kernels_many.h"
 #include "reducer/server_internal.h"
 
 namespace tally::reducer::server {
@@ -165,7 +165,9 @@ void Engine::Shard::complete(Pending* p) {
   for (uint32_t r = 0; r < n; ++r) srcs[r] = p->inputs[r]->data();
   // In rank order whatever order the inputs came in, so every run gives the same bits. The sum
   // lands in rank 0's buffer, which becomes the result all ranks receive.
-  if (n > 1) reduce(h.type, h.op, p->inputs[0]->data(), srcs.data(), static_cast<int>(n), h.count);
+  if (n > 1) {
+    reduceMany(h.type, h.op, p->inputs[0]->data(), srcs.data(), static_cast<int>(n), h.count);
+  }
   Buffer result = std::move(p->inputs[0]);
   for (uint32_t r = 1; r < n; ++r) p->inputs[r].reset();
   // Before the results go out, so a worker holding its result finds the slice counted.

@@ -5,8 +5,10 @@
 # flags, so nothing else in the library can use an instruction the CPU may lack. -O3 lets GCC
 # and Clang vectorize the loops; -ffp-contract=off keeps every variant bit-identical.
 set(tally_kernels_dir ${CMAKE_CURRENT_SOURCE_DIR})
+# kernels_many.cc (reduceMany: the fused narrow-float loops) picks its variants with target
+# attributes, so it needs no per-file flags.
 set(tally_kernels_sources ${tally_kernels_dir}/kernels.cc ${tally_kernels_dir}/kernels_generic.cc
-                          ${tally_kernels_dir}/float_formats.cc)
+                          ${tally_kernels_dir}/kernels_many.cc ${tally_kernels_dir}/float_formats.cc)
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
   set(tally_kernels_x86 1)
   list(APPEND tally_kernels_sources ${tally_kernels_dir}/kernels_avx2.cc

@@ -32,7 +32,7 @@
 namespace tally::reducer::wire {
 
 inline constexpr uint32_t kMagic = 0x594c4154;  // bytes "TALY" on the wire
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2;  // 2: slices cut as reducer/slicing.h says
 
 // Transport tags: a header, and the payload that follows a slice or result header.
 inline constexpr int kTagHeader = 0x7a11;

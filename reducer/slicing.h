@@ -1,0 +1,34 @@
+// How a CollNet all-reduce call is cut into slices: one rule, used by the worker to cut and by the
+// reducer to check, so both always agree.
+//
+// A call of total_count elements is cut into slices of equal size (the last may be shorter),
+// spread round-robin over the reducers. Slices are at most TALLY_SLICE_BYTES, and a call is cut
+// into at least kSlicesPerReducer slices per reducer, down to kMinSliceBytes: a reducer answers a
+// slice only once every rank's copy of it has arrived, so several slices per reducer let it send
+// the first results while later inputs are still arriving. With one slice per reducer a call
+// costs a full receive plus a full send on every link; NCCL's CollNet calls are 256 KiB to a few
+// MiB, so without this cut they would be one or two slices per reducer (docs/performance.md has
+// the measurements behind the two constants).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace tally::reducer {
+
+inline constexpr uint64_t kSlicesPerReducer = 8;
+inline constexpr uint64_t kMinSliceBytes = 32 * 1024;
+
+// Elements per slice (>= 1) for a call of total_count elements of elt_bytes each.
+inline uint64_t sliceElements(uint64_t total_count, uint64_t elt_bytes, uint64_t max_slice_bytes,
+                              uint64_t nreducers) {
+  const uint64_t elt = std::max<uint64_t>(1, elt_bytes);
+  const uint64_t max_elems = std::max<uint64_t>(1, max_slice_bytes / elt);
+  const uint64_t min_elems =
+      std::min(max_elems, std::max<uint64_t>(1, kMinSliceBytes / elt));
+  const uint64_t pieces = std::max<uint64_t>(1, nreducers) * kSlicesPerReducer;
+  const uint64_t even = (total_count + pieces - 1) / pieces;
+  return std::clamp(even, min_elems, max_elems);
+}
+
+}  // namespace tally::reducer
