@@ -138,8 +138,8 @@ class Core : public std::enable_shared_from_this<Core> {
   void headerLoop();
   void stripeLoop(size_t index);
   // Makes `status` the connection's sticky error (first one wins) and wakes everything. Logs a
-  // WARN, or only INFO when `quiet_if_idle` and no request is in flight (a peer that closes
-  // between messages is how connections normally end).
+  // WARN, or only INFO when `quiet_if_idle` and no send is in flight (a peer that closes
+  // between messages is how connections normally end; waiting receives still get the error).
   void fail(Status status, bool quiet_if_idle = false);
   void failLocked(Status status);
   void finishStripeLocked(Op& op);
@@ -346,7 +346,10 @@ void Core::fail(Status status, bool quiet_if_idle) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     first = !failed_;
-    idle = sends_in_flight_ == 0 && recvs_in_flight_ == 0;
+    // A clean EOF while only receives wait is how a peer ends a conversation (a reducer after
+    // Bye, a ring neighbour at close): the waiting receives fail with the Status, and whoever
+    // waits on them decides whether that is an error worth a WARN. Unsent data is always one.
+    idle = sends_in_flight_ == 0;
     if (first) failLocked(status);
   }
   if (!first) return;
