@@ -340,7 +340,8 @@ Status CollClientImpl::iallreduce(const void* send, void* recv, size_t count, Da
   if (shared_->calls_in_flight.load(std::memory_order_acquire) >= options_.max_requests) {
     return Status::ok();  // no room: NCCL calls again
   }
-  auto call = std::make_shared<Call>();
+  std::lock_guard<std::mutex> lock(post_mu_);
+  std::shared_ptr<Call> call = freeCallLocked();
   call->shared = shared_;
   call->send = static_cast<const uint8_t*>(send);
   call->recv = static_cast<uint8_t*>(recv);
@@ -348,22 +349,36 @@ Status CollClientImpl::iallreduce(const void* send, void* recv, size_t count, Da
   call->type = type;
   call->op = op;
   call->remaining.store(static_cast<uint32_t>(nslices), std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(post_mu_);
-    call->seq = next_seq_++;
-    shared_->calls_in_flight.fetch_add(1, std::memory_order_acq_rel);
-    const size_t nlinks = links_.size();
-    for (uint64_t j = 0; j < nslices; ++j) {
-      SliceTask t;
-      t.call = call;
-      t.slice = static_cast<uint32_t>(j);
-      t.offset = j * per_slice;
-      t.count = std::min<uint64_t>(per_slice, count - t.offset);
-      links_[(call->seq + j) % nlinks]->enqueue(std::move(t));
-    }
+  call->seq = next_seq_++;
+  shared_->calls_in_flight.fetch_add(1, std::memory_order_acq_rel);
+  const size_t nlinks = links_.size();
+  for (uint64_t j = 0; j < nslices; ++j) {
+    SliceTask t;
+    t.call = call;
+    t.slice = static_cast<uint32_t>(j);
+    t.offset = j * per_slice;
+    t.count = std::min<uint64_t>(per_slice, count - t.offset);
+    Link& link = *links_[(call->seq + j) % nlinks];
+    if (!link.tryPostNow(t)) link.enqueue(std::move(t));
   }
   *req = std::make_unique<client::Request>(std::move(call), count * elt);
   return Status::ok();
+}
+
+std::shared_ptr<Call> CollClientImpl::freeCallLocked() {
+  // A call is free once its request and slices have let go of it. Few are ever live at once
+  // (max_requests), so the list stays short.
+  for (auto& c : calls_) {
+    if (c.use_count() == 1) {
+      // Pairs with the release in the last holder's reference drop: its writes are visible.
+      std::atomic_thread_fence(std::memory_order_acquire);
+      return c;
+    }
+  }
+  constexpr size_t kMaxKept = 64;
+  auto c = std::make_shared<Call>();
+  if (calls_.size() < kMaxKept) calls_.push_back(c);
+  return c;
 }
 
 void CollClientImpl::fail(const Status& st) {

@@ -13,7 +13,11 @@
 // connection (so nothing writes into user buffers afterwards) and is then returned by every
 // unfinished and later request.
 //
-// Lock order: CollClientImpl::post_mu_ -> Link::mu_. Shared::mu is a leaf.
+// A slice is posted by the iallreduce caller itself when its link has nothing queued, a free
+// credit and no send under way (tryPostNow); otherwise the link's sender thread posts it. Either
+// way only the holder of Link::send_mu_ posts, so a link sends its slices in queue order.
+//
+// Lock order: CollClientImpl::post_mu_ -> Link::send_mu_ -> Link::mu_. Shared::mu is a leaf.
 #pragma once
 
 #include <atomic>
@@ -91,6 +95,10 @@ class Link {
   void start();
   // Queues a slice (called with the client's post_mu_ held). Any thread.
   void enqueue(SliceTask task);
+  // Posts the slice from this thread when nothing is queued or being sent and a credit is free
+  // (called with the client's post_mu_ held); false: enqueue it instead. A failed send fails
+  // the client, as on the sender thread.
+  bool tryPostNow(const SliceTask& task);
   // Asks the sender to send Bye after what is queued, then end.
   void requestBye();
   // Waits up to timeout_ms for the sender to have sent Bye (or ended).
@@ -109,6 +117,10 @@ class Link {
   // timeout_ms while slices are outstanding.
   Status waitBounded(transport::Request* req, size_t* size);
   Status sendSlice(const SliceTask& task);
+  // Registers `task` as outstanding (mu_ held).
+  void registerLocked(const SliceTask& task);
+  // Reports a send error of this link to the client (unless it is closing anyway).
+  void reportFailure(const Status& st);
   // Drops completed sends from the front of sends_; with `block`, waits for the oldest first.
   Status reapSends(bool block);
   Status receiveResult(const uint8_t* header, size_t size);
@@ -121,6 +133,7 @@ class Link {
   std::thread sender_;
   std::thread receiver_;
 
+  std::mutex send_mu_;  // held while posting sends and reaping sends_
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<SliceTask> queue_;  // not yet sent
@@ -137,8 +150,9 @@ class Link {
     std::unique_ptr<transport::Request> header_req;
     std::unique_ptr<transport::Request> payload_req;
   };
-  // Sender-thread state; dropped only after the connection is closed (transport rule).
+  // Guarded by send_mu_; dropped only after the connection is closed (transport rule).
   std::deque<std::unique_ptr<Sent>> sends_;
+  std::vector<std::unique_ptr<Sent>> spare_sends_;  // finished, kept for reuse
 };
 
 class CollClientImpl final : public CollClient {
@@ -168,6 +182,9 @@ class CollClientImpl final : public CollClient {
   std::vector<std::unique_ptr<Link>> links_;
   std::mutex post_mu_;
   uint64_t next_seq_ = 0;
+  // Calls kept for reuse (guarded by post_mu_): one only this list holds is free again.
+  std::vector<std::shared_ptr<Call>> calls_;
+  std::shared_ptr<Call> freeCallLocked();
   std::mutex fail_mu_;
   std::atomic<bool> closing_{false};
   std::mutex close_mu_;

@@ -45,6 +45,36 @@ void Link::enqueue(SliceTask task) {
   cv_.notify_all();
 }
 
+void Link::registerLocked(const SliceTask& task) {
+  // Registered before the send is posted: the result may come back before isend returns.
+  waiting_.emplace(std::make_pair(task.call->seq, task.slice), task);
+  if (outstanding_++ == 0) last_progress_ns_.store(nowNs());
+}
+
+bool Link::tryPostNow(const SliceTask& task) {
+  std::unique_lock<std::mutex> send_lock(send_mu_, std::try_to_lock);
+  if (!send_lock.owns_lock()) return false;  // the sender is posting: queue behind it
+  Status st = reapSends(false);
+  // Never wait for the transport on the caller's thread: with many sends still in flight, let
+  // the sender thread do it.
+  if (!st.isOk() || sends_.size() + 2 > kMaxInflightSends) return false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_.load() || bye_ || !queue_.empty() || outstanding_ >= window_) return false;
+    registerLocked(task);
+  }
+  st = sendSlice(task);
+  if (!st.isOk()) reportFailure(st);
+  return true;
+}
+
+void Link::reportFailure(const Status& st) {
+  if (client_->closing() || stop_.load()) return;
+  client_->fail(Status(st.code() == StatusCode::kTimeout ? StatusCode::kTimeout
+                                                          : StatusCode::kRemote,
+                       "reducer " + address_ + ": " + st.message()));
+}
+
 void Link::requestBye() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -69,7 +99,9 @@ void Link::stopAndJoin() {
   closeConnection();
   if (sender_.joinable()) sender_.join();
   if (receiver_.joinable()) receiver_.join();
+  std::lock_guard<std::mutex> send_lock(send_mu_);
   sends_.clear();  // after close: the transport allows dropping pending requests now
+  spare_sends_.clear();
 }
 
 Status Link::waitBounded(transport::Request* req, size_t* size) {
@@ -109,6 +141,9 @@ Status Link::reapSends(bool block) {
         if (!done) return Status::ok();
       }
     }
+    s.header_req.reset();
+    s.payload_req.reset();
+    if (spare_sends_.size() < kMaxInflightSends) spare_sends_.push_back(std::move(sends_.front()));
     sends_.pop_front();
     block = false;
   }
@@ -118,7 +153,13 @@ Status Link::reapSends(bool block) {
 Status Link::sendSlice(const SliceTask& task) {
   const Call& call = *task.call;
   const size_t elt = dataTypeSize(call.type);
-  auto sent = std::make_unique<Sent>();
+  std::unique_ptr<Sent> sent;
+  if (spare_sends_.empty()) {
+    sent = std::make_unique<Sent>();
+  } else {
+    sent = std::move(spare_sends_.back());
+    spare_sends_.pop_back();
+  }
   wire::SliceHeader h;
   h.seq = call.seq;
   h.slice = task.slice;
@@ -159,17 +200,20 @@ void Link::senderLoop() {
     bool have = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(sends_.empty() ? kPollMs : 5), [&] {
+      cv_.wait_for(lock, std::chrono::milliseconds(kPollMs), [&] {
         return stop_.load() || (!queue_.empty() && outstanding_ < window_) ||
                (bye_ && queue_.empty());
       });
       if (stop_.load()) break;
+    }
+    // Takes send_mu_ before mu_ (lock order); the queue is checked again under both.
+    std::unique_lock<std::mutex> send_lock(send_mu_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
       if (!queue_.empty() && outstanding_ < window_) {
         task = std::move(queue_.front());
         queue_.pop_front();
-        // Registered before the send is posted: the result may come back before isend returns.
-        waiting_.emplace(std::make_pair(task.call->seq, task.slice), task);
-        if (outstanding_++ == 0) last_progress_ns_.store(nowNs());
+        registerLocked(task);
         have = true;
       } else if (bye_ && queue_.empty()) {
         send_bye = true;
@@ -179,6 +223,7 @@ void Link::senderLoop() {
     if (st.isOk()) st = reapSends(false);
     if (!st.isOk() || send_bye) break;
   }
+  std::unique_lock<std::mutex> send_lock(send_mu_);
   if (st.isOk() && send_bye) {
     auto sent = std::make_unique<Sent>();
     sent->header = wire::encodeBye();
@@ -189,11 +234,8 @@ void Link::senderLoop() {
       while (st.isOk() && !sends_.empty()) st = reapSends(true);
     }
   }
-  if (!st.isOk() && !client_->closing() && !stop_.load()) {
-    client_->fail(Status(st.code() == StatusCode::kTimeout ? StatusCode::kTimeout
-                                                            : StatusCode::kRemote,
-                         "reducer " + address_ + ": " + st.message()));
-  }
+  send_lock.unlock();
+  if (!st.isOk()) reportFailure(st);
   {
     std::lock_guard<std::mutex> lock(mu_);
     sender_done_ = true;
@@ -282,11 +324,7 @@ void Link::receiverLoop() {
       break;
     }
   }
-  if (!st.isOk() && !client_->closing() && !stop_.load()) {
-    client_->fail(Status(st.code() == StatusCode::kTimeout ? StatusCode::kTimeout
-                                                            : StatusCode::kRemote,
-                         "reducer " + address_ + ": " + st.message()));
-  }
+  if (!st.isOk()) reportFailure(st);
 }
 
 }  // namespace tally::reducer::client

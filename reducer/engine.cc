@@ -209,7 +209,10 @@ Engine::~Engine() { stop(); }
 void Engine::start() {
   for (auto& s : shards_) {
     Shard* shard = s.get();
-    shard->thread = std::thread([shard] { shard->run(); });
+    shard->thread = std::thread([shard] {
+      transport::tcp::allowInlineSends(true);
+      shard->run();
+    });
   }
   started_ = true;
 }

@@ -49,6 +49,9 @@ void Peer::send(OutMsg msg) {
   {
     std::lock_guard<std::mutex> lock(out_mu_);
     if (!writer_done_) {
+      // Nothing ahead of it: post from this thread (an engine thread, usually), without waking
+      // the writer first. Otherwise queue it behind the others, for the writer.
+      if (out_.empty() && !writer_posting_ && !writer_finish_ && tryPostNowLocked(&msg)) return;
       out_.push_back(std::move(msg));
       out_cv_.notify_one();
       return;
@@ -239,134 +242,142 @@ Status Peer::handleSlice(const uint8_t* data, size_t size) {
   return Status::ok();
 }
 
-void Peer::writerLoop() {
-  struct Inflight {
-    OutMsg msg;
-    std::unique_ptr<transport::Request> header_req;
-    std::unique_ptr<transport::Request> payload_req;
-  };
-  // Heap-allocated: the transport reads the header bytes in place until the send is done.
-  std::deque<std::unique_ptr<Inflight>> inflight;
-  Status dead;  // first send error; later messages are dropped
-  std::chrono::steady_clock::time_point flush_deadline{};
-  // After a failed send nothing more can go out. The connection is closed at once, so pending
-  // requests may be destroyed (the transport's rule) and the reader ends too.
-  auto markDead = [&](Status st) {
-    if (!dead.isOk()) return;
-    dead = std::move(st);
-    conn_->close();
-  };
+void Peer::markDeadLocked(Status st) {
+  if (!dead_.isOk()) return;
+  dead_ = std::move(st);
+  // Nothing more can go out. The connection is closed at once, so pending requests may be
+  // destroyed (the transport's rule) and the reader ends too.
+  conn_->close();
+}
 
-  auto settle = [&](Inflight& f) {
-    if (f.msg.releases_credit) releaseCredit();
-  };
-  // Waits for the oldest send; false when the writer should give up waiting.
-  auto waitOldest = [&]() {
-    Inflight& f = *inflight.front();
-    for (transport::Request* r : {f.header_req.get(), f.payload_req.get()}) {
-      if (r == nullptr) continue;
-      for (;;) {
-        Status st = r->wait(kPollMs, nullptr);
-        if (st.isOk()) break;
-        if (st.code() != StatusCode::kTimeout) {
-          markDead(st);
-          break;
-        }
-        if (aborted_.load() || ctx_->stopping.load()) {
-          markDead(Status::remote("server stopping"));
-          break;
-        }
-        if (flush_deadline != std::chrono::steady_clock::time_point{} &&
-            std::chrono::steady_clock::now() > flush_deadline) {
-          markDead(Status::timeout("peer did not take its last messages"));
-          break;
-        }
+void Peer::settleFrontLocked() {
+  if (inflight_.front()->msg.releases_credit) releaseCredit();
+  inflight_.pop_front();
+  inflight_count_.store(inflight_.size(), std::memory_order_release);
+}
+
+void Peer::waitOldestLocked() {
+  Inflight& f = *inflight_.front();
+  for (transport::Request* r : {f.header_req.get(), f.payload_req.get()}) {
+    if (r == nullptr) continue;
+    for (;;) {
+      Status st = r->wait(kPollMs, nullptr);
+      if (st.isOk()) break;
+      if (st.code() != StatusCode::kTimeout) {
+        markDeadLocked(st);
+        break;
       }
-      if (!dead.isOk()) break;
-    }
-    settle(f);
-    inflight.pop_front();
-  };
-  auto post = [&](OutMsg msg) {
-    auto owned = std::make_unique<Inflight>();
-    Inflight& f = *owned;
-    f.msg = std::move(msg);
-    if (dead.isOk()) {
-      for (;;) {
-        transport::MemoryRegion* mr = nullptr;
-        Status st = conn_->isend(f.msg.header.data(), f.msg.header.size, wire::kTagHeader, mr,
-                                 &f.header_req);
-        if (st.isOk() && f.header_req == nullptr && !inflight.empty()) {
-          waitOldest();  // no room in the transport: make some
-          if (dead.isOk()) continue;
-        }
-        if (!st.isOk()) markDead(st);
+      if (aborted_.load() || ctx_->stopping.load()) {
+        markDeadLocked(Status::remote("server stopping"));
+        break;
+      }
+      if (flush_deadline_ != std::chrono::steady_clock::time_point{} &&
+          std::chrono::steady_clock::now() > flush_deadline_) {
+        markDeadLocked(Status::timeout("peer did not take its last messages"));
         break;
       }
     }
-    if (dead.isOk() && f.msg.payload) {
-      for (;;) {
-        Status st = conn_->isend(f.msg.payload->data(), f.msg.payload_bytes, wire::kTagPayload,
-                                 nullptr, &f.payload_req);
-        if (st.isOk() && f.payload_req == nullptr && !inflight.empty()) {
-          waitOldest();
-          if (dead.isOk()) continue;
-        }
-        if (!st.isOk()) markDead(st);
-        break;
+    if (!dead_.isOk()) break;
+  }
+  settleFrontLocked();
+}
+
+void Peer::reapLocked() {
+  while (!inflight_.empty()) {
+    bool done = true;
+    for (transport::Request* r :
+         {inflight_.front()->header_req.get(), inflight_.front()->payload_req.get()}) {
+      if (r == nullptr || !done) continue;
+      Status st = r->test(&done, nullptr);
+      if (!st.isOk()) {
+        markDeadLocked(st);
+        done = true;
       }
     }
-    if (dead.isOk() && (f.header_req == nullptr || (f.msg.payload && !f.payload_req))) {
-      markDead(Status::internal("transport has no room for a send with none in flight"));
-    }
-    if (!dead.isOk()) {
-      settle(f);
+    if (!done) break;
+    settleFrontLocked();
+  }
+  // After a failure nothing more will go out; free what waits.
+  if (!dead_.isOk()) {
+    while (!inflight_.empty()) settleFrontLocked();
+  }
+}
+
+void Peer::postLocked(OutMsg msg) {
+  auto owned = std::make_unique<Inflight>();  // the transport reads the header bytes in place
+  Inflight& f = *owned;
+  f.msg = std::move(msg);
+  auto sendOne = [&](const void* data, size_t bytes, int tag,
+                     std::unique_ptr<transport::Request>* req) {
+    for (;;) {
+      Status st = conn_->isend(data, bytes, tag, nullptr, req);
+      if (st.isOk() && *req == nullptr && !inflight_.empty()) {
+        waitOldestLocked();  // no room in the transport: make some
+        if (dead_.isOk()) continue;
+      }
+      if (!st.isOk()) markDeadLocked(st);
       return;
     }
-    inflight.push_back(std::move(owned));
-    while (inflight.size() > kMaxInflightSends && dead.isOk()) waitOldest();
   };
+  if (dead_.isOk()) {
+    sendOne(f.msg.header.data(), f.msg.header.size, wire::kTagHeader, &f.header_req);
+  }
+  if (dead_.isOk() && f.msg.payload) {
+    sendOne(f.msg.payload->data(), f.msg.payload_bytes, wire::kTagPayload, &f.payload_req);
+  }
+  if (dead_.isOk() && (f.header_req == nullptr || (f.msg.payload && !f.payload_req))) {
+    markDeadLocked(Status::internal("transport has no room for a send with none in flight"));
+  }
+  if (!dead_.isOk()) {
+    if (f.msg.releases_credit) releaseCredit();
+    return;
+  }
+  inflight_.push_back(std::move(owned));
+  inflight_count_.store(inflight_.size(), std::memory_order_release);
+  while (inflight_.size() > kMaxInflightSends && dead_.isOk()) waitOldestLocked();
+}
 
+bool Peer::tryPostNowLocked(OutMsg* msg) {
+  std::unique_lock<std::mutex> post_lock(post_mu_, std::try_to_lock);
+  if (!post_lock.owns_lock() || !dead_.isOk()) return false;
+  reapLocked();
+  if (!dead_.isOk() || inflight_.size() >= kMaxInflightSends) return false;
+  const bool was_idle = inflight_.empty();
+  postLocked(std::move(*msg));
+  reapLocked();  // a small send often went out during isend: settle it here
+  // The writer reaps what is still in flight (and releases its credits); it sleeps long while
+  // it has nothing, so tell it there is something now.
+  if (was_idle && !inflight_.empty()) out_cv_.notify_one();
+  return true;
+}
+
+void Peer::writerLoop() {
+  transport::tcp::allowInlineSends(true);
   std::deque<OutMsg> batch;
   bool finishing = false;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(out_mu_);
       if (out_.empty() && !writer_finish_ && !aborted_.load()) {
-        out_cv_.wait_for(lock, std::chrono::milliseconds(inflight.empty() ? kPollMs : 1));
+        const bool idle = inflight_count_.load(std::memory_order_acquire) == 0;
+        out_cv_.wait_for(lock, std::chrono::milliseconds(idle ? kPollMs : 1));
       }
       batch.swap(out_);
+      writer_posting_ = !batch.empty();
       finishing = writer_finish_ || aborted_.load();
       if (finishing && batch.empty()) writer_done_ = true;
     }
-    if (finishing && flush_deadline == std::chrono::steady_clock::time_point{}) {
-      flush_deadline = std::chrono::steady_clock::now() + kFlushTime;
+    std::unique_lock<std::mutex> post_lock(post_mu_);
+    if (finishing && flush_deadline_ == std::chrono::steady_clock::time_point{}) {
+      flush_deadline_ = std::chrono::steady_clock::now() + kFlushTime;
     }
-    for (OutMsg& m : batch) post(std::move(m));
+    for (OutMsg& m : batch) postLocked(std::move(m));
     batch.clear();
-    // Reap completed sends so credits come back promptly.
-    while (!inflight.empty()) {
-      bool done = true;
-      for (transport::Request* r : {inflight.front()->header_req.get(),
-                                    inflight.front()->payload_req.get()}) {
-        if (r == nullptr || !done) continue;
-        Status st = r->test(&done, nullptr);
-        if (!st.isOk()) {
-          markDead(st);
-          done = true;
-        }
-      }
-      if (!done) break;
-      settle(*inflight.front());
-      inflight.pop_front();
+    if (writer_posting_) {
+      std::lock_guard<std::mutex> lock(out_mu_);
+      writer_posting_ = false;
     }
-    if (!dead.isOk()) {
-      // Nothing more will go out; free what waits.
-      while (!inflight.empty()) {
-        settle(*inflight.front());
-        inflight.pop_front();
-      }
-    }
+    reapLocked();  // completed sends give their credits back promptly
     if (finishing) {
       bool done_queueing;
       {
@@ -374,17 +385,15 @@ void Peer::writerLoop() {
         done_queueing = writer_done_;
       }
       if (done_queueing) {
-        while (!inflight.empty() && dead.isOk()) waitOldest();
+        while (!inflight_.empty() && dead_.isOk()) waitOldestLocked();
         break;
       }
     }
   }
   // Requests must not outlive an open connection: close first, then drop them.
+  std::lock_guard<std::mutex> post_lock(post_mu_);
   conn_->close();
-  while (!inflight.empty()) {
-    settle(*inflight.front());
-    inflight.pop_front();
-  }
+  while (!inflight_.empty()) settleFrontLocked();
 }
 
 }  // namespace tally::reducer::server

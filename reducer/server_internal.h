@@ -6,7 +6,8 @@
 // the cycle is broken). Engine entries hold the Comm and the Peers of their inputs.
 //
 // Lock order: CommRegistry::mu_ -> Comm::mu_ -> Peer's queue and credit locks. Engine shard
-// queues are leaves. No lock is held across a transport wait.
+// queues are leaves. No lock is held across a transport wait, except a Peer's post_mu_ by its
+// writer (everyone else only try-locks it).
 #pragma once
 
 #include <atomic>
@@ -24,6 +25,7 @@
 #include "reducer/observer.h"
 #include "reducer/server.h"
 #include "reducer/wire.h"
+#include "transport/tcp/tcp.h"
 #include "transport/transport.h"
 
 namespace tally::reducer::server {
@@ -49,7 +51,11 @@ struct OutMsg {
 };
 
 // One worker connection: a reader thread (headers, payloads into pooled buffers, dispatch) and a
-// writer thread (Ready, Reject, results, Error in queue order).
+// writer thread (Ready, Reject, results, Error in queue order). A message queued while the
+// writer has nothing queued or being posted is posted by the sending thread itself (an engine
+// thread, saving a thread hand-off per result); the writer still reaps its completion. Only the
+// holder of post_mu_ posts, and send() posts only when nothing is ahead, so order is kept.
+// Peer lock order: out_mu_ -> post_mu_ -> credit_mu_ (send() only try-locks post_mu_).
 class Peer : public std::enable_shared_from_this<Peer> {
  public:
   Peer(std::unique_ptr<transport::Connection> conn, ServerContext* ctx);
@@ -78,6 +84,20 @@ class Peer : public std::enable_shared_from_this<Peer> {
   Status handleSlice(const uint8_t* data, size_t size);
   void waitForCredit();
 
+  // One message handed to the transport: the header bytes must live until the send is done.
+  struct Inflight {
+    OutMsg msg;
+    std::unique_ptr<transport::Request> header_req;
+    std::unique_ptr<transport::Request> payload_req;
+  };
+  // The writer side; every *Locked member runs with post_mu_ held.
+  bool tryPostNowLocked(OutMsg* msg);  // out_mu_ held too; false: queue it instead
+  void postLocked(OutMsg msg);
+  void reapLocked();
+  void waitOldestLocked();
+  void settleFrontLocked();
+  void markDeadLocked(Status st);
+
   std::unique_ptr<transport::Connection> conn_;
   ServerContext* ctx_;
   std::string name_;
@@ -95,8 +115,16 @@ class Peer : public std::enable_shared_from_this<Peer> {
   std::mutex out_mu_;
   std::condition_variable out_cv_;
   std::deque<OutMsg> out_;
-  bool writer_finish_ = false;  // the reader ended: send what is queued, then close
-  bool writer_done_ = false;    // the writer ended: later messages are dropped
+  bool writer_finish_ = false;   // the reader ended: send what is queued, then close
+  bool writer_done_ = false;     // the writer ended: later messages are dropped
+  bool writer_posting_ = false;  // the writer took messages from out_ and is posting them
+
+  // Posting and reaping sends.
+  std::mutex post_mu_;
+  std::deque<std::unique_ptr<Inflight>> inflight_;
+  std::atomic<size_t> inflight_count_{0};  // inflight_.size(), read without post_mu_
+  Status dead_;                            // first send error; later messages are dropped
+  std::chrono::steady_clock::time_point flush_deadline_{};
 
   // Slices received and not yet answered (window flow control).
   std::mutex credit_mu_;

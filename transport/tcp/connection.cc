@@ -3,14 +3,18 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 #include "common/log.h"
 #include "transport/tcp/socket.h"
@@ -38,6 +42,7 @@ struct SendPiece {
   std::shared_ptr<Op> op;
   bool has_header = false;
   uint8_t header[kHeaderBytes] = {};
+  size_t header_sent = 0;  // header bytes already written (by an inline send)
   const uint8_t* data = nullptr;
   uint64_t length = 0;
 };
@@ -56,7 +61,17 @@ struct Stream {
   std::condition_variable recv_cv;  // stream 0: a receive was posted; others: a stripe queued
   std::thread send_thread;
   std::thread recv_thread;
+  bool writing = false;  // a thread is writing to fd outside the lock (guarded by Core::mu_)
 };
+
+// Messages up to this size that arrive before their receive is posted are read into a buffer
+// (one at a time per connection) and copied when the receive comes: the receiving side then
+// need not wake the helper thread and wait for it again.
+constexpr uint64_t kEagerBytes = 64 * 1024;
+// Whether this thread may write a one-stripe send itself (allowInlineSends). Off by default: a
+// caller that polls many requests (a ring step) loses more by doing the write than the hand-off
+// to the send thread costs; a thread with nothing else to do (a reducer's engine) gains.
+thread_local bool t_inline_sends = false;
 
 // Writes the header (may be empty) and then the data, all of it, on a blocking socket.
 Status writeFull(int fd, const uint8_t* header, size_t header_len, const uint8_t* data,
@@ -145,6 +160,11 @@ class Core : public std::enable_shared_from_this<Core> {
   void finishStripeLocked(Op& op);
   void completeLocked(Op& op);
   void copySizesLocked(const Op& op, size_t* sizes) const;
+  // Lands the early message in `op`; false (the reason in *why) when it has no room for it.
+  bool takeEarlyLocked(Op& op, std::string* why);
+  // Writes a one-stripe send from the caller's thread when stream 0 is idle and the socket takes
+  // it at once; true when the whole message went out.
+  bool sendInline(const uint8_t* header, const uint8_t* data, uint64_t length, size_t* written);
   // Why a message cannot land in the posted receive; capacity < 0: no buffer has its tag.
   std::string mismatch(const Header& header, int64_t capacity) const;
 
@@ -162,6 +182,12 @@ class Core : public std::enable_shared_from_this<Core> {
   // waits for them: the peer may close right after its last send completed.
   uint64_t stripes_pending_ = 0;
   std::deque<std::shared_ptr<Op>> posted_;  // receives not yet matched to all their messages
+  // A small message read before any receive was posted (see kEagerBytes); guarded by mu_. The
+  // buffer (kEagerBytes, allocated on first use) is filled by the header thread only while
+  // early_present_ is false.
+  bool early_present_ = false;
+  Header early_header_{};
+  std::unique_ptr<uint8_t[]> early_data_;
   int sends_in_flight_ = 0;
   int recvs_in_flight_ = 0;
   bool failed_ = false;
@@ -220,14 +246,45 @@ Status Core::isend(const void* data, size_t size, int tag, std::unique_ptr<Reque
   int n = stripeCount(size, static_cast<int>(streams_.size()), min_stripe_);
   op->outstanding = static_cast<uint64_t>(n);
   auto request = std::make_unique<TcpRequest>(shared_from_this(), op);
+  const auto* bytes = static_cast<const uint8_t*>(data);
 
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (failed_) return error_;
   if (sends_in_flight_ >= max_requests_) {
     *req = nullptr;
     return Status::ok();
   }
-  const auto* bytes = static_cast<const uint8_t*>(data);
+  Stream& first = streams_[0];
+  if (t_inline_sends && n == 1 && first.sends.empty() && !first.writing) {
+    // Nothing queued ahead on stream 0: try the socket from this thread, without waking the
+    // stream's send thread. What the socket does not take at once goes to that thread, first.
+    first.writing = true;
+    lock.unlock();
+    uint8_t header[kHeaderBytes];
+    encodeHeader(Header{kHeaderMagic, tag, size}, header);
+    size_t written = 0;
+    const bool all = sendInline(header, bytes, size, &written);
+    lock.lock();
+    first.writing = false;
+    if (failed_) done_cv_.notify_all();  // close() may be waiting to release the socket
+    if (!all && !failed_) {
+      SendPiece piece;
+      piece.op = op;
+      piece.has_header = written < kHeaderBytes;
+      std::memcpy(piece.header, header, kHeaderBytes);
+      piece.header_sent = std::min<size_t>(written, kHeaderBytes);
+      const uint64_t data_sent = written > kHeaderBytes ? written - kHeaderBytes : 0;
+      piece.data = bytes + data_sent;
+      piece.length = size - data_sent;
+      first.sends.push_front(std::move(piece));
+      ++sends_in_flight_;
+    }
+    first.send_cv.notify_one();
+    if (failed_ && !all) return error_;
+    if (all) op->done = true;
+    *req = std::move(request);
+    return Status::ok();
+  }
   for (int i = 0; i < n; ++i) {
     SendPiece piece;
     piece.op = op;
@@ -262,17 +319,72 @@ Status Core::irecv(int n, void* const* data, const size_t* sizes, const int* tag
   }
   auto request = std::make_unique<TcpRequest>(shared_from_this(), op);
 
-  std::lock_guard<std::mutex> lock(mu_);
-  if (failed_) return error_;
+  std::unique_lock<std::mutex> lock(mu_);
+  // A message read early is delivered even after the peer closed behind it.
+  if (failed_ && !early_present_) return error_;
   if (recvs_in_flight_ >= max_requests_) {
     *req = nullptr;
     return Status::ok();
+  }
+  if (early_present_) {
+    std::string why;
+    if (!takeEarlyLocked(*op, &why)) {
+      lock.unlock();
+      fail(Status::internal(why));  // the request reports it, as when the message comes later
+      *req = std::move(request);
+      return Status::ok();
+    }
+    if (op->matched == op->n) {
+      op->done = true;
+      *req = std::move(request);
+      return Status::ok();
+    }
+    if (failed_) return error_;
   }
   posted_.push_back(std::move(op));
   ++recvs_in_flight_;
   streams_[0].recv_cv.notify_one();
   *req = std::move(request);
   return Status::ok();
+}
+
+bool Core::sendInline(const uint8_t* header, const uint8_t* data, uint64_t length,
+                      size_t* written) {
+  iovec iov[2] = {{const_cast<uint8_t*>(header), kHeaderBytes},
+                  {const_cast<uint8_t*>(data), length}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = length > 0 ? 2 : 1;
+  for (;;) {
+    ssize_t sent = sendmsg(streams_[0].fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent >= 0) {
+      *written = static_cast<size_t>(sent);
+      return *written == kHeaderBytes + length;
+    }
+    if (errno == EINTR) continue;
+    // EAGAIN: the socket is full, the send thread waits for room. Anything else fails there
+    // too, on its blocking write, with the same errno.
+    *written = 0;
+    return false;
+  }
+}
+
+bool Core::takeEarlyLocked(Op& op, std::string* why) {
+  int slot = -1;
+  for (int i = 0; i < op.n && slot < 0; ++i) {
+    if (!op.taken[i] && op.tags[i] == early_header_.tag) slot = i;
+  }
+  if (slot < 0 || early_header_.size > op.capacity[slot]) {
+    *why =
+        mismatch(early_header_, slot < 0 ? int64_t{-1} : static_cast<int64_t>(op.capacity[slot]));
+    return false;
+  }
+  op.taken[slot] = true;
+  op.received[slot] = early_header_.size;
+  if (early_header_.size > 0) std::memcpy(op.data[slot], early_data_.get(), early_header_.size);
+  ++op.matched;
+  early_present_ = false;
+  return true;
 }
 
 void Core::copySizesLocked(const Op& op, size_t* sizes) const {
@@ -373,13 +485,17 @@ void Core::close() {
     if (s.send_thread.joinable()) s.send_thread.join();
     if (s.recv_thread.joinable()) s.recv_thread.join();
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  // An inline send may still be in sendmsg (it returns at once on the shut-down socket): the
+  // descriptor must not be closed, and its number reused, under it.
+  done_cv_.wait(lock, [&] { return !streams_[0].writing; });
   for (Stream& s : streams_) {
     s.sends.clear();
     s.recvs.clear();
     s.fd.reset();
   }
   posted_.clear();
+  early_present_ = false;
   joined_ = true;
 }
 
@@ -389,15 +505,22 @@ void Core::sendLoop(size_t index) {
     SendPiece piece;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      stream.send_cv.wait(lock, [&] { return failed_ || !stream.sends.empty(); });
+      stream.send_cv.wait(lock,
+                          [&] { return failed_ || (!stream.sends.empty() && !stream.writing); });
       if (failed_) return;
       piece = std::move(stream.sends.front());
       stream.sends.pop_front();
+      stream.writing = true;
     }
-    Status status = writeFull(stream.fd.get(), piece.header, piece.has_header ? kHeaderBytes : 0,
-                              piece.data, piece.length, peer_);
-    if (!status) return fail(std::move(status));
-    std::lock_guard<std::mutex> lock(mu_);
+    Status status = writeFull(stream.fd.get(), piece.header + piece.header_sent,
+                              piece.has_header ? kHeaderBytes - piece.header_sent : 0, piece.data,
+                              piece.length, peer_);
+    std::unique_lock<std::mutex> lock(mu_);
+    stream.writing = false;
+    if (!status) {
+      lock.unlock();
+      return fail(std::move(status));
+    }
     finishStripeLocked(*piece.op);
   }
 }
@@ -428,6 +551,36 @@ void Core::headerLoop() {
       char text[96];
       std::snprintf(text, sizeof(text), "sent a bad message header (magic 0x%08x)", header.magic);
       return fail(Status::remote("peer " + peer_ + " " + text));
+    }
+    if (header.size <= kEagerBytes && stripeCount(header.size, streams, min_stripe_) == 1) {
+      bool eager = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        eager = !failed_ && posted_.empty() && !early_present_;
+      }
+      if (eager) {
+        // Only this thread sets early_present_, so the buffer is ours until it does.
+        if (!early_data_) early_data_ = std::make_unique_for_overwrite<uint8_t[]>(kEagerBytes);
+        status = readFull(stream.fd.get(), early_data_.get(), header.size, peer_);
+        if (!status) return fail(std::move(status));
+        std::unique_lock<std::mutex> lock(mu_);
+        if (failed_) return;
+        early_header_ = header;
+        early_present_ = true;
+        if (posted_.empty()) continue;
+        // A receive was posted while the payload was being read: it takes the message now.
+        std::shared_ptr<Op> waiting = posted_.front();
+        std::string why;
+        if (!takeEarlyLocked(*waiting, &why)) {
+          lock.unlock();
+          return fail(Status::internal(why));
+        }
+        if (waiting->matched == waiting->n) {
+          posted_.pop_front();
+          if (waiting->outstanding == 0) completeLocked(*waiting);
+        }
+        continue;
+      }
     }
     std::shared_ptr<Op> op;
     uint8_t* first_stripe = nullptr;
@@ -497,6 +650,9 @@ void Core::stripeLoop(size_t index) {
 }
 
 }  // namespace
+
+// Declared where it is used for now (reducer/server_internal.h); it belongs in tcp.h.
+void allowInlineSends(bool allow) { t_inline_sends = allow; }
 
 Status makeConnection(std::vector<Fd> fds, const std::string& peer, int max_requests,
                       uint64_t min_stripe, std::unique_ptr<Connection>* out) {

@@ -6,7 +6,11 @@
 //   order. Each send thread writes its queue with blocking sendmsg straight from the user buffer.
 //   The stream-0 receive thread reads a header, matches it to the oldest posted receive, queues
 //   stripes 1.. on the other streams' receive threads and reads stripe 0 itself; every thread
-//   reads straight into the user buffer. A request is done when all its stripes are.
+//   reads straight into the user buffer. One exception: a message of at most 64 KiB that
+//   arrives before its receive is posted is read into a connection buffer and copied when the
+//   receive comes, so a header and its payload cost no extra thread wake-ups. A request is done
+//   when all its stripes are. A thread that called allowInlineSends(true) (tcp.h) writes a
+//   small send itself when nothing is queued.
 //
 // Threads and locks
 //   One mutex per connection (Core::mu_) guards queues, requests and the sticky error. Helper

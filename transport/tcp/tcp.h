@@ -51,4 +51,11 @@ Status connectTo(const std::string& host_port, const TcpOptions& options,
 Status connectBlocking(const std::string& host_port, const TcpOptions& options,
                        const ConnectionOptions& conn_options, std::unique_ptr<Connection>* out);
 
+// Lets the calling thread write a small (one-stripe) send to the socket itself when the
+// connection has nothing queued, instead of waking the stream's send thread. Per thread, off by
+// default. For threads with nothing else to do meanwhile (the reducer's engine and writer
+// threads); a caller that polls many requests, such as a ring step, is better served by the send
+// threads (measured: about 30% slower with inline sends).
+void allowInlineSends(bool allow);
+
 }  // namespace tally::transport::tcp
