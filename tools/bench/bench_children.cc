@@ -125,16 +125,7 @@ Status runChildren(RunGuard* guard, int n, const std::function<int(int)>& body, 
       ::signal(SIGTERM, SIG_DFL);
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(71);  // the parent died before prctl
-      int code = 70;
-      try {
-        code = body(i);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "child %d: exception: %s\n", i, e.what());
-      } catch (...) {
-        std::fprintf(stderr, "child %d: unknown exception\n", i);
-      }
-      std::fflush(nullptr);
-      ::_exit(code);
+      driver::runChildBody(body, i, "child");
     }
     guard->addChild(pid);
     pids.push_back(pid);

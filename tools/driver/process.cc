@@ -57,6 +57,19 @@ bool waitPid(pid_t pid, int64_t timeout_ms, int* wstatus) {
 
 }  // namespace
 
+void runChildBody(const std::function<int(int)>& body, int index, const char* what) {
+  int code = 70;
+  try {
+    code = body(index);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s %d: exception: %s\n", what, index, e.what());
+  } catch (...) {
+    std::fprintf(stderr, "%s %d: unknown exception\n", what, index);
+  }
+  std::fflush(nullptr);
+  ::_exit(code);
+}
+
 std::string WorkerExit::describe() const {
   std::string s = "rank " + std::to_string(rank) + ": ";
   if (timed_out) return s + "timed out and was killed";
@@ -82,16 +95,7 @@ Status runWorkers(int nworkers, const std::function<int(int rank)>& body, int64_
     }
     if (pid == 0) {
       dieWithParent(parent);
-      int code = 70;
-      try {
-        code = body(rank);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "worker %d: exception: %s\n", rank, e.what());
-      } catch (...) {
-        std::fprintf(stderr, "worker %d: unknown exception\n", rank);
-      }
-      std::fflush(nullptr);
-      ::_exit(code);
+      runChildBody(body, rank, "worker");
     }
     pids.push_back(pid);
   }

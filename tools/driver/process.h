@@ -37,6 +37,11 @@ struct WorkerExit {
 Status runWorkers(int nworkers, const std::function<int(int rank)>& body, int64_t timeout_ms,
                   std::vector<WorkerExit>* exits);
 
+// The end of a forked child: runs body(index), reports an exception escaping it on stderr as
+// "<what> <index>: exception: ...", flushes stdio and _exits with body's return value (70 when it
+// threw). Never returns.
+[[noreturn]] void runChildBody(const std::function<int(int)>& body, int index, const char* what);
+
 // True when every entry is ok(); otherwise appends one line per failed rank to *why.
 bool allWorkersOk(const std::vector<WorkerExit>& exits, std::string* why);
 
