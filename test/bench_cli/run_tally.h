@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -128,8 +129,7 @@ inline std::string readFile(const std::string& path) {
 }
 
 inline std::string tempPath(const std::string& name) {
-  const char* tmp = std::getenv("TMPDIR");
-  return std::string(tmp && *tmp ? tmp : "/tmp") + "/tally-bench-test-" +
+  return std::filesystem::temp_directory_path().string() + "/tally-bench-test-" +
          std::to_string(::getpid()) + "-" + name;
 }
 

@@ -28,9 +28,7 @@ constexpr std::chrono::milliseconds kDeadline{25000};
 class StoreDir {
  public:
   StoreDir() {
-    const char* tmp = ::getenv("TMPDIR");
-    std::string tmpl =
-        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/tally-gloo-test-XXXXXX";
+    std::string tmpl = std::filesystem::temp_directory_path().string() + "/tally-gloo-test-XXXXXX";
     if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
   }
   ~StoreDir() {

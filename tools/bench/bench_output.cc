@@ -13,10 +13,12 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "common/params.h"
 #include "tools/bench/bench_internal.h"
 
 namespace tally::bench {
@@ -54,8 +56,8 @@ ordered_json ratioValue(double v) { return v > 0 ? ordered_json(v) : ordered_jso
 
 // True when `name` is an executable file in a directory of $PATH.
 bool onPath(const char* name) {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "/usr/bin:/bin");
+  const std::optional<std::string> path = EnvParamSource().get("PATH");
+  std::stringstream dirs(path ? *path : "/usr/bin:/bin");
   std::string dir;
   while (std::getline(dirs, dir, ':')) {
     if (dir.empty()) dir = ".";
