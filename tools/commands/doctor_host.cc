@@ -1,7 +1,6 @@
 // This host's side of `tally doctor`: plugin library, cluster spec, reducer list, link speed.
 #include "tools/commands/doctor_host.h"
 
-#include <fstream>
 #include <memory>
 #include <vector>
 
@@ -152,11 +151,9 @@ LinkSpeed workerLinkSpeed(const Params& params, const std::string& sys_class_net
     out.source = iface.name + " (loopback)";
     return out;
   }
-  const std::string path = sys_class_net + "/" + iface.name + "/speed";
-  out.source = iface.name + " (" + path + ")";
-  std::ifstream in(path);
-  long mbps = -1;
-  if (in >> mbps && mbps > 0) out.gbps = static_cast<double>(mbps) / 1000.0;
+  out.source = iface.name + " (" + sys_class_net + "/" + iface.name + "/speed)";
+  const int mbps = transport::tcp::linkSpeedMbps(iface.name, sys_class_net);
+  if (mbps > 0) out.gbps = static_cast<double>(mbps) / 1000.0;
   return out;
 }
 

@@ -1,7 +1,6 @@
 // The TCP Device: one network interface, its properties read from sysfs.
 #include <climits>
 #include <cstdlib>
-#include <fstream>
 
 #include "common/log.h"
 #include "transport/tcp/internal.h"
@@ -23,10 +22,8 @@ uint64_t hashName(const std::string& name) {
 }
 
 int readSpeedMbps(const std::string& name) {
-  std::ifstream file("/sys/class/net/" + name + "/speed");
-  int speed = 0;
-  if (!(file >> speed) || speed <= 0) return kDefaultSpeedMbps;
-  return speed;
+  const int speed = linkSpeedMbps(name);
+  return speed > 0 ? speed : kDefaultSpeedMbps;
 }
 
 std::string readPciPath(const std::string& name) {

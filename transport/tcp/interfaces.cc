@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <fstream>
 #include <map>
 
 #include "common/cluster.h"
@@ -119,6 +120,13 @@ Status findInterfaces(const std::string& spec, std::vector<Interface>* out) {
   std::vector<Interface> candidates;
   TALLY_RETURN_IF_ERROR(listInterfaces(&candidates));
   return selectInterfaces(spec, candidates, out);
+}
+
+int linkSpeedMbps(const std::string& name, const std::string& sys_class_net) {
+  std::ifstream file(sys_class_net + "/" + name + "/speed");
+  int speed = 0;
+  if (!(file >> speed) || speed <= 0) return 0;
+  return speed;
 }
 
 }  // namespace tally::transport::tcp

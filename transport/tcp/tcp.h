@@ -32,6 +32,10 @@ struct Interface {
 // when nothing matches.
 Status findInterfaces(const std::string& spec, std::vector<Interface>* out);
 
+// The speed the kernel reports for interface `name`, read from <sys_class_net>/<name>/speed, in
+// Mb/s; 0 when it reports none (loopback, most virtual interfaces, no such interface).
+int linkSpeedMbps(const std::string& name, const std::string& sys_class_net = "/sys/class/net");
+
 // One Device per interface. The device listens on its interface's address, ephemeral port.
 Status createDevice(const Interface& iface, const TcpOptions& options,
                     std::shared_ptr<Device>* out);
