@@ -78,6 +78,14 @@ Status parseInt(const std::string& text, int64_t* out) {
   return Status::ok();
 }
 
+std::string formatBytes(uint64_t bytes) {
+  if (bytes >= (1ull << 20) && bytes % (1ull << 20) == 0) {
+    return std::to_string(bytes >> 20) + " MiB";
+  }
+  if (bytes >= 1024 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + " KiB";
+  return std::to_string(bytes) + " B";
+}
+
 Status parseBytes(const std::string& text, uint64_t* out) {
   uint64_t v = 0;
   std::string suffix;

@@ -116,6 +116,10 @@ Status parseBytes(const std::string& text, uint64_t* out);    // 123, 64K, 4M, 1
 Status parseMillis(const std::string& text, int64_t* out);    // 250ms, 10s, 2m, plain = ms
 Status parseBool(const std::string& text, bool* out);         // 0/1, true/false, yes/no, on/off
 
+// A byte count in the largest binary unit that divides it exactly, for tables and messages:
+// "16 MiB", "64 KiB", "1000 B".
+std::string formatBytes(uint64_t bytes);
+
 // The Markdown table of every parameter, as in docs/env.md.
 std::string paramsMarkdown();
 

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/params.h"
 #include "common/status.h"
 #include "tools/bench/bench.h"
 #include "tools/driver/emulated_cluster.h"
@@ -55,8 +56,6 @@ std::string skipKey(Algo algo, DataType type, ReduceOp op);
 // Rank 0 writes what it starts next: "rs float32 sum 16 MiB 3/8".
 inline constexpr char kProgressKey[] = "progress";
 
-// "256 KiB", "64 MiB", "1000 B".
-std::string humanBytes(uint64_t bytes);
 
 // --- children and signals (bench_children.cc) ---
 

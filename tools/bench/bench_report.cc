@@ -56,18 +56,6 @@ std::string skipKey(Algo algo, DataType type, ReduceOp op) {
   return std::string("skip/") + algoName(algo) + "/" + typeLabel(type) + "/" + reduceOpName(op);
 }
 
-std::string humanBytes(uint64_t b) {
-  char buf[32];
-  if (b >= (1u << 20) && b % (1u << 20) == 0) {
-    std::snprintf(buf, sizeof(buf), "%llu MiB", static_cast<unsigned long long>(b >> 20));
-  } else if (b >= 1024 && b % 1024 == 0) {
-    std::snprintf(buf, sizeof(buf), "%llu KiB", static_cast<unsigned long long>(b >> 10));
-  } else {
-    std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(b));
-  }
-  return buf;
-}
-
 void fillBandwidth(int workers, BenchRow* row) {
   if (!row->present || row->time_us <= 0) {
     row->algbw_gbs = row->busbw_gbs = 0;
@@ -159,7 +147,7 @@ void printDemoTable(const BenchOptions& o, const std::vector<BenchRow>& rows) {
     for (const BenchRow* r : {server, ring}) {
       if (r && r->present && r->wrong > 0) wrong += r->wrong;
     }
-    std::printf("%10s %10llu | %12s %12s | %12s %12s | %6s | %7lld\n", humanBytes(bytes).c_str(),
+    std::printf("%10s %10llu | %12s %12s | %12s %12s | %6s | %7lld\n", formatBytes(bytes).c_str(),
                 static_cast<unsigned long long>(count), us(server).c_str(), bw(server).c_str(),
                 us(ring).c_str(), bw(ring).c_str(), ratio.c_str(), static_cast<long long>(wrong));
   }

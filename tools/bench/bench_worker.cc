@@ -151,7 +151,7 @@ int runBenchWorker(const WorkerPlan& plan, int rank) {
         auto progress = [&](Algo algo) {
           if (rank != 0 || !o.progress) return;
           std::string label = std::string(algoName(algo)) + " " + typeLabel(type) + " " +
-                              reduceOpName(op) + " " + humanBytes(bytes) + " " +
+                              reduceOpName(op) + " " + formatBytes(bytes) + " " +
                               std::to_string(si + 1) + "/" + std::to_string(nsizes);
           (void)store->set(kProgressKey, label);
         };

@@ -121,13 +121,6 @@ std::string formatDouble(const char* fmt, double v) {
   return buf;
 }
 
-// "16 MiB", "64 KiB", "1000 bytes".
-std::string formatBytes(uint64_t bytes) {
-  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
-  if (bytes >= 1024 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + " KiB";
-  return std::to_string(bytes) + " bytes";
-}
-
 }  // namespace
 
 ProbeOptions probeOptionsFrom(const Params& params) {
