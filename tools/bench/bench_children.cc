@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,11 +35,6 @@ void onSignal(int sig) {
   int saved = errno;
   (void)!::write(fd, &b, 1);
   errno = saved;
-}
-
-void fillExit(int wstatus, driver::WorkerExit* e) {
-  if (WIFEXITED(wstatus)) e->exit_code = WEXITSTATUS(wstatus);
-  if (WIFSIGNALED(wstatus)) e->signal = WTERMSIG(wstatus);
 }
 
 }  // namespace
@@ -104,75 +98,15 @@ void RunGuard::setCleanup(std::function<void()> cleanup) {
 
 Status runChildren(RunGuard* guard, int n, const std::function<int(int)>& body, int64_t timeout_ms,
                    const std::function<void()>& tick, std::vector<driver::WorkerExit>* exits) {
-  std::fflush(nullptr);
-  const pid_t parent = ::getpid();
-  std::vector<pid_t> pids;
-  std::vector<driver::WorkerExit> result(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    result[static_cast<size_t>(i)].rank = i;
-    pid_t pid = ::fork();
-    if (pid < 0) {
-      int err = errno;
-      for (pid_t p : pids) ::kill(p, SIGKILL);
-      for (pid_t p : pids) {
-        ::waitpid(p, nullptr, 0);
-        guard->removeChild(p);
-      }
-      return Status::fromErrno("fork child " + std::to_string(i), err);
-    }
-    if (pid == 0) {
-      ::signal(SIGINT, SIG_DFL);
-      ::signal(SIGTERM, SIG_DFL);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(71);  // the parent died before prctl
-      driver::runChildBody(body, i, "child");
-    }
-    guard->addChild(pid);
-    pids.push_back(pid);
-  }
-
   // A failed child usually leaves its peers waiting on it until their own timeouts: after the
-  // first failure the others get kFailureGrace to finish, then are killed like late ones.
-  constexpr auto kFailureGrace = std::chrono::seconds(10);
-  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  auto next_tick = Clock::now();
-  std::vector<bool> done(pids.size(), false);
-  size_t remaining = pids.size();
-  while (remaining > 0) {
-    for (size_t i = 0; i < pids.size(); ++i) {
-      if (done[i]) continue;
-      int wstatus = 0;
-      if (::waitpid(pids[i], &wstatus, WNOHANG) == pids[i]) {
-        fillExit(wstatus, &result[i]);
-        guard->removeChild(pids[i]);
-        done[i] = true;
-        --remaining;
-        if (!result[i].ok() && remaining > 0) {
-          deadline = std::min(deadline, Clock::now() + kFailureGrace);
-        }
-      }
-    }
-    if (remaining == 0) break;
-    if (Clock::now() >= deadline) {
-      for (size_t i = 0; i < pids.size(); ++i) {
-        if (done[i]) continue;
-        ::kill(pids[i], SIGKILL);
-        int wstatus = 0;
-        ::waitpid(pids[i], &wstatus, 0);
-        guard->removeChild(pids[i]);
-        fillExit(wstatus, &result[i]);
-        result[i].timed_out = true;
-      }
-      break;
-    }
-    if (tick && Clock::now() >= next_tick) {
-      tick();
-      next_tick = Clock::now() + std::chrono::milliseconds(100);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  *exits = std::move(result);
-  return Status::ok();
+  // first failure the others get 10 s to finish, then are killed like late ones.
+  driver::WorkerHooks hooks;
+  hooks.started = [guard](pid_t pid) { guard->addChild(pid); };
+  hooks.reaped = [guard](pid_t pid) { guard->removeChild(pid); };
+  hooks.tick = tick;
+  hooks.failure_grace_ms = 10000;
+  hooks.default_signals = true;
+  return driver::runWorkers(n, body, timeout_ms, exits, hooks);
 }
 
 Progress::Progress(bool enabled) : enabled_(enabled), tty_(::isatty(STDERR_FILENO) == 1) {

@@ -79,28 +79,40 @@ std::string WorkerExit::describe() const {
 }
 
 Status runWorkers(int nworkers, const std::function<int(int rank)>& body, int64_t timeout_ms,
-                  std::vector<WorkerExit>* exits) {
+                  std::vector<WorkerExit>* exits, const WorkerHooks& hooks) {
   std::fflush(nullptr);
   pid_t parent = ::getpid();
   std::vector<pid_t> pids;
   std::vector<WorkerExit> result(static_cast<size_t>(nworkers));
+  auto reaped = [&](pid_t pid) {
+    if (hooks.reaped) hooks.reaped(pid);
+  };
   for (int rank = 0; rank < nworkers; ++rank) {
     result[static_cast<size_t>(rank)].rank = rank;
     pid_t pid = ::fork();
     if (pid < 0) {
       int err = errno;
       for (pid_t p : pids) ::kill(p, SIGKILL);
-      for (pid_t p : pids) ::waitpid(p, nullptr, 0);
+      for (pid_t p : pids) {
+        ::waitpid(p, nullptr, 0);
+        reaped(p);
+      }
       return Status::fromErrno("fork worker " + std::to_string(rank), err);
     }
     if (pid == 0) {
+      if (hooks.default_signals) {
+        ::signal(SIGINT, SIG_DFL);
+        ::signal(SIGTERM, SIG_DFL);
+      }
       dieWithParent(parent);
       runChildBody(body, rank, "worker");
     }
+    if (hooks.started) hooks.started(pid);
     pids.push_back(pid);
   }
 
   auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto next_tick = Clock::now();
   std::vector<bool> done(pids.size(), false);
   size_t remaining = pids.size();
   auto sleep = std::chrono::microseconds(200);
@@ -111,8 +123,13 @@ Status runWorkers(int nworkers, const std::function<int(int rank)>& body, int64_
       pid_t r = ::waitpid(pids[i], &wstatus, WNOHANG);
       if (r == pids[i]) {
         fillExit(wstatus, &result[i]);
+        reaped(pids[i]);
         done[i] = true;
         --remaining;
+        if (!result[i].ok() && remaining > 0 && hooks.failure_grace_ms > 0) {
+          deadline = std::min(deadline,
+                              Clock::now() + std::chrono::milliseconds(hooks.failure_grace_ms));
+        }
       }
     }
     if (remaining == 0) break;
@@ -122,10 +139,15 @@ Status runWorkers(int nworkers, const std::function<int(int rank)>& body, int64_
         ::kill(pids[i], SIGKILL);
         int wstatus = 0;
         ::waitpid(pids[i], &wstatus, 0);
+        reaped(pids[i]);
         fillExit(wstatus, &result[i]);
         result[i].timed_out = true;
       }
       break;
+    }
+    if (hooks.tick && Clock::now() >= next_tick) {
+      hooks.tick();
+      next_tick = Clock::now() + std::chrono::milliseconds(100);
     }
     std::this_thread::sleep_for(sleep);
     sleep = std::min(sleep * 2, std::chrono::microseconds(5000));

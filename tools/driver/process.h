@@ -29,13 +29,29 @@ struct WorkerExit {
   std::string describe() const;  // "rank 2: exit 1", "rank 0: killed by signal 9 (timeout)"
 };
 
-// Forks `nworkers` children; child `rank` runs body(rank) and _exits with its return value (an
-// exception escaping body exits with 70). Waits up to timeout_ms for all of them; children still
-// running then are killed with SIGKILL and reported as timed out. Flushes stdio before forking.
-// Returns ok when every child was reaped (whatever their exit codes); exits holds one entry per
-// rank in rank order.
+// What a caller of runWorkers may add to the plain fork-and-wait.
+struct WorkerHooks {
+  // In the parent: each child's pid right after its fork, and again once it has been reaped
+  // (tally bench keeps the live pids for its signal handler).
+  std::function<void(pid_t)> started;
+  std::function<void(pid_t)> reaped;
+  // In the parent, about every 100 ms while waiting (a progress line).
+  std::function<void()> tick;
+  // After the first child that fails, the others get this long, then are killed and reported
+  // as timed out (a failed rank usually leaves its peers waiting); 0: the whole timeout.
+  int64_t failure_grace_ms = 0;
+  // In each child, before body: SIGINT and SIGTERM back to their default actions, undoing
+  // handlers the parent installed.
+  bool default_signals = false;
+};
+
+// Forks `nworkers` children; child `rank` dies with the parent, runs body(rank) and _exits with
+// its return value (an exception escaping body exits with 70). Waits up to timeout_ms for all of
+// them; children still running then are killed with SIGKILL and reported as timed out. Flushes
+// stdio before forking. Returns ok when every child was reaped (whatever their exit codes);
+// exits holds one entry per rank in rank order.
 Status runWorkers(int nworkers, const std::function<int(int rank)>& body, int64_t timeout_ms,
-                  std::vector<WorkerExit>* exits);
+                  std::vector<WorkerExit>* exits, const WorkerHooks& hooks = {});
 
 // The end of a forked child: runs body(index), reports an exception escaping it on stderr as
 // "<what> <index>: exception: ...", flushes stdio and _exits with body's return value (70 when it
