@@ -101,7 +101,7 @@ Status CollComm::iallreduce(const void* send, void* recv, size_t count, DataType
   CollReq* slot = requests_.acquire();
   if (slot == nullptr) return Status::ok();
   Status st = client_->iallreduce(send, recv, count, type, op, &slot->request);
-  if (!st || !slot->request) {
+  if (!st || !slot->request.posted()) {
     requests_.release(slot);
     if (!st) errors_.fetch_add(1);
     return st;
@@ -120,7 +120,7 @@ bool CollComm::ownsRequest(const CollReq* req) const {
 Status CollComm::test(CollReq* req, bool* done, size_t* bytes) {
   bool finished = false;
   size_t got = 0;
-  Status st = req->request->test(&finished, &got);
+  Status st = req->request.test(&finished, &got);
   if (!st) {
     errors_.fetch_add(1);
     return st;

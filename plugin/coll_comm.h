@@ -67,7 +67,7 @@ struct CollMr {
 struct CollReq {
   uint32_t magic = 0;  // kCollRequestMagic while in use
   CollComm* owner = nullptr;
-  std::unique_ptr<reducer::CollRequest> request;
+  reducer::CollRequest request;  // a value: the pool slot holds it, nothing is allocated per call
 };
 
 class CollComm {

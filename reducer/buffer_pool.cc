@@ -1,5 +1,7 @@
 #include "reducer/buffer_pool.h"
 
+#include "common/small_pool.h"
+
 #include <bit>
 #include <cstdlib>
 #include <new>
@@ -45,7 +47,7 @@ Buffer BufferPool::get(size_t bytes) {
     if (data == nullptr) throw std::bad_alloc();
   }
   // The Slab keeps the pool alive, so buffers may outlive whoever made the pool.
-  return std::make_shared<Slab>(data, cap, shared_from_this());
+  return std::allocate_shared<Slab>(PoolAllocator<Slab>(), data, cap, shared_from_this());
 }
 
 void BufferPool::give(uint8_t* data, size_t capacity) {

@@ -295,16 +295,26 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
   return Status::ok();
 }
 
+Status CollRequest::test(bool* done, size_t* bytes) {
+  if (done == nullptr) return Status::internal("CollRequest::test: null done");
+  if (!posted_) return Status::internal("CollRequest::test: nothing was posted");
+  if (call_ != nullptr) {
+    TALLY_RETURN_IF_ERROR(call_->test(done));
+    if (!*done) return Status::ok();
+  }
+  *done = true;
+  if (bytes) *bytes = bytes_;
+  return Status::ok();
+}
+
 namespace client {
 
-Status Request::test(bool* done, size_t* bytes) {
-  if (done == nullptr) return Status::internal("CollRequest::test: null done");
-  if (call_ == nullptr || call_->remaining.load(std::memory_order_acquire) == 0) {
+Status Call::test(bool* done) {
+  if (remaining.load(std::memory_order_acquire) == 0) {
     *done = true;
-    if (bytes) *bytes = bytes_;
     return Status::ok();
   }
-  if (call_->shared->failed.load(std::memory_order_acquire)) return call_->shared->errorStatus();
+  if (shared->failed.load(std::memory_order_acquire)) return shared->errorStatus();
   *done = false;
   return Status::ok();
 }
@@ -319,9 +329,9 @@ void CollClientImpl::start() {
 }
 
 Status CollClientImpl::iallreduce(const void* send, void* recv, size_t count, DataType type,
-                                  ReduceOp op, std::unique_ptr<CollRequest>* req) {
+                                  ReduceOp op, CollRequest* req) {
   if (req == nullptr) return Status::internal("iallreduce: null request pointer");
-  *req = nullptr;
+  req->reset();
   if (shared_->failed.load(std::memory_order_acquire)) return shared_->errorStatus();
   if (closing()) return Status::internal("iallreduce after close");
   if (!isValidDataType(static_cast<int>(type)) || !isValidReduceOp(static_cast<int>(op))) {
@@ -329,7 +339,7 @@ Status CollClientImpl::iallreduce(const void* send, void* recv, size_t count, Da
   }
   const size_t elt = dataTypeSize(type);
   if (count == 0) {
-    *req = std::make_unique<client::Request>(nullptr, 0);
+    *req = CollRequest::completed();
     return Status::ok();
   }
   if (send == nullptr || recv == nullptr) return Status::internal("iallreduce: null buffer");
@@ -361,7 +371,7 @@ Status CollClientImpl::iallreduce(const void* send, void* recv, size_t count, Da
     Link& link = *links_[(call->seq + j) % nlinks];
     if (!link.tryPostNow(t)) link.enqueue(std::move(t));
   }
-  *req = std::make_unique<client::Request>(std::move(call), count * elt);
+  *req = CollRequest(std::move(call), count * elt);
   return Status::ok();
 }
 

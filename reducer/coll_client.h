@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -35,11 +36,39 @@ struct CollOptions {
   int64_t timeout_ms = 300000;
 };
 
+// What a posted call's request refers to: implemented by the client's call records (and by test
+// fakes). Records are reused, never allocated per call.
+class CollCall {
+ public:
+  virtual ~CollCall() = default;
+  // Non-blocking: *done once every result has landed; an error once the communicator failed.
+  virtual Status test(bool* done) = 0;
+};
+
+// A posted all-reduce, held by value: copying it copies a reference to a reused call record, so
+// posting and testing allocate nothing. Default-constructed (or reset) it is "not posted".
 class CollRequest {
  public:
-  virtual ~CollRequest() = default;
+  CollRequest() = default;
+  CollRequest(std::shared_ptr<CollCall> call, size_t bytes)
+      : call_(std::move(call)), bytes_(bytes), posted_(true) {}
+  // A request that is done at once (count 0).
+  static CollRequest completed() {
+    CollRequest r;
+    r.posted_ = true;
+    return r;
+  }
+
+  bool posted() const { return posted_; }
   // Non-blocking. Once done, *bytes (when non-null) holds count x element size.
-  virtual Status test(bool* done, size_t* bytes) = 0;
+  Status test(bool* done, size_t* bytes);
+  // Drops the reference to the call record; the request is "not posted" again.
+  void reset() { *this = CollRequest(); }
+
+ private:
+  std::shared_ptr<CollCall> call_;  // null for count 0
+  size_t bytes_ = 0;
+  bool posted_ = false;
 };
 
 class CollClient {
@@ -55,10 +84,11 @@ class CollClient {
   static Status connect(const CollOptions& options, const void* const* handles, int nranks,
                         int rank, std::unique_ptr<CollClient>* out);
 
-  // Posts an all-reduce of count elements from send into recv (they may be equal). Never blocks.
-  // Success with *req == nullptr: no room now (too many calls or bytes in flight); retry.
+  // Posts an all-reduce of count elements from send into recv (they may be equal). Never blocks
+  // and, once warm, never allocates. Success with !req->posted(): no room now (too many calls in
+  // flight); retry.
   virtual Status iallreduce(const void* send, void* recv, size_t count, DataType type,
-                            ReduceOp op, std::unique_ptr<CollRequest>* req) = 0;
+                            ReduceOp op, CollRequest* req) = 0;
 
   // Tells the reducers this member leaves, stops helper threads. Idempotent.
   virtual void close() = 0;

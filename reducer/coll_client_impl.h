@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/small_pool.h"
 #include "reducer/coll_client.h"
 #include "reducer/wire.h"
 #include "transport/transport.h"
@@ -53,8 +54,10 @@ struct Shared {
   }
 };
 
-// One all-reduce call.
-struct Call {
+// One all-reduce call; records are reused (CollClientImpl::freeCallLocked).
+struct Call final : CollCall {
+  Status test(bool* done) override;
+
   std::shared_ptr<Shared> shared;
   uint64_t seq = 0;
   const uint8_t* send = nullptr;
@@ -63,17 +66,6 @@ struct Call {
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   std::atomic<uint32_t> remaining{0};  // slices whose result has not arrived
-};
-
-class Request final : public CollRequest {
- public:
-  explicit Request(std::shared_ptr<Call> call, size_t bytes)
-      : call_(std::move(call)), bytes_(bytes) {}
-  Status test(bool* done, size_t* bytes) override;
-
- private:
-  std::shared_ptr<Call> call_;  // null for count 0
-  size_t bytes_;
 };
 
 struct SliceTask {
@@ -136,8 +128,12 @@ class Link {
   std::mutex send_mu_;  // held while posting sends and reaping sends_
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<SliceTask> queue_;  // not yet sent
-  std::map<std::pair<uint64_t, uint32_t>, SliceTask> waiting_;  // sent, result not arrived
+  // Containers of the data path take their blocks from small_pool: no heap use per call.
+  using SliceKey = std::pair<uint64_t, uint32_t>;  // (call seq, slice)
+  std::deque<SliceTask, PoolAllocator<SliceTask>> queue_;  // not yet sent
+  std::map<SliceKey, SliceTask, std::less<SliceKey>,
+           PoolAllocator<std::pair<const SliceKey, SliceTask>>>
+      waiting_;  // sent, result not arrived
   int outstanding_ = 0;
   bool bye_ = false;
   bool sender_done_ = false;
@@ -151,7 +147,7 @@ class Link {
     std::unique_ptr<transport::Request> payload_req;
   };
   // Guarded by send_mu_; dropped only after the connection is closed (transport rule).
-  std::deque<std::unique_ptr<Sent>> sends_;
+  std::deque<std::unique_ptr<Sent>, PoolAllocator<std::unique_ptr<Sent>>> sends_;
   std::vector<std::unique_ptr<Sent>> spare_sends_;  // finished, kept for reuse
 };
 
@@ -161,7 +157,7 @@ class CollClientImpl final : public CollClient {
   ~CollClientImpl() override;
 
   Status iallreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
-                    std::unique_ptr<CollRequest>* req) override;
+                    CollRequest* req) override;
   void close() override;
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }

@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "common/log.h"
+#include "common/small_pool.h"
 #include "reducer/kernels_many.h"
 #include "reducer/server_internal.h"
 
@@ -23,6 +24,7 @@ struct DropComm {
 };
 struct StopShard {};
 using Event = std::variant<SliceInput, DropComm, StopShard>;
+using EventQueue = std::deque<Event, PoolAllocator<Event>>;
 
 struct Key {
   const Comm* comm;
@@ -40,8 +42,10 @@ struct Pending {
   int first_rank = 0;
   // When the earliest of its inputs arrived (payload received).
   std::chrono::steady_clock::time_point first_arrival;
-  std::vector<Buffer> inputs;  // by rank
-  std::vector<std::shared_ptr<Peer>> peers;
+  // By rank. Pooled, like the map node holding them: no heap use per slice (up to
+  // small_pool::kMaxBytes of pointers, i.e. 64 ranks).
+  std::vector<Buffer, PoolAllocator<Buffer>> inputs;
+  std::vector<std::shared_ptr<Peer>, PoolAllocator<std::shared_ptr<Peer>>> peers;
   uint32_t have = 0;
 };
 
@@ -66,11 +70,11 @@ struct Engine::Shard {
   std::shared_ptr<BufferPool> pool;
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<Event> queue;
+  EventQueue queue;
   std::thread thread;
 
   // Owned by the shard's thread.
-  std::map<Key, Pending> pending;
+  std::map<Key, Pending, std::less<Key>, PoolAllocator<std::pair<const Key, Pending>>> pending;
   std::vector<const void*> srcs;
 
   void run();
@@ -80,7 +84,7 @@ struct Engine::Shard {
 };
 
 void Engine::Shard::run() {
-  std::deque<Event> batch;
+  EventQueue batch;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu);

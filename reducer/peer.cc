@@ -353,7 +353,7 @@ bool Peer::tryPostNowLocked(OutMsg* msg) {
 
 void Peer::writerLoop() {
   transport::tcp::allowInlineSends(true);
-  std::deque<OutMsg> batch;
+  std::deque<OutMsg, PoolAllocator<OutMsg>> batch;
   bool finishing = false;
   for (;;) {
     {

@@ -69,7 +69,6 @@ class ServerImpl final : public ReducerServer {
       std::unique_ptr<transport::Connection> conn;
       Status st = listener_->acceptWait(kAcceptPollMs, &conn);
       reapFinished();
-      if (st.code() == StatusCode::kTimeout) continue;
       if (!st.isOk()) {
         // A failed handshake is one bad peer, not the end of the server.
         TALLY_WARN("reducer: accept on %s failed: %s", address_.c_str(), st.toString().c_str());

@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/small_pool.h"
 #include "reducer/buffer_pool.h"
 #include "reducer/observer.h"
 #include "reducer/server.h"
@@ -86,6 +87,7 @@ class Peer : public std::enable_shared_from_this<Peer> {
 
   // One message handed to the transport: the header bytes must live until the send is done.
   struct Inflight {
+    TALLY_POOLED_NEW(Inflight);
     OutMsg msg;
     std::unique_ptr<transport::Request> header_req;
     std::unique_ptr<transport::Request> payload_req;
@@ -114,14 +116,14 @@ class Peer : public std::enable_shared_from_this<Peer> {
   // Writer queue.
   std::mutex out_mu_;
   std::condition_variable out_cv_;
-  std::deque<OutMsg> out_;
+  std::deque<OutMsg, PoolAllocator<OutMsg>> out_;
   bool writer_finish_ = false;   // the reader ended: send what is queued, then close
   bool writer_done_ = false;     // the writer ended: later messages are dropped
   bool writer_posting_ = false;  // the writer took messages from out_ and is posting them
 
   // Posting and reaping sends.
   std::mutex post_mu_;
-  std::deque<std::unique_ptr<Inflight>> inflight_;
+  std::deque<std::unique_ptr<Inflight>, PoolAllocator<std::unique_ptr<Inflight>>> inflight_;
   std::atomic<size_t> inflight_count_{0};  // inflight_.size(), read without post_mu_
   Status dead_;                            // first send error; later messages are dropped
   std::chrono::steady_clock::time_point flush_deadline_{};

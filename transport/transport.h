@@ -111,7 +111,8 @@ class Listener {
   // Non-blocking. Success with *conn == nullptr: nobody finished connecting yet. May be called
   // repeatedly to accept many connections (the reducer does); each connect yields one accept.
   virtual Status accept(std::unique_ptr<Connection>* conn) = 0;
-  // Blocks up to timeout_ms for the next connection; kTimeout when none came.
+  // Blocks up to timeout_ms for the next connection. Success with *conn == nullptr: none came
+  // (waiting allocates nothing, so an idle server polling this takes no memory).
   virtual Status acceptWait(int64_t timeout_ms, std::unique_ptr<Connection>* conn) = 0;
   // "0.0.0.0:5000"
   virtual std::string address() const = 0;

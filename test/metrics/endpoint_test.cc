@@ -120,10 +120,10 @@ TEST(MetricsEndpointTest, ScrapesExactCountsOfARealRun) {
       std::vector<float> v(kCount);
       for (int k = 0; k < kCalls; ++k) {
         std::fill(v.begin(), v.end(), static_cast<float>(r + 1));
-        std::unique_ptr<reducer::CollRequest> req;
+        reducer::CollRequest req;
         Status s = reducer::test::post(clients[r].get(), v.data(), v.data(), kCount,
                                        DataType::kFloat32, ReduceOp::kSum, &req);
-        if (s.isOk()) s = reducer::test::waitRequest(req.get(), nullptr);
+        if (s.isOk()) s = reducer::test::waitRequest(&req, nullptr);
         if (s.isOk() && v[kCount / 2] != 3.0f) s = Status::internal("wrong sum");
         if (!s.isOk()) {
           errors[r] = s.toString();

@@ -115,10 +115,10 @@ TEST(ServerObserverTest, CountsBytesSlicesConnectionsAndCommunicators) {
       std::vector<float> v(kCount);
       for (int k = 0; k < kCalls; ++k) {
         for (size_t i = 0; i < kCount; ++i) v[i] = static_cast<float>(r + k + i % 3);
-        std::unique_ptr<CollRequest> req;
+        CollRequest req;
         Status s = post(clients[r].get(), v.data(), v.data(), kCount, DataType::kFloat32,
                         ReduceOp::kSum, &req);
-        if (s.isOk()) s = waitRequest(req.get(), nullptr);
+        if (s.isOk()) s = waitRequest(&req, nullptr);
         if (!s.isOk()) {
           errors[r] = s.toString();
           return;
@@ -230,10 +230,10 @@ TEST(ServerObserverTest, DisagreeingRanksCountOneMismatch) {
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
       std::vector<float> v(2000, 1.0f);
-      std::unique_ptr<CollRequest> req;
+      CollRequest req;
       Status s = post(clients[r].get(), v.data(), v.data(), r == 0 ? 1000 : 2000,
                       DataType::kFloat32, ReduceOp::kSum, &req);
-      if (s.isOk()) s = waitRequest(req.get(), nullptr, 10000);
+      if (s.isOk()) s = waitRequest(&req, nullptr, 10000);
       results[r] = s;
     });
   }

@@ -23,19 +23,17 @@
 namespace tally::plugin {
 namespace {
 
-class FakeRequest : public reducer::CollRequest {
+class FakeCall : public reducer::CollCall {
  public:
-  FakeRequest(size_t bytes, Status result) : bytes_(bytes), result_(std::move(result)) {}
-  Status test(bool* done, size_t* bytes) override {
+  explicit FakeCall(Status result) : result_(std::move(result)) {}
+  Status test(bool* done) override {
     if (!result_) return result_;
     // Not done on the first poll, so CollComm must not count bytes of unfinished calls.
     *done = polled_++ > 0;
-    if (*done && bytes != nullptr) *bytes = bytes_;
     return Status::ok();
   }
 
  private:
-  size_t bytes_;
   Status result_;
   int polled_ = 0;
 };
@@ -45,11 +43,12 @@ class FakeClient : public reducer::CollClient {
  public:
   FakeClient(int rank, int nranks, int* closes) : rank_(rank), nranks_(nranks), closes_(closes) {}
   Status iallreduce(const void*, void*, size_t count, DataType type, ReduceOp,
-                    std::unique_ptr<reducer::CollRequest>* req) override {
+                    reducer::CollRequest* req) override {
     if (fail_post) return Status::remote("reducer r:1 closed the connection");
-    *req = std::make_unique<FakeRequest>(
-        count * dataTypeSize(type),
-        fail_test ? Status::timeout("no progress for 10 s") : Status::ok());
+    *req = reducer::CollRequest(
+        std::make_shared<FakeCall>(fail_test ? Status::timeout("no progress for 10 s")
+                                             : Status::ok()),
+        count * dataTypeSize(type));
     return Status::ok();
   }
   void close() override { ++*closes_; }

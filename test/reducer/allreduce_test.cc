@@ -79,10 +79,10 @@ TEST_P(AllreduceTest, MatchesReferenceAndIsIdenticalAcrossRanks) {
         const Case& c = cases[k];
         std::vector<uint8_t> send = makeInput(c, r);
         std::vector<uint8_t> recv(send.size() + 1, 0xee);  // +1: a canary past the end
-        std::unique_ptr<CollRequest> req;
+        CollRequest req;
         Status s = post(clients[r].get(), send.data(), recv.data(), c.count, c.type, c.op, &req);
         size_t bytes = 123;
-        if (s.isOk()) s = waitRequest(req.get(), &bytes);
+        if (s.isOk()) s = waitRequest(&req, &bytes);
         if (!s.isOk()) {
           errors[r] = s.toString();
           return;
@@ -129,7 +129,7 @@ TEST(AllreduceManyInFlight, InPlaceAndBackToBack) {
   for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {
       std::vector<std::vector<float>> bufs(kCalls);
-      std::vector<std::unique_ptr<CollRequest>> reqs(kCalls);
+      std::vector<CollRequest> reqs(kCalls);
       for (int k = 0; k < kCalls; ++k) {
         const size_t count = 1000 + 997 * k;
         bufs[k].resize(count);
@@ -143,7 +143,7 @@ TEST(AllreduceManyInFlight, InPlaceAndBackToBack) {
         }
       }
       for (int k = 0; k < kCalls; ++k) {
-        Status s = waitRequest(reqs[k].get(), nullptr);
+        Status s = waitRequest(&reqs[k], nullptr);
         if (!s.isOk()) {
           errors[r] = s.toString();
           return;
@@ -161,10 +161,10 @@ TEST(AllreduceManyInFlight, InPlaceAndBackToBack) {
       std::vector<int32_t> v(5000);
       for (int k = 0; k < 50; ++k) {
         for (size_t i = 0; i < v.size(); ++i) v[i] = r + k;
-        std::unique_ptr<CollRequest> req;
+        CollRequest req;
         Status s = post(clients[r].get(), v.data(), v.data(), v.size(), DataType::kInt32,
                         ReduceOp::kSum, &req);
-        if (s.isOk()) s = waitRequest(req.get(), nullptr);
+        if (s.isOk()) s = waitRequest(&req, nullptr);
         if (!s.isOk()) {
           errors[r] = s.toString();
           return;
@@ -199,9 +199,9 @@ TEST(AllreduceTwoComms, ShareReducers) {
     std::vector<int32_t> v(100000);
     for (int k = 0; k < 10; ++k) {
       std::fill(v.begin(), v.end(), value);
-      std::unique_ptr<CollRequest> req;
+      CollRequest req;
       Status s = post(c, v.data(), v.data(), v.size(), DataType::kInt32, ReduceOp::kSum, &req);
-      if (s.isOk()) s = waitRequest(req.get(), nullptr);
+      if (s.isOk()) s = waitRequest(&req, nullptr);
       if (!s.isOk()) {
         errors[slot] = s.toString();
         return;

@@ -35,10 +35,10 @@ TEST(CollFailureTest, MismatchedCountsFailAllRanks) {
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
       std::vector<float> v(2000, 1.0f);
-      std::unique_ptr<CollRequest> req;
+      CollRequest req;
       Status s = post(clients[r].get(), v.data(), v.data(), r == 0 ? 1000 : 2000,
                       DataType::kFloat32, ReduceOp::kSum, &req);
-      if (s.isOk()) s = waitRequest(req.get(), nullptr, 10000);
+      if (s.isOk()) s = waitRequest(&req, nullptr, 10000);
       results[r] = s;
     });
   }
@@ -64,7 +64,7 @@ TEST(CollFailureTest, MismatchedCountsFailAllRanks) {
   EXPECT_GE(disagree, 1);
   // The error sticks: later calls fail at once.
   std::vector<float> v(10, 1.0f);
-  std::unique_ptr<CollRequest> req;
+  CollRequest req;
   EXPECT_FALSE(clients[0]->iallreduce(v.data(), v.data(), 10, DataType::kFloat32,
                                       ReduceOp::kSum, &req).isOk());
   for (auto& c : clients) c->close();
@@ -80,10 +80,10 @@ TEST(CollFailureTest, MismatchedTypeFails) {
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
       std::vector<int32_t> v(100, 1);
-      std::unique_ptr<CollRequest> req;
+      CollRequest req;
       Status s = post(clients[r].get(), v.data(), v.data(), 100,
                       r == 0 ? DataType::kInt32 : DataType::kFloat32, ReduceOp::kSum, &req);
-      if (s.isOk()) s = waitRequest(req.get(), nullptr, 10000);
+      if (s.isOk()) s = waitRequest(&req, nullptr, 10000);
       results[r] = s;
     });
   }
@@ -139,10 +139,10 @@ TEST(CollFailureTest, LostRankFailsTheOthers) {
   // request must fail within the client's timeout, not hang.
   clients[1]->close();
   std::vector<float> v(100, 1.0f);
-  std::unique_ptr<CollRequest> req;
+  CollRequest req;
   ASSERT_TRUE(post(clients[0].get(), v.data(), v.data(), 100, DataType::kFloat32, ReduceOp::kSum,
                    &req).isOk());
-  Status s = waitRequest(req.get(), nullptr, 15000);
+  Status s = waitRequest(&req, nullptr, 15000);
   EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.toString();
   clients[0]->close();
 }
@@ -152,12 +152,12 @@ TEST(CollFailureTest, CountZeroCompletesAtOnce) {
   std::vector<std::unique_ptr<CollClient>> clients;
   auto st = connectAll({optionsFor(servers)}, &clients);
   ASSERT_TRUE(st[0].isOk()) << st[0].toString();
-  std::unique_ptr<CollRequest> req;
+  CollRequest req;
   ASSERT_TRUE(clients[0]->iallreduce(nullptr, nullptr, 0, DataType::kFloat32, ReduceOp::kSum,
                                      &req).isOk());
   bool done = false;
   size_t bytes = 9;
-  ASSERT_TRUE(req->test(&done, &bytes).isOk());
+  ASSERT_TRUE(req.test(&done, &bytes).isOk());
   EXPECT_TRUE(done);
   EXPECT_EQ(bytes, 0u);
 }

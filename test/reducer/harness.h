@@ -82,11 +82,11 @@ inline Status waitRequest(CollRequest* req, size_t* bytes, int64_t timeout_ms = 
 
 // Posts, retrying while the client reports no room.
 inline Status post(CollClient* c, const void* send, void* recv, size_t count, DataType type,
-                   ReduceOp op, std::unique_ptr<CollRequest>* req) {
+                   ReduceOp op, CollRequest* req) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   for (;;) {
     TALLY_RETURN_IF_ERROR(c->iallreduce(send, recv, count, type, op, req));
-    if (*req) return Status::ok();
+    if (req->posted()) return Status::ok();
     if (std::chrono::steady_clock::now() > deadline) return Status::timeout("test: no room");
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }

@@ -35,7 +35,7 @@ void runSmallCalls(int ranks, int reducers, int server_window, int client_window
       std::vector<std::vector<float>> send(calls, std::vector<float>(kCount));
       std::vector<std::vector<float>> recv(calls, std::vector<float>(kCount));
       for (int round = 0; round < rounds; ++round) {
-        std::vector<std::unique_ptr<CollRequest>> reqs(calls);
+        std::vector<CollRequest> reqs(calls);
         for (int k = 0; k < calls; ++k) {
           for (size_t i = 0; i < kCount; ++i) {
             send[k][i] = static_cast<float>((r + 1) * 1000 + round * 100 + k + i % 7);
@@ -49,7 +49,7 @@ void runSmallCalls(int ranks, int reducers, int server_window, int client_window
         }
         for (int k = 0; k < calls; ++k) {
           size_t bytes = 0;
-          Status s = waitRequest(reqs[k].get(), &bytes);
+          Status s = waitRequest(&reqs[k], &bytes);
           if (!s.isOk()) {
             errors[r] = "wait: " + s.toString();
             return;
@@ -107,7 +107,7 @@ TEST(SmallCalls, DroppedRequestsDoNotCorruptLaterCalls) {
       // The dropped calls' buffers live to the end: their results still land in them.
       std::vector<std::vector<int32_t>> dropped(8, std::vector<int32_t>(kCount, r + 1));
       for (auto& buf : dropped) {
-        std::unique_ptr<CollRequest> req;
+        CollRequest req;
         Status s = post(clients[r].get(), buf.data(), buf.data(), kCount, DataType::kInt32,
                         ReduceOp::kSum, &req);
         if (!s.isOk()) {
@@ -117,10 +117,10 @@ TEST(SmallCalls, DroppedRequestsDoNotCorruptLaterCalls) {
       }  // each request is dropped here, unfinished or not
       for (int k = 0; k < 20; ++k) {
         std::vector<int32_t> v(kCount, (r + 1) * (k + 2));
-        std::unique_ptr<CollRequest> req;
+        CollRequest req;
         Status s = post(clients[r].get(), v.data(), v.data(), kCount, DataType::kInt32,
                         ReduceOp::kSum, &req);
-        if (s.isOk()) s = waitRequest(req.get(), nullptr);
+        if (s.isOk()) s = waitRequest(&req, nullptr);
         if (!s.isOk()) {
           errors[r] = s.toString();
           return;

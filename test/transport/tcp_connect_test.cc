@@ -233,12 +233,13 @@ TEST(TcpConnect, LateListenerIsFound) {
   exchange(client.get(), server.get(), 0, 8);
 }
 
-TEST(TcpConnect, AcceptWaitTimesOut) {
+TEST(TcpConnect, AcceptWaitReturnsNothingAfterItsTimeout) {
   std::unique_ptr<Listener> listener;
   ASSERT_TRUE(tcp::listenAt("127.0.0.1:0", {}, &listener).isOk());
   std::unique_ptr<Connection> conn;
   auto start = Clock::now();
-  EXPECT_EQ(listener->acceptWait(100, &conn).code(), StatusCode::kTimeout);
+  EXPECT_TRUE(listener->acceptWait(100, &conn).isOk());  // none came: ok, no connection
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(90));  // poll may round down
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
   EXPECT_EQ(conn, nullptr);
 }
@@ -270,7 +271,7 @@ TEST(TcpConnect, GarbageToListenerIsRejected) {
   ::close(quitter);
 
   std::unique_ptr<Connection> conn;
-  EXPECT_EQ(listener->acceptWait(200, &conn).code(), StatusCode::kTimeout);
+  EXPECT_TRUE(listener->acceptWait(200, &conn).isOk());
   EXPECT_EQ(conn, nullptr);
   // The listener closed the bad sockets: the raw peers see EOF (or a reset).
   char c;

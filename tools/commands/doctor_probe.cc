@@ -28,17 +28,17 @@ double secondsSince(Clock::time_point start) {
 Status allreduce(CollClient* client, const int32_t* send, int32_t* recv, size_t count,
                  int64_t timeout_ms) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  std::unique_ptr<CollRequest> req;
+  CollRequest req;
   for (;;) {
     TALLY_RETURN_IF_ERROR(
         client->iallreduce(send, recv, count, DataType::kInt32, ReduceOp::kSum, &req));
-    if (req) break;
+    if (req.posted()) break;
     if (Clock::now() >= deadline) return Status::timeout("no room to post an all-reduce");
     std::this_thread::yield();
   }
   for (;;) {
     bool done = false;
-    TALLY_RETURN_IF_ERROR(req->test(&done, nullptr));
+    TALLY_RETURN_IF_ERROR(req.test(&done, nullptr));
     if (done) return Status::ok();
     if (Clock::now() >= deadline) {
       return Status::timeout("an all-reduce of " + std::to_string(count * 4) +

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/small_pool.h"
 #include "transport/tcp/socket.h"
 #include "transport/tcp/wire.h"
 
@@ -53,10 +54,16 @@ struct RecvPiece {
   uint64_t length = 0;
 };
 
+// Queues of the data path take their blocks from small_pool (no heap use per message).
+template <typename T>
+using PooledDeque = std::deque<T, PoolAllocator<T>>;
+
+std::shared_ptr<Op> newOp() { return std::allocate_shared<Op>(PoolAllocator<Op>()); }
+
 struct Stream {
   Fd fd;
-  std::deque<SendPiece> sends;
-  std::deque<RecvPiece> recvs;  // stripes handed over by stream 0 (streams > 0)
+  PooledDeque<SendPiece> sends;
+  PooledDeque<RecvPiece> recvs;  // stripes handed over by stream 0 (streams > 0)
   std::condition_variable send_cv;
   std::condition_variable recv_cv;  // stream 0: a receive was posted; others: a stripe queued
   std::thread send_thread;
@@ -181,7 +188,7 @@ class Core : public std::enable_shared_from_this<Core> {
   // Stripes handed to streams 1.. and not yet read, guarded by mu_. A clean EOF on stream 0
   // waits for them: the peer may close right after its last send completed.
   uint64_t stripes_pending_ = 0;
-  std::deque<std::shared_ptr<Op>> posted_;  // receives not yet matched to all their messages
+  PooledDeque<std::shared_ptr<Op>> posted_;  // receives not yet matched to all their messages
   // A small message read before any receive was posted (see kEagerBytes); guarded by mu_. The
   // buffer (kEagerBytes, allocated on first use) is filled by the header thread only while
   // early_present_ is false.
@@ -196,6 +203,8 @@ class Core : public std::enable_shared_from_this<Core> {
 
 class TcpRequest final : public Request {
  public:
+  TALLY_POOLED_NEW(TcpRequest);
+
   TcpRequest(std::shared_ptr<Core> core, std::shared_ptr<Op> op)
       : core_(std::move(core)), op_(std::move(op)) {}
   Status test(bool* done, size_t* sizes) override { return core_->test(*op_, done, sizes); }
@@ -240,7 +249,7 @@ class TcpConnection final : public Connection {
 
 Status Core::isend(const void* data, size_t size, int tag, std::unique_ptr<Request>* req) {
   if (data == nullptr && size > 0) return Status::internal("isend: null buffer");
-  auto op = std::make_shared<Op>();
+  auto op = newOp();
   op->is_send = true;
   op->send_size = size;
   int n = stripeCount(size, static_cast<int>(streams_.size()), min_stripe_);
@@ -309,7 +318,7 @@ Status Core::irecv(int n, void* const* data, const size_t* sizes, const int* tag
     return Status::internal("irecv: " + std::to_string(n) + " buffers, expected 1 to " +
                             std::to_string(kMaxRecvs));
   }
-  auto op = std::make_shared<Op>();
+  auto op = newOp();
   op->n = n;
   for (int i = 0; i < n; ++i) {
     if (data[i] == nullptr && sizes[i] > 0) return Status::internal("irecv: null buffer");

@@ -68,6 +68,8 @@ class TcpListener final : public Listener {
 
   Status acceptWait(int64_t timeout_ms, std::unique_ptr<Connection>* conn) override {
     auto deadline = Clock::now() + std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0));
+    *conn = nullptr;
+    std::lock_guard<std::mutex> wait_lock(wait_mu_);  // one waiter at a time owns poll_fds_
     for (;;) {
       std::unique_ptr<Connection> accepted;
       TALLY_RETURN_IF_ERROR(accept(&accepted));
@@ -76,20 +78,18 @@ class TcpListener final : public Listener {
         return Status::ok();
       }
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (timeout_ms >= 0 && left.count() <= 0) {
-        return Status::timeout("no connection on " + address_ + " within " +
-                               std::to_string(timeout_ms) + " ms");
-      }
+      if (timeout_ms >= 0 && left.count() <= 0) return Status::ok();
       // Sleep until the listening socket or a half-received hello has something; the cap lets
       // stale sockets expire even when nothing happens.
-      std::vector<pollfd> fds;
+      poll_fds_.clear();
       {
         std::lock_guard<std::mutex> lock(mu_);
-        fds.push_back({fd_.get(), POLLIN, 0});
-        for (const Incoming& in : incoming_) fds.push_back({in.fd.get(), POLLIN, 0});
+        poll_fds_.push_back({fd_.get(), POLLIN, 0});
+        for (const Incoming& in : incoming_) poll_fds_.push_back({in.fd.get(), POLLIN, 0});
       }
       int64_t wait_ms = timeout_ms < 0 ? 100 : std::min<int64_t>(left.count(), 100);
-      if (::poll(fds.data(), fds.size(), static_cast<int>(wait_ms)) < 0 && errno != EINTR) {
+      if (::poll(poll_fds_.data(), poll_fds_.size(), static_cast<int>(wait_ms)) < 0 &&
+          errno != EINTR) {
         return Status::fromErrno("poll on listener " + address_, errno);
       }
     }
@@ -223,6 +223,8 @@ class TcpListener final : public Listener {
   const ConnectHandle handle_;
   const TcpOptions options_;
   std::mutex mu_;
+  std::mutex wait_mu_;              // held by acceptWait
+  std::vector<pollfd> poll_fds_;  // reused by acceptWait (guarded by wait_mu_)
   std::vector<Incoming> incoming_;
   std::map<uint64_t, Group> groups_;
   std::deque<std::unique_ptr<Connection>> ready_;
