@@ -80,6 +80,10 @@ constexpr uint64_t kEagerBytes = 64 * 1024;
 // to the send thread costs; a thread with nothing else to do (a reducer's engine) gains.
 thread_local bool t_inline_sends = false;
 
+// The sockets' SO_RCVTIMEO/SO_SNDTIMEO (TcpOptions::io_timeout_ms): a blocking call that moved no
+// byte for that long fails with EAGAIN.
+bool timedOut(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
+
 // Writes the header (may be empty) and then the data, all of it, on a blocking socket.
 Status writeFull(int fd, const uint8_t* header, size_t header_len, const uint8_t* data,
                  uint64_t length, const std::string& peer) {
@@ -95,6 +99,10 @@ Status writeFull(int fd, const uint8_t* header, size_t header_len, const uint8_t
     ssize_t sent = sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (sent < 0) {
       if (errno == EINTR) continue;
+      if (timedOut(errno)) {
+        return Status::timeout("peer " + peer + " took no data within the I/O timeout " +
+                               "(TALLY_TIMEOUT_MS): it is stuck or not reading");
+      }
       return Status::fromErrno("send to peer " + peer, errno);
     }
     auto left = static_cast<size_t>(sent);
@@ -108,9 +116,11 @@ Status writeFull(int fd, const uint8_t* header, size_t header_len, const uint8_t
 }
 
 // Reads exactly `length` bytes on a blocking socket; EOF is a lost peer. *clean_eof (when
-// given) tells whether the peer closed before the first byte.
+// given) tells whether the peer closed before the first byte. With `idle_ok`, the I/O timeout
+// does not count before the first byte (a connection may be idle between messages); after it,
+// or without `idle_ok`, a stall of that long fails: the peer sent part of a message and stopped.
 Status readFull(int fd, uint8_t* data, uint64_t length, const std::string& peer,
-                bool* clean_eof = nullptr) {
+                bool* clean_eof = nullptr, bool idle_ok = false) {
   const uint64_t wanted = length;
   while (length > 0) {
     ssize_t got = recv(fd, data, length, 0);
@@ -120,6 +130,12 @@ Status readFull(int fd, uint8_t* data, uint64_t length, const std::string& peer,
     }
     if (got < 0) {
       if (errno == EINTR) continue;
+      if (timedOut(errno)) {
+        if (idle_ok && length == wanted) continue;
+        return Status::timeout("peer " + peer + " sent " + std::to_string(wanted - length) +
+                               " of " + std::to_string(wanted) +
+                               " bytes, then nothing within the I/O timeout (TALLY_TIMEOUT_MS)");
+      }
       return Status::fromErrno("receive from peer " + peer, errno);
     }
     data += got;
@@ -547,7 +563,8 @@ void Core::headerLoop() {
   for (;;) {
     uint8_t bytes[kHeaderBytes];
     bool clean_eof = false;
-    Status status = readFull(stream.fd.get(), bytes, kHeaderBytes, peer_, &clean_eof);
+    Status status = readFull(stream.fd.get(), bytes, kHeaderBytes, peer_, &clean_eof,
+                             /*idle_ok=*/true);
     if (!status && clean_eof) {
       // Let the other streams finish the stripes of messages already under way; each of them
       // fails by itself if its stream was cut short, so this wait ends.
@@ -664,7 +681,8 @@ void Core::stripeLoop(size_t index) {
 void allowInlineSends(bool allow) { t_inline_sends = allow; }
 
 Status makeConnection(std::vector<Fd> fds, const std::string& peer, int max_requests,
-                      uint64_t min_stripe, std::unique_ptr<Connection>* out) {
+                      uint64_t min_stripe, int64_t io_timeout_ms,
+                      std::unique_ptr<Connection>* out) {
   if (fds.empty() || fds.size() > static_cast<size_t>(kMaxStreams)) {
     return Status::internal("a TCP connection needs 1 to " + std::to_string(kMaxStreams) +
                             " sockets, got " + std::to_string(fds.size()));
@@ -672,6 +690,7 @@ Status makeConnection(std::vector<Fd> fds, const std::string& peer, int max_requ
   for (Fd& fd : fds) {
     TALLY_RETURN_IF_ERROR(setNonBlocking(fd.get(), false));
     TALLY_RETURN_IF_ERROR(setNoDelay(fd.get()));
+    if (io_timeout_ms > 0) TALLY_RETURN_IF_ERROR(setIoTimeout(fd.get(), io_timeout_ms));
   }
   int streams = static_cast<int>(fds.size());
   auto core =

@@ -31,7 +31,8 @@ namespace tally::transport::tcp {
 
 // Builds a Connection over connected sockets, fds[i] being stream i (helper threads start
 // here). On error the sockets are closed and *out is untouched.
+// io_timeout_ms is TcpOptions::io_timeout_ms.
 Status makeConnection(std::vector<Fd> fds, const std::string& peer, int max_requests,
-                      uint64_t min_stripe, std::unique_ptr<Connection>* out);
+                      uint64_t min_stripe, int64_t io_timeout_ms, std::unique_ptr<Connection>* out);
 
 }  // namespace tally::transport::tcp

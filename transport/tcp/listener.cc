@@ -188,7 +188,7 @@ class TcpListener final : public Listener {
     groups_.erase(it);
     std::unique_ptr<Connection> conn;
     TALLY_RETURN_IF_ERROR(makeConnection(std::move(done.fds), done.peer, options_.max_requests,
-                                         done.min_stripe, &conn));
+                                         done.min_stripe, options_.io_timeout_ms, &conn));
     ready_.push_back(std::move(conn));
     return Status::ok();
   }

@@ -6,6 +6,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/time.h>
 
 #include <cerrno>
 #include <cstring>
@@ -131,6 +132,19 @@ Status setNonBlocking(int fd, bool non_blocking) {
   if (flags < 0) return Status::fromErrno("fcntl(F_GETFL)", errno);
   flags = non_blocking ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
   if (fcntl(fd, F_SETFL, flags) != 0) return Status::fromErrno("fcntl(F_SETFL)", errno);
+  return Status::ok();
+}
+
+Status setIoTimeout(int fd, int64_t timeout_ms) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(timeout_ms / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((timeout_ms % 1000) * 1000);
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) {
+    return Status::fromErrno("setsockopt(SO_RCVTIMEO)", errno);
+  }
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0) {
+    return Status::fromErrno("setsockopt(SO_SNDTIMEO)", errno);
+  }
   return Status::ok();
 }
 

@@ -42,5 +42,8 @@ Status newSocket(int family, Fd* out);
 Status setNonBlocking(int fd, bool non_blocking);
 // TCP_NODELAY: messages are framed by us, Nagle only adds latency.
 Status setNoDelay(int fd);
+// SO_RCVTIMEO and SO_SNDTIMEO: a blocking recv or send that moves nothing for timeout_ms fails with
+// EAGAIN.
+Status setIoTimeout(int fd, int64_t timeout_ms);
 
 }  // namespace tally::transport::tcp

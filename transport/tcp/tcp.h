@@ -17,7 +17,11 @@ struct TcpOptions {
   int sockets = 2;                       // default streams per connection (TALLY_SOCKET_NSOCKS)
   uint64_t min_stripe = 64 * 1024;       // TALLY_SOCKET_MIN_STRIPE
   int max_requests = 256;                // default in-flight requests per direction
-  int64_t connect_timeout_ms = 120000;   // TALLY_CONNECT_TIMEOUT
+  int64_t connect_timeout_ms = 120000;   // TALLY_CONNECT_TIMEOUT_MS
+  // TALLY_TIMEOUT_MS: a message part-way received, or a send the peer takes no bytes of, for this
+  // long fails the connection (a stuck or slow-loris peer). Idle time between messages is fine.
+  // 0: wait forever.
+  int64_t io_timeout_ms = 300000;
 };
 
 struct Interface {
