@@ -173,9 +173,12 @@ Params Params::defaults() {
   return p;
 }
 
+bool isSecretParam(const std::string& name) { return name == "TALLY_JOB_TOKEN"; }
+
 void Params::logProvenance() const {
   for (const auto& [name, value] : set_by_source) {
-    TALLY_INFO(log::kEnv, "%s set by environment to %s", name.c_str(), value.c_str());
+    TALLY_INFO(log::kEnv, "%s set by environment to %s", name.c_str(),
+               isSecretParam(name) ? "(secret, not shown)" : value.c_str());
   }
 }
 

@@ -46,12 +46,25 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
   X(kInt, collMaxRequests, "TALLY_COLL_MAX_REQUESTS", "64",                                     \
     "All-reduce calls in flight per CollNet communicator; past it iallreduce returns a NULL "   \
     "request and NCCL retries.")                                                                \
-  X(kMillis, connectTimeout, "TALLY_CONNECT_TIMEOUT", "120s",                                   \
-    "How long connect waits for a peer, and CollNet connect for every rank and reducer.")       \
-  X(kMillis, timeout, "TALLY_TIMEOUT", "300s",                                                  \
-    "How long a started transfer may make no progress before it fails.")                        \
+  X(kMillis, connectTimeout, "TALLY_CONNECT_TIMEOUT_MS", "120000",                              \
+    "Milliseconds (or 30s, 2m) connect waits for a peer, and CollNet connect for every rank "   \
+    "and reducer; then it fails and NCCL reports the error.")                                   \
+  X(kMillis, timeout, "TALLY_TIMEOUT_MS", "300000",                                             \
+    "Milliseconds (or 30s, 5m) a started transfer or collective may make no progress before "   \
+    "it fails with an error NCCL reports (a dead or stuck peer, worker or reducer).")            \
   X(kBool, abortOnError, "TALLY_ABORT_ON_ERROR", "0",                                           \
-    "Abort the process at the first error, for a core dump.")
+    "Abort the process at the first error, for a core dump.")                                   \
+  X(kString, jobToken, "TALLY_JOB_TOKEN", "",                                                   \
+    "The job secret every worker and reducer of a job shares: each connection to a reducer "    \
+    "is proven with an HMAC-SHA256 challenge-response over it, both ways (docs/security.md). "  \
+    "Empty: no authentication, and a reducer with a token refuses this worker. Never logged.")  \
+  X(kString, jobTokenFile, "TALLY_JOB_TOKEN_FILE", "",                                          \
+    "A file holding the job token (trailing newline ignored), instead of TALLY_JOB_TOKEN; "     \
+    "set one of the two. A file group or others may read is used with a warning.")              \
+  X(kBool, checksum, "TALLY_CHECKSUM", "0",                                                     \
+    "Adds a CRC32C of every slice and result payload, checked on arrival: corruption in "       \
+    "transit fails the communicator instead of giving a wrong sum. Needs libisal2; every "      \
+    "rank and reducer of a communicator must agree.")
 
 struct ParamInfo {
   ParamType type;
@@ -62,6 +75,10 @@ struct ParamInfo {
 
 // All registered parameters, in declaration order.
 const std::vector<ParamInfo>& paramRegistry();
+
+// Whether the variable holds a secret (TALLY_JOB_TOKEN): logs and `tally env` never show its
+// value.
+bool isSecretParam(const std::string& name);
 
 // Where values come from. Thread-compatible.
 class ParamSource {

@@ -4,7 +4,7 @@
 // Contracts (reference sections 12 and 15):
 //   devices() is the net device count when TALLY_REDUCERS is set, else 0 (CollNet disabled);
 //   CollNet device i mirrors net device i. listen never blocks; connect blocks until the group has
-//   formed (bounded by TALLY_CONNECT_TIMEOUT), and an error declines CollNet (NCCL falls back).
+//   formed (bounded by TALLY_CONNECT_TIMEOUT_MS), and an error declines CollNet (NCCL falls back).
 //   reduceSupport always succeeds. iallreduce returns a NULL request when there is no room.
 #pragma once
 

@@ -54,6 +54,7 @@ PluginState::PluginState(Params params, ClusterInput cluster,
   tcp_options_.min_stripe = params_.socketMinStripe;
   tcp_options_.max_requests = kMaxSendRequests;
   tcp_options_.connect_timeout_ms = params_.connectTimeout;
+  tcp_options_.io_timeout_ms = params_.timeout;
 
   coll_options_.reducers = reducers_.addresses;
   coll_options_.slice_bytes = params_.sliceBytes;
@@ -61,6 +62,9 @@ PluginState::PluginState(Params params, ClusterInput cluster,
   coll_options_.max_requests = static_cast<int>(params_.collMaxRequests);
   coll_options_.connect_timeout_ms = params_.connectTimeout;
   coll_options_.timeout_ms = params_.timeout;
+  coll_options_.job_token = params_.jobToken;
+  coll_options_.job_token_file = params_.jobTokenFile;
+  coll_options_.checksum = params_.checksum;
 }
 
 Status PluginState::create(const Params& params, std::unique_ptr<PluginState>* out) {

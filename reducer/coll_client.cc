@@ -1,25 +1,33 @@
-// CollClient: handles, connect (Hello/Ready with every reducer), iallreduce, close.
+// CollClient: handles, connect (the opening and Hello/Ready with every reducer; the I/O steps are
+// in coll_connect.cc), iallreduce, close.
 #include "reducer/coll_client.h"
-
-#include <sys/random.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <random>
 #include <thread>
 
+#include "common/auth.h"
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "reducer/coll_client_impl.h"
+#include "reducer/coll_connect.h"
+#include "reducer/opening.h"
 #include "reducer/slicing.h"
 #include "transport/tcp/tcp.h"
 
 namespace tally::reducer {
 namespace {
 
+using client::awaitProof;
+using client::awaitReady;
+using client::Clock;
 using client::CollClientImpl;
+using client::connectReducer;
 using client::Link;
-using Clock = std::chrono::steady_clock;
+using client::msLeft;
+using client::openReducer;
+using client::sendHeader;
 
 // Handle layout (little-endian): magic u32 | version u16 | reserved u16 | comm id (hi u64, lo u64)
 // | config digest u64 | nreducers u32 | zeros up to kCollHandleBytes.
@@ -43,7 +51,8 @@ uint64_t getLe(const uint8_t* p, int n) {
   return v;
 }
 
-// FNV-1a over what every rank must agree on: the reducer list (in order) and the slice size.
+// FNV-1a over what every rank must agree on: the reducer list (in order), the slice size and
+// the checksum setting.
 uint64_t configDigest(const CollOptions& o) {
   uint64_t h = 0xcbf29ce484222325ull;
   auto mix = [&h](const void* data, size_t n) {
@@ -60,24 +69,15 @@ uint64_t configDigest(const CollOptions& o) {
   uint8_t slice[8];
   putLe(slice, o.slice_bytes, 8);
   mix(slice, sizeof(slice));
+  if (o.checksum) mix("+crc32c", 7);  // absent when off: digests from before it stay the same
   return h;
 }
 
+// 128 bits from OpenSSL's CSPRNG: ids of other jobs on a shared reducer cannot be guessed, and
+// two communicators meet by accident with probability 2^-128. No weaker fallback.
 Status randomCommId(wire::CommId* out) {
   uint8_t bytes[16];
-  size_t got = 0;
-  while (got < sizeof(bytes)) {
-    ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    got += static_cast<size_t>(n);
-  }
-  if (got < sizeof(bytes)) {  // no getrandom (old kernel, seccomp): the C++ library's source
-    std::random_device rd;
-    for (auto& b : bytes) b = static_cast<uint8_t>(rd());
-  }
+  TALLY_RETURN_IF_ERROR(auth::randomBytes(bytes, sizeof(bytes)));
   out->hi = getLe(bytes, 8);
   out->lo = getLe(bytes + 8, 8);
   return Status::ok();
@@ -123,75 +123,6 @@ Status decodeHandle(const void* handle, int rank, HandleInfo* out) {
   return Status::ok();
 }
 
-int64_t msLeft(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return std::max<int64_t>(0, left.count());
-}
-
-// Waits for `req` until the deadline.
-Status waitUntil(transport::Request* req, Clock::time_point deadline, size_t* sizes,
-                 const std::string& what) {
-  Status st = req->wait(msLeft(deadline), sizes);
-  if (st.code() == StatusCode::kTimeout) return Status::timeout(what);
-  return st;
-}
-
-// Connects to one reducer, retrying until the deadline (it may not be up yet).
-Status connectReducer(const std::string& address, Clock::time_point deadline,
-                      std::unique_ptr<transport::Connection>* out) {
-  Status last;
-  for (;;) {
-    transport::tcp::TcpOptions tcp;
-    tcp.connect_timeout_ms = std::max<int64_t>(1, msLeft(deadline));
-    last = transport::tcp::connectBlocking(address, tcp, transport::ConnectionOptions{}, out);
-    if (last.isOk()) return last;
-    if (last.code() == StatusCode::kInvalidUsage) return last;  // a bad address: no point retrying
-    if (Clock::now() >= deadline) break;
-    std::this_thread::sleep_for(
-        std::chrono::milliseconds(std::min<int64_t>(100, msLeft(deadline))));
-  }
-  return Status::timeout("could not connect to reducer " + address + ": " + last.toString());
-}
-
-// Receives the reducer's answer to Hello: Ready (its window), Reject or Error.
-Status awaitReady(transport::Connection* conn, const std::string& address, int rank,
-                  Clock::time_point deadline, int* window) {
-  std::array<uint8_t, wire::kMaxHeaderBytes> buf;
-  void* data = buf.data();
-  size_t size = buf.size();
-  int tag = wire::kTagHeader;
-  transport::MemoryRegion* mr = nullptr;
-  std::unique_ptr<transport::Request> req;
-  TALLY_RETURN_IF_ERROR(conn->irecv(1, &data, &size, &tag, &mr, &req));
-  if (!req) return Status::internal("transport had no room for the Ready receive");
-  size_t got = 0;
-  Status st = waitUntil(req.get(), deadline, &got,
-                        "reducer " + address + " did not report all ranks joined in time");
-  if (!st.isOk()) {
-    conn->close();  // the pending receive must not outlive an open connection
-    return st;
-  }
-  wire::MsgType type;
-  TALLY_RETURN_IF_ERROR(wire::peekType(buf.data(), got, &type));
-  if (type == wire::MsgType::kReady) {
-    wire::Ready ready;
-    TALLY_RETURN_IF_ERROR(wire::decodeReady(buf.data(), got, &ready));
-    *window = static_cast<int>(ready.window);
-    return Status::ok();
-  }
-  wire::Reason reason;
-  if (type == wire::MsgType::kReject) {
-    TALLY_RETURN_IF_ERROR(wire::decodeReject(buf.data(), got, &reason));
-    return Status::invalidUsage("reducer " + address + " rejected rank " + std::to_string(rank) +
-                                ": " + reason.text);
-  }
-  if (type == wire::MsgType::kError) {
-    TALLY_RETURN_IF_ERROR(wire::decodeError(buf.data(), got, &reason));
-    return Status::remote("reducer " + address + ": " + reason.text);
-  }
-  return Status::remote("reducer " + address + " answered Hello with " + wire::msgTypeName(type));
-}
-
 }  // namespace
 
 Status CollClient::makeHandle(const CollOptions& options, void* out) {
@@ -223,74 +154,86 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
   for (int i = 1; i < nranks; ++i) {
     if (infos[i].digest != infos[0].digest || infos[i].nreducers != infos[0].nreducers) {
       return Status::invalidUsage("rank " + std::to_string(i) +
-                                  " has a different TALLY_REDUCERS or TALLY_SLICE_BYTES than "
-                                  "rank 0 (" +
+                                  " has a different TALLY_REDUCERS, TALLY_SLICE_BYTES or "
+                                  "TALLY_CHECKSUM than rank 0 (" +
                                   std::to_string(infos[i].nreducers) + " vs " +
                                   std::to_string(infos[0].nreducers) + " reducers)");
     }
   }
   if (configDigest(options) != infos[0].digest) {
     return Status::invalidUsage("rank " + std::to_string(rank) +
-                                " (this rank) has a different TALLY_REDUCERS or "
-                                "TALLY_SLICE_BYTES than its handle or rank 0");
+                                " (this rank) has a different TALLY_REDUCERS, "
+                                "TALLY_SLICE_BYTES or TALLY_CHECKSUM than its handle or rank 0");
   }
   const wire::CommId comm = infos[0].comm;
   const auto deadline = Clock::now() + std::chrono::milliseconds(options.connect_timeout_ms);
   const size_t nred = options.reducers.size();
+  auth::JobToken token;
+  const crc32c::Crc32c* crc = nullptr;
+  {
+    Status st = auth::loadJobToken(options.job_token, options.job_token_file, &token);
+    if (st.isOk() && options.checksum) crc = crc32c::shared(&st);
+    if (!st.isOk()) {
+      TALLY_WARN("CollNet rank %d: %s", rank, st.toString().c_str());
+      return st;
+    }
+  }
+  std::vector<opening::WorkerSide> sides;
+  sides.reserve(nred);
+  for (size_t r = 0; r < nred; ++r) sides.emplace_back(&token, options.reducers[r]);
 
-  // Connect to every reducer and say Hello to all before waiting for any Ready: a reducer
-  // answers only once every rank has joined, and other ranks may be slower.
   std::vector<std::unique_ptr<transport::Connection>> conns(nred);
   auto closeAll = [&conns] {
     for (auto& c : conns) {
       if (c) c->close();
     }
   };
+  // In three passes, so each waits on every reducer at once: the transport connect and the
+  // opening (Challenge, Answer); each reducer's Proof, then Hello; every Ready. A reducer
+  // answers Hello only once every rank has joined, and other ranks may be slower.
+  auto fail = [&](const Status& st) {
+    closeAll();
+    TALLY_WARN("CollNet rank %d: %s", rank, st.toString().c_str());
+    return st;
+  };
   for (size_t r = 0; r < nred; ++r) {
     Status st = connectReducer(options.reducers[r], deadline, &conns[r]);
+    if (st.isOk()) st = openReducer(conns[r].get(), options.reducers[r], deadline, &sides[r]);
+    if (!st.isOk()) return fail(st);
+  }
+  for (size_t r = 0; r < nred; ++r) {
+    wire::Hello hello;
+    hello.comm = comm;
+    hello.rank = static_cast<uint32_t>(rank);
+    hello.nranks = static_cast<uint32_t>(nranks);
+    hello.reducer_index = static_cast<uint32_t>(r);
+    hello.nreducers = static_cast<uint32_t>(nred);
+    hello.slice_bytes = options.slice_bytes;
+    hello.window = static_cast<uint32_t>(options.window);
+    hello.checksum = options.checksum;
+    Status st = awaitProof(conns[r].get(), options.reducers[r], rank, deadline, sides[r]);
     if (st.isOk()) {
-      wire::Hello hello;
-      hello.comm = comm;
-      hello.rank = static_cast<uint32_t>(rank);
-      hello.nranks = static_cast<uint32_t>(nranks);
-      hello.reducer_index = static_cast<uint32_t>(r);
-      hello.nreducers = static_cast<uint32_t>(nred);
-      hello.slice_bytes = options.slice_bytes;
-      hello.window = static_cast<uint32_t>(options.window);
-      const wire::Frame frame = wire::encodeHello(hello);
-      std::unique_ptr<transport::Request> req;
-      st = conns[r]->isend(frame.data(), frame.size, wire::kTagHeader, nullptr, &req);
-      if (st.isOk() && !req) st = Status::internal("transport had no room for Hello");
-      if (st.isOk()) {
-        st = waitUntil(req.get(), deadline, nullptr,
-                       "sending Hello to reducer " + options.reducers[r] + " timed out");
-      }
-      if (!st.isOk()) conns[r]->close();
+      st = sendHeader(conns[r].get(), wire::encodeHello(hello), deadline,
+                      "Hello to reducer " + options.reducers[r]);
     }
-    if (!st.isOk()) {
-      closeAll();
-      TALLY_WARN("CollNet rank %d: %s", rank, st.toString().c_str());
-      return st;
-    }
+    if (!st.isOk()) return fail(st);
   }
   std::vector<int> windows(nred, options.window);
   for (size_t r = 0; r < nred; ++r) {
     Status st = awaitReady(conns[r].get(), options.reducers[r], rank, deadline, &windows[r]);
-    if (!st.isOk()) {
-      closeAll();
-      TALLY_WARN("CollNet rank %d: %s", rank, st.toString().c_str());
-      return st;
-    }
+    if (!st.isOk()) return fail(st);
   }
   auto impl = std::make_unique<CollClientImpl>(options, rank, nranks);
   for (size_t r = 0; r < nred; ++r) {
     const int window = std::min(options.window, windows[r]);
     impl->addLink(std::make_unique<Link>(impl.get(), options.reducers[r], std::move(conns[r]),
-                                         window, options.timeout_ms));
+                                         window, options.timeout_ms, crc));
   }
   impl->start();
-  TALLY_INFO(log::kColl, "CollNet rank %d of %d joined communicator %s on %zu reducers", rank,
-             nranks, comm.toString().c_str(), nred);
+  TALLY_INFO(log::kColl, "CollNet rank %d of %d joined communicator %s on %zu reducers%s%s", rank,
+             nranks, comm.toString().c_str(), nred,
+             token.empty() ? "" : ", job token proven both ways",
+             crc != nullptr ? ", CRC32C on every slice" : "");
   *out = std::move(impl);
   return Status::ok();
 }

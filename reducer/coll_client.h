@@ -3,9 +3,10 @@
 // through the plugin.
 //
 // Life cycle
-//   makeHandle() on every rank (rank 0's random 128-bit communicator id wins);
-//   connect() with all ranks' handles, blocking until every rank and every reducer has joined or
-//   the connect timeout passes; then iallreduce()/test() from any thread; close().
+//   makeHandle() on every rank (rank 0's random 128-bit communicator id, from OpenSSL's CSPRNG,
+//   wins); connect() with all ranks' handles, blocking until every rank and every reducer has
+//   joined (each reducer connection opened with the job token's challenge-response, when there
+//   is one) or the connect timeout passes; then iallreduce()/test() from any thread; close().
 //
 // iallreduce cuts the buffer into slices of `slice_bytes` (whole elements) and spreads them over
 // the reducers, rotating the first reducer with every call. Each reducer sums slice k from all
@@ -34,6 +35,14 @@ struct CollOptions {
   int max_requests = 64;               // TALLY_COLL_MAX_REQUESTS
   int64_t connect_timeout_ms = 120000;
   int64_t timeout_ms = 300000;
+  // The job secret (TALLY_JOB_TOKEN) or a file holding it (TALLY_JOB_TOKEN_FILE), at most one
+  // of the two; read at connect. Set: every reducer must prove the token (and this rank proves
+  // it to them) before any slice is sent. Both empty: no authentication (docs/security.md).
+  std::string job_token;
+  std::string job_token_file;
+  // TALLY_CHECKSUM: a CRC32C on every slice and result payload (ISA-L, libisal2). Every rank
+  // must agree (it is part of the handle's digest) and the reducers check it too.
+  bool checksum = false;
 };
 
 // What a posted call's request refers to: implemented by the client's call records (and by test

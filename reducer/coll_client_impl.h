@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/crc32c.h"
 #include "common/small_pool.h"
 #include "reducer/coll_client.h"
 #include "reducer/wire.h"
@@ -80,8 +81,9 @@ class CollClientImpl;
 // One reducer: its connection, sender thread and receiver thread.
 class Link {
  public:
+  // `crc` (TALLY_CHECKSUM; null when off) checksums each slice sent and checks each result.
   Link(CollClientImpl* client, std::string address, std::unique_ptr<transport::Connection> conn,
-       int window, int64_t timeout_ms);
+       int window, int64_t timeout_ms, const crc32c::Crc32c* crc);
   ~Link();
 
   void start();
@@ -122,6 +124,7 @@ class Link {
   std::unique_ptr<transport::Connection> conn_;
   const int window_;
   const int64_t timeout_ms_;
+  const crc32c::Crc32c* const crc_;
   std::thread sender_;
   std::thread receiver_;
 

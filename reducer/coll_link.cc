@@ -2,6 +2,7 @@
 // the user's buffer, credit-limited) and the receiver thread (results, straight into the user's
 // buffer).
 #include <chrono>
+#include <cstdio>
 
 #include "common/log.h"
 #include "reducer/coll_client_impl.h"
@@ -22,12 +23,14 @@ int64_t nowNs() {
 }  // namespace
 
 Link::Link(CollClientImpl* client, std::string address,
-           std::unique_ptr<transport::Connection> conn, int window, int64_t timeout_ms)
+           std::unique_ptr<transport::Connection> conn, int window, int64_t timeout_ms,
+           const crc32c::Crc32c* crc)
     : client_(client),
       address_(std::move(address)),
       conn_(std::move(conn)),
       window_(window),
-      timeout_ms_(timeout_ms) {}
+      timeout_ms_(timeout_ms),
+      crc_(crc) {}
 
 Link::~Link() { stopAndJoin(); }
 
@@ -168,11 +171,12 @@ Status Link::sendSlice(const SliceTask& task) {
   h.total_count = call.count;
   h.type = call.type;
   h.op = call.op;
-  sent->header = wire::encodeSlice(h);
   // Zero copy: the payload goes from the user's buffer. Its result can only come back (and be
   // written over this range, when send == recv) after the reducer has received all of it.
   const void* payload = call.send + task.offset * elt;
   const size_t bytes = task.count * elt;
+  if (crc_ != nullptr) h.crc = crc_->compute(payload, bytes);
+  sent->header = wire::encodeSlice(h);
   for (;;) {
     TALLY_RETURN_IF_ERROR(conn_->isend(sent->header.data(), sent->header.size, wire::kTagHeader,
                                        nullptr, &sent->header_req));
@@ -276,6 +280,17 @@ Status Link::receiveResult(const uint8_t* header, size_t size) {
   if (got != bytes) {
     return Status::remote("result payload of " + std::to_string(got) + " bytes for " +
                           wire::describeSlice(h) + ", expected " + std::to_string(bytes));
+  }
+  if (crc_ != nullptr) {
+    // The bytes are in the user's buffer, but the call never completes: the error fails it.
+    const uint32_t crc = crc_->compute(dst, bytes);
+    if (crc != h.crc) {
+      char sums[64];
+      std::snprintf(sums, sizeof(sums), "CRC32C %08x, header says %08x", crc, h.crc);
+      return Status::remote("checksum mismatch: rank " + std::to_string(client_->rank()) +
+                            " got the result of " + wire::describeSlice(h) + " with payload " +
+                            sums + "; corrupted in transit");
+    }
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

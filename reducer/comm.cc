@@ -1,6 +1,7 @@
 // Communicators: forming them from Hellos, failing them, freeing them when the last member leaves.
 #include <algorithm>
 
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "reducer/server_internal.h"
 #include "reducer/slicing.h"
@@ -13,10 +14,18 @@ Comm::Comm(const wire::Hello& first, Engine* engine, ServerObserver* observer)
       nreducers(first.nreducers),
       reducer_index(first.reducer_index),
       slice_bytes(first.slice_bytes),
+      checksum(first.checksum),
       engine_(engine),
       observer_(observer),
       members_(first.nranks),
       open_(first.nranks, false) {}
+
+uint32_t Comm::resultCrc(const void* data, size_t bytes) const {
+  if (!checksum) return 0;
+  // Peer::handleHello admits a checksumming Hello only when the library loaded.
+  const crc32c::Crc32c* crc = crc32c::shared(nullptr);
+  return crc != nullptr ? crc->compute(data, bytes) : 0;
+}
 
 std::string Comm::describe() const {
   return id.toString() + " (" + std::to_string(nranks) + " ranks)";
@@ -90,6 +99,10 @@ Status CommRegistry::addMember(const std::shared_ptr<Peer>& peer, const wire::He
     return Status::invalidUsage(who + " uses " + std::to_string(hello.slice_bytes) +
                                 "-byte slices, earlier members " +
                                 std::to_string(comm->slice_bytes));
+  }
+  if (hello.checksum != comm->checksum) {
+    return Status::invalidUsage(who + " has TALLY_CHECKSUM=" + (hello.checksum ? "1" : "0") +
+                                ", earlier members " + (comm->checksum ? "1" : "0"));
   }
   if (comm->members_[hello.rank]) {
     return Status::invalidUsage(who + " joined twice (first from " +

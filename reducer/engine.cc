@@ -177,7 +177,9 @@ void Engine::Shard::complete(Pending* p) {
   // Before the results go out, so a worker holding its result finds the slice counted.
   observer->sliceReduced(static_cast<uint64_t>(h.payloadBytes()) * n,
                          std::chrono::steady_clock::now() - p->first_arrival);
-  const wire::Frame frame = wire::encodeResult(h);
+  wire::SliceHeader result_header = h;
+  result_header.crc = p->comm->resultCrc(result->data(), h.payloadBytes());  // once, for all
+  const wire::Frame frame = wire::encodeResult(result_header);
   for (uint32_t r = 0; r < n; ++r) {
     OutMsg m;
     m.header = frame;

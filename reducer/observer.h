@@ -24,10 +24,13 @@ enum class ServerError : uint8_t {
   kPeerLost,       // a connection ended without Bye (EOF, reset, transport error)
   kMismatch,       // ranks disagreed on a call (type, count, op, or a slice sent twice)
   kInternal,       // an exception in the server: allocation failure or a broken invariant
+  kAuth,           // the opening failed authentication: wrong or missing job token, either side
+  kChecksum,       // a slice payload did not match its CRC32C (TALLY_CHECKSUM=1)
 };
-inline constexpr int kServerErrorCount = 6;
+inline constexpr int kServerErrorCount = 8;
 
-// "accept", "rejected_hello", "protocol", "peer_lost", "mismatch", "internal": the metric label.
+// "accept", "rejected_hello", "protocol", "peer_lost", "mismatch", "internal", "auth",
+// "checksum": the metric label.
 inline const char* serverErrorName(ServerError e) {
   switch (e) {
     case ServerError::kAccept:
@@ -42,6 +45,10 @@ inline const char* serverErrorName(ServerError e) {
       return "mismatch";
     case ServerError::kInternal:
       return "internal";
+    case ServerError::kAuth:
+      return "auth";
+    case ServerError::kChecksum:
+      return "checksum";
   }
   return "unknown";
 }

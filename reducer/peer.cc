@@ -1,8 +1,10 @@
 // One worker connection on the reducer: its reader thread (headers, payloads, dispatch to the
 // engine) and its writer thread (Ready, Reject, results and Error, in queue order).
 #include <chrono>
+#include <cstdio>
 #include <exception>
 
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "reducer/server_internal.h"
 
@@ -123,7 +125,10 @@ void Peer::readerLoop() {
   bool internal = false;
   Status st;
   try {
-    for (;;) {
+    bool refused = false;
+    st = greet(&refused);
+    graceful = st.isOk() && refused;  // a refusal was counted and logged already
+    while (st.isOk() && !refused) {
       waitForCredit();
       size_t got = 0;
       st = recvOne(header.data(), header.size(), wire::kTagHeader, &got);
@@ -144,6 +149,10 @@ void Peer::readerLoop() {
       } else if (type == wire::MsgType::kBye) {
         graceful = true;
         break;
+      } else if (!comm_ && (type == wire::MsgType::kReject || type == wire::MsgType::kAnswer)) {
+        refusedInOpening(type, header.data(), got);  // only a reducer without a token gets here
+        graceful = true;
+        break;
       } else {
         st = Status::remote(std::string("unexpected ") + wire::msgTypeName(type) +
                             " message from a worker");
@@ -156,7 +165,7 @@ void Peer::readerLoop() {
   }
 
   const bool stopping = ctx_->stopping.load() || aborted_.load();
-  if (!graceful && !stopping) {
+  if (!graceful && !stopping && !counted_) {
     ctx_->observer->error(internal       ? ServerError::kInternal
                           : recv_failed_ ? ServerError::kPeerLost
                                          : ServerError::kProtocol);
@@ -190,6 +199,12 @@ Status Peer::handleHello(const uint8_t* data, size_t size, bool* end) {
   if (comm_) return Status::remote("second Hello on one connection");
   wire::Hello hello;
   Status st = wire::decodeHello(data, size, &hello);
+  if (st.isOk() && hello.checksum) {
+    Status why;
+    if (crc32c::shared(&why) == nullptr) {
+      st = Status::invalidUsage("this reducer cannot check TALLY_CHECKSUM=1: " + why.message());
+    }
+  }
   if (st.isOk()) st = ctx_->registry->join(shared_from_this(), hello, &comm_);
   if (!st.isOk()) {
     TALLY_WARN("reducer: rejecting peer %s: %s", name_.c_str(), st.message().c_str());
@@ -197,7 +212,8 @@ Status Peer::handleHello(const uint8_t* data, size_t size, bool* end) {
     OutMsg m;
     m.header = wire::encodeReject(wire::Reason{st.message()});
     send(std::move(m));
-    *end = true;  // the writer sends the Reject, then the connection closes
+    lingerAfterRefusal();
+    *end = true;  // the writer has sent the Reject, or sends it before it closes
     return Status::ok();
   }
   rank_ = static_cast<int>(hello.rank);
@@ -226,6 +242,24 @@ Status Peer::handleSlice(const uint8_t* data, size_t size) {
                         std::to_string(bytes));
     comm_->fail(st.message());
     return st;
+  }
+  if (comm_->checksum) {
+    // Before the input can reach a sum. The library loaded when the Hello was admitted.
+    const uint32_t crc = crc32c::shared(nullptr)->compute(buf->data(), bytes);
+    if (crc != h.crc && comm_->failed()) return Status::ok();  // dropped, as the engine would
+    if (crc != h.crc) {
+      char sums[64];
+      std::snprintf(sums, sizeof(sums), "CRC32C %08x, header says %08x", crc, h.crc);
+      st = Status::remote("checksum mismatch: rank " + std::to_string(rank_) + " (peer " + name_ +
+                          ") sent " + wire::describeSlice(h) + " with payload " + sums +
+                          "; corrupted in transit");
+      ctx_->observer->error(ServerError::kChecksum);
+      counted_ = true;
+      // The slice is dropped and the communicator fails (logged there): every member gets the
+      // Error. This connection stays open until the worker, having read it, closes.
+      comm_->fail(st.message());
+      return Status::ok();
+    }
   }
   {
     std::lock_guard<std::mutex> lock(credit_mu_);

@@ -4,7 +4,8 @@
 // once. A communicator is the set of connections whose Hello carries the same 128-bit id; it forms
 // when all nranks members joined, and gets a Ready on each connection. Then for every slice the
 // server receives one input per rank, reduces them in rank order and returns the same bytes to
-// every rank. See reducer/wire.h for the messages.
+// every rank. See reducer/wire.h for the messages, docs/security.md for the job token and
+// TALLY_CHECKSUM.
 //
 // Threads: an accept thread; per connection a reader and a writer thread; `threads` engine
 // threads, each owning the (communicator, slice index) streams hashed to it, with its own queue.
@@ -14,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "common/auth.h"
 #include "common/status.h"
 #include "reducer/observer.h"
 #include "transport/tcp/tcp.h"
@@ -26,6 +28,10 @@ struct ServerOptions {
   int window = 16;                     // slices buffered per connection before reading stops
   transport::tcp::TcpOptions tcp;
   size_t pool_cache_bytes = 256ull << 20;  // free buffers kept for reuse, over all shards
+  // The job secret (common/auth.h). Set: every connection must prove it before its Hello is
+  // read, and the server proves it back. Empty: workers without a token are served, and a
+  // worker with one refuses this server.
+  auth::JobToken job_token;
   // Told about connections, communicators, slices and errors (reducer/observer.h). Borrowed:
   // must outlive the server. Null: none.
   ServerObserver* observer = nullptr;

@@ -81,6 +81,15 @@ class Peer : public std::enable_shared_from_this<Peer> {
   void writerLoop();
   // Receives one message of at most `size` bytes with `tag`; polls `stopping` while waiting.
   Status recvOne(void* data, size_t size, int tag, size_t* got);
+  // The opening (peer_opening.cc): Challenge, then with a job token the worker's Answer, checked
+  // before anything else is read. *end: the connection was refused (Reject queued, counted).
+  Status greet(bool* end);
+  // A Reject from the worker during the opening (it refused this reducer), or an Answer this
+  // reducer did not ask for: logged, counted, refused. Always ends the connection.
+  void refusedInOpening(wire::MsgType type, const uint8_t* data, size_t size);
+  // After a Reject was queued: keeps reading (and dropping) until the worker closes, for at most
+  // a couple of seconds, so the Reject reaches it before this side closes (peer_opening.cc).
+  void lingerAfterRefusal();
   Status handleHello(const uint8_t* data, size_t size, bool* end);
   Status handleSlice(const uint8_t* data, size_t size);
   void waitForCredit();
@@ -112,6 +121,7 @@ class Peer : public std::enable_shared_from_this<Peer> {
   std::shared_ptr<Comm> comm_;
   int rank_ = -1;
   bool recv_failed_ = false;  // the reader ended because a receive failed (the peer is gone)
+  bool counted_ = false;      // this connection's error was counted already (auth, checksum)
 
   // Writer queue.
   std::mutex out_mu_;
@@ -144,6 +154,11 @@ class Comm : public std::enable_shared_from_this<Comm> {
   const uint32_t nreducers;
   const uint32_t reducer_index;
   const uint64_t slice_bytes;
+  const bool checksum;  // TALLY_CHECKSUM: inputs carry a CRC32C and results get one (wire.h)
+
+  // The CRC32C a result header with this payload carries: computed once per slice for every
+  // rank; 0 when !checksum. Any thread.
+  uint32_t resultCrc(const void* data, size_t bytes) const;
 
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   // Marks the communicator failed, sends Error(reason) to every member still connected and has the

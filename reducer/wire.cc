@@ -9,13 +9,20 @@ namespace tally::reducer::wire {
 namespace {
 
 // Body sizes (after the preamble) of each message type. Fixed per type: decode insists on them.
-constexpr size_t kHelloBody = 16 + 4 * 4 + 8 + 4 + 4;  // comm, 4 x u32, slice_bytes, window, pad
+constexpr size_t kHelloBody = 16 + 4 * 4 + 8 + 4 + 4;  // comm, 4 x u32, slice_bytes, window, flags
 constexpr size_t kReadyBody = 16 + 4 + 4;
 constexpr size_t kReasonBody = 2 + 2 + kMaxReasonBytes;  // length, reserved, text
 constexpr size_t kSliceBody = 8 + 4 + 4 + 8 + 8 + 8 + 1 + 1 + 2 + 4;
 constexpr size_t kByeBody = 0;
+constexpr size_t kChallengeBody = 4 + 4 + auth::kNonceBytes;  // flags, reserved, nonce
+constexpr size_t kAnswerBody = auth::kNonceBytes + auth::kMacBytes;
+constexpr size_t kProofBody = auth::kMacBytes;
+// Flag bits; any other bit set is refused.
+constexpr uint32_t kHelloChecksum = 1u << 0;
+constexpr uint32_t kChallengeAuth = 1u << 0;
 static_assert(kPreambleBytes + kReasonBody <= kMaxHeaderBytes);
 static_assert(kPreambleBytes + kHelloBody <= kMaxHeaderBytes);
+static_assert(kPreambleBytes + kAnswerBody <= kMaxHeaderBytes);
 
 size_t bodySize(MsgType t) {
   switch (t) {
@@ -26,11 +33,14 @@ size_t bodySize(MsgType t) {
     case MsgType::kSlice:
     case MsgType::kResult: return kSliceBody;
     case MsgType::kBye: return kByeBody;
+    case MsgType::kChallenge: return kChallengeBody;
+    case MsgType::kAnswer: return kAnswerBody;
+    case MsgType::kProof: return kProofBody;
   }
   return 0;
 }
 
-bool isKnownType(uint8_t t) { return t >= 1 && t <= 7; }
+bool isKnownType(uint8_t t) { return t >= 1 && t <= 10; }
 
 // Appends little-endian fields to a Frame.
 class Writer {
@@ -123,7 +133,7 @@ Frame encodeSliceAs(MsgType t, const SliceHeader& m) {
   w.u8(static_cast<uint8_t>(m.type));
   w.u8(static_cast<uint8_t>(m.op));
   w.u16(0);
-  w.u32(0);
+  w.u32(m.crc);
   return f;
 }
 
@@ -165,8 +175,8 @@ Status decodeSliceAs(const uint8_t* data, size_t size, MsgType t, SliceHeader* o
   uint8_t type = r.u8();
   uint8_t op = r.u8();
   uint16_t pad2 = r.u16();
-  uint32_t pad3 = r.u32();
-  if (pad1 != 0 || pad2 != 0 || pad3 != 0) {
+  m.crc = r.u32();
+  if (pad1 != 0 || pad2 != 0) {
     return Status::remote(std::string("malformed ") + msgTypeName(t) +
                           " header: reserved bytes are not zero");
   }
@@ -196,6 +206,9 @@ const char* msgTypeName(MsgType t) {
     case MsgType::kResult: return "Result";
     case MsgType::kError: return "Error";
     case MsgType::kBye: return "Bye";
+    case MsgType::kChallenge: return "Challenge";
+    case MsgType::kAnswer: return "Answer";
+    case MsgType::kProof: return "Proof";
   }
   return "unknown";
 }
@@ -218,7 +231,7 @@ Frame encodeHello(const Hello& m) {
   w.u32(m.nreducers);
   w.u64(m.slice_bytes);
   w.u32(m.window);
-  w.u32(0);
+  w.u32(m.checksum ? kHelloChecksum : 0);
   return f;
 }
 
@@ -286,8 +299,11 @@ Status decodeHello(const uint8_t* data, size_t size, Hello* out) {
   m.nreducers = r.u32();
   m.slice_bytes = r.u64();
   m.window = r.u32();
-  uint32_t pad = r.u32();
-  if (pad != 0) return Status::remote("malformed Hello: reserved bytes are not zero");
+  const uint32_t flags = r.u32();
+  if ((flags & ~kHelloChecksum) != 0) {
+    return Status::remote("malformed Hello: unknown flags " + std::to_string(flags));
+  }
+  m.checksum = (flags & kHelloChecksum) != 0;
   if (m.nranks < 1 || m.nranks > kMaxRanks || m.rank >= m.nranks) {
     return Status::remote("Hello with rank " + std::to_string(m.rank) + " of " +
                           std::to_string(m.nranks) + " ranks");
@@ -335,6 +351,68 @@ Status decodeResult(const uint8_t* data, size_t size, SliceHeader* out) {
   return decodeSliceAs(data, size, MsgType::kResult, out);
 }
 Status decodeBye(const uint8_t* data, size_t size) { return expect(data, size, MsgType::kBye); }
+
+Frame encodeChallenge(const Challenge& m) {
+  Frame f;
+  Writer w(&f);
+  start(MsgType::kChallenge, &w);
+  w.u32(m.auth_required ? kChallengeAuth : 0);
+  w.u32(0);
+  w.raw(m.nonce.data(), m.nonce.size());
+  return f;
+}
+
+Frame encodeAnswer(const Answer& m) {
+  Frame f;
+  Writer w(&f);
+  start(MsgType::kAnswer, &w);
+  w.raw(m.nonce.data(), m.nonce.size());
+  w.raw(m.mac.data(), m.mac.size());
+  return f;
+}
+
+Frame encodeProof(const Proof& m) {
+  Frame f;
+  Writer w(&f);
+  start(MsgType::kProof, &w);
+  w.raw(m.mac.data(), m.mac.size());
+  return f;
+}
+
+Status decodeChallenge(const uint8_t* data, size_t size, Challenge* out) {
+  TALLY_RETURN_IF_ERROR(expect(data, size, MsgType::kChallenge));
+  Reader r(data + kPreambleBytes);
+  const uint32_t flags = r.u32();
+  const uint32_t reserved = r.u32();
+  if ((flags & ~kChallengeAuth) != 0 || reserved != 0) {
+    return Status::remote("malformed Challenge: flags " + std::to_string(flags) + ", reserved " +
+                          std::to_string(reserved));
+  }
+  Challenge m;
+  m.auth_required = (flags & kChallengeAuth) != 0;
+  std::memcpy(m.nonce.data(), r.take(m.nonce.size()), m.nonce.size());
+  *out = m;
+  return Status::ok();
+}
+
+Status decodeAnswer(const uint8_t* data, size_t size, Answer* out) {
+  TALLY_RETURN_IF_ERROR(expect(data, size, MsgType::kAnswer));
+  Reader r(data + kPreambleBytes);
+  Answer m;
+  std::memcpy(m.nonce.data(), r.take(m.nonce.size()), m.nonce.size());
+  std::memcpy(m.mac.data(), r.take(m.mac.size()), m.mac.size());
+  *out = m;
+  return Status::ok();
+}
+
+Status decodeProof(const uint8_t* data, size_t size, Proof* out) {
+  TALLY_RETURN_IF_ERROR(expect(data, size, MsgType::kProof));
+  Reader r(data + kPreambleBytes);
+  Proof m;
+  std::memcpy(m.mac.data(), r.take(m.mac.size()), m.mac.size());
+  *out = m;
+  return Status::ok();
+}
 
 Status validateSlice(const SliceHeader& m) {
   if (!isValidDataType(static_cast<int>(m.type)) || !isValidReduceOp(static_cast<int>(m.op))) {

@@ -9,10 +9,26 @@
 //   preamble (8 bytes): magic u32 | version u16 | type u8 | reserved u8 (0)
 //
 //   worker -> reducer                         reducer -> worker
+//                                             Challenge  first, on every connection
+//   Answer      proof of the job token        Proof      the reducer's proof of the token
 //   Hello       join a communicator           Ready   every rank joined
 //   SliceHeader + payload (count elements)    Reject  this Hello is refused (reason)
 //   Bye         this member leaves            ResultHeader + payload (the reduced slice)
-//                                             Error   the communicator failed (reason)
+//   Reject      (opening only) the worker     Error   the communicator failed (reason)
+//               refuses this reducer
+//
+// The opening (docs/security.md; MACs in common/auth.h). On accept the reducer sends Challenge:
+// its fresh nonce, and whether it requires the job token. A worker with a token answers a
+// requiring Challenge with Answer (its own nonce and its MAC over both) and waits; the reducer
+// checks the MAC before it reads anything else and, if it holds, sends Proof (its own MAC), else
+// Reject "authentication failed". The worker checks the Proof before it sends Hello, so a
+// reducer that did not prove the token learns no communicator and gets no slice. Without tokens
+// on either side the worker sends Hello right after the Challenge. A worker with a token refuses
+// a Challenge that does not require one (Reject, then it closes); a reducer with a token refuses
+// a Hello that comes without an Answer.
+//
+// With Hello.checksum (TALLY_CHECKSUM=1) every slice and result header carries the CRC32C of its
+// payload; the receiver checks it before using the payload.
 //
 // Each message type has exactly one encoded size; decode rejects anything else, unknown types,
 // type and op codes, counts that are zero or whose byte size overflows or passes kMaxSliceBytes,
@@ -26,13 +42,16 @@
 #include <functional>
 #include <string>
 
+#include "common/auth.h"
 #include "common/status.h"
 #include "common/types.h"
 
 namespace tally::reducer::wire {
 
 inline constexpr uint32_t kMagic = 0x594c4154;  // bytes "TALY" on the wire
-inline constexpr uint16_t kVersion = 2;  // 2: slices cut as reducer/slicing.h says
+// 2: slices cut as reducer/slicing.h says. 3: the authenticated opening (Challenge, Answer,
+// Proof), Hello.checksum and the slice CRC.
+inline constexpr uint16_t kVersion = 3;
 
 // Transport tags: a header, and the payload that follows a slice or result header.
 inline constexpr int kTagHeader = 0x7a11;
@@ -54,6 +73,9 @@ enum class MsgType : uint8_t {
   kResult = 5,
   kError = 6,
   kBye = 7,
+  kChallenge = 8,
+  kAnswer = 9,
+  kProof = 10,
 };
 const char* msgTypeName(MsgType t);
 
@@ -79,6 +101,24 @@ struct Hello {
   uint32_t nreducers = 0;
   uint64_t slice_bytes = 0;    // the worker's TALLY_SLICE_BYTES
   uint32_t window = 0;         // slices the worker keeps in flight to this reducer
+  bool checksum = false;       // TALLY_CHECKSUM: slices and results carry a CRC32C
+};
+
+// The reducer's opening message.
+struct Challenge {
+  bool auth_required = false;  // the reducer has a job token and requires the worker's
+  auth::Nonce nonce{};         // the reducer's nonce for this connection
+};
+
+// The worker's proof of the job token.
+struct Answer {
+  auth::Nonce nonce{};  // the worker's nonce for this connection
+  auth::Mac mac{};      // JobToken::prove(kWorker, reducer nonce, worker nonce)
+};
+
+// The reducer's proof of the job token.
+struct Proof {
+  auth::Mac mac{};  // JobToken::prove(kReducer, reducer nonce, worker nonce)
 };
 
 struct Ready {
@@ -102,6 +142,7 @@ struct SliceHeader {
   uint64_t total_count = 0;  // elements of the whole call
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
+  uint32_t crc = 0;          // CRC32C of the payload when the communicator checksums, else 0
 
   size_t payloadBytes() const { return static_cast<size_t>(count) * dataTypeSize(type); }
 };
@@ -120,6 +161,9 @@ Frame encodeSlice(const SliceHeader& m);
 Frame encodeResult(const SliceHeader& m);
 Frame encodeError(const Reason& m);
 Frame encodeBye();
+Frame encodeChallenge(const Challenge& m);
+Frame encodeAnswer(const Answer& m);
+Frame encodeProof(const Proof& m);
 
 // Checks the preamble (magic, version, known type, reserved byte) and that `size` is exactly the
 // size of that type. On success writes *type.
@@ -133,6 +177,9 @@ Status decodeSlice(const uint8_t* data, size_t size, SliceHeader* out);
 Status decodeResult(const uint8_t* data, size_t size, SliceHeader* out);
 Status decodeError(const uint8_t* data, size_t size, Reason* out);
 Status decodeBye(const uint8_t* data, size_t size);
+Status decodeChallenge(const uint8_t* data, size_t size, Challenge* out);
+Status decodeAnswer(const uint8_t* data, size_t size, Answer* out);
+Status decodeProof(const uint8_t* data, size_t size, Proof* out);
 
 // Field checks used by decodeSlice/decodeResult, exposed for the server and tests.
 Status validateSlice(const SliceHeader& m);

@@ -1,6 +1,11 @@
 // tally-reducer: serves CollNet all-reduce for any number of jobs until SIGINT or SIGTERM.
 //
-//   tally-reducer --listen HOST:PORT [--threads N] [--window N] [--metrics HOST:PORT] [--verbose]
+//   tally-reducer --listen HOST:PORT [--threads N] [--window N] [--metrics HOST:PORT]
+//                 [--token-file PATH] [--verbose]
+//
+// It listens only on --listen. With a job token (--token-file, else TALLY_JOB_TOKEN or
+// TALLY_JOB_TOKEN_FILE from its environment) every connection must prove it before its Hello is
+// read (docs/security.md); a bad token file exits 2.
 //
 // Prints one line on stdout once it accepts connections, "tally-reducer listening on HOST:PORT"
 // with the real port, so scripts can start it on port 0. With --metrics (docs/metrics.md) a
@@ -15,6 +20,7 @@
 #include <memory>
 #include <string>
 
+#include "common/auth.h"
 #include "common/log.h"
 #include "common/params.h"
 #include "reducer/server.h"
@@ -32,6 +38,7 @@ int main(int argc, char** argv) {
   options.listen.clear();
   bool verbose = false;
   std::string metrics_address;
+  std::string token_file;
 
   CLI::App app{"Tally reduction server: sums CollNet all-reduce slices for the workers."};
   app.add_option("--listen", options.listen, "HOST:PORT to listen on (port 0 picks one)")
@@ -50,6 +57,9 @@ int main(int argc, char** argv) {
             return valid.isOk() ? std::string() : valid.message();
           },
           "HOST:PORT"));
+  app.add_option("--token-file", token_file,
+                 "file holding the job token every worker must prove (overrides "
+                 "TALLY_JOB_TOKEN and TALLY_JOB_TOKEN_FILE)");
   app.add_flag("--verbose", verbose, "log connections and communicators (INFO)");
   try {
     app.parse(argc, argv);
@@ -75,6 +85,20 @@ int main(int argc, char** argv) {
   options.tcp.sockets = static_cast<int>(params.socketNsocks);
   options.tcp.min_stripe = params.socketMinStripe;
   options.tcp.connect_timeout_ms = params.connectTimeout;
+  options.tcp.io_timeout_ms = params.timeout;
+  st = token_file.empty()
+           ? auth::loadJobToken(params.jobToken, params.jobTokenFile, &options.job_token)
+           : auth::loadJobToken("", token_file, &options.job_token);
+  if (!st.isOk()) {
+    TALLY_WARN("tally-reducer: %s", st.message().c_str());
+    return kExitUsage;
+  }
+  if (options.job_token.empty()) {
+    TALLY_INFO(log::kInit,
+               "tally-reducer: no job token (--token-file, TALLY_JOB_TOKEN or "
+               "TALLY_JOB_TOKEN_FILE): any worker that reaches %s is served",
+               options.listen.c_str());
+  }
 
   // Signals are taken by sigwait below: block them before any thread starts, so every thread
   // inherits the mask and none is interrupted.

@@ -28,6 +28,7 @@ int runEnv(bool markdown) {
   tally::EnvParamSource env;
   for (const auto& p : tally::paramRegistry()) {
     auto value = env.get(p.name);
+    if (value && tally::isSecretParam(p.name)) value = "(secret)";
     std::printf("%-26s %-12s %s\n", p.name, value ? value->c_str() : p.default_value,
                 value ? "(environment)" : "(default)");
   }

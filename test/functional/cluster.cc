@@ -38,8 +38,8 @@ void setWorkerEnvironment(const std::string& reducer_list) {
   // This process stands in for an NCCL job, which configures the plugin through its environment.
   ::setenv("TALLY_REDUCERS", reducer_list.c_str(), 1);
   ::setenv("TALLY_SOCKET_IFNAME", "lo", 1);
-  ::setenv("TALLY_CONNECT_TIMEOUT", "20s", 1);
-  ::setenv("TALLY_TIMEOUT", "30s", 1);
+  ::setenv("TALLY_CONNECT_TIMEOUT_MS", "20000", 1);
+  ::setenv("TALLY_TIMEOUT_MS", "30000", 1);
 }
 
 bool check(int rank, const Status& s, const std::string& what) {

@@ -169,6 +169,9 @@ TEST(ServerObserverTest, RejectedHelloCountsOneError) {
   ASSERT_TRUE(second.send(wire::encodeHello(helloFor(1, 3))).isOk());
   std::array<uint8_t, wire::kMaxHeaderBytes> buf;
   size_t got = 0;
+  ASSERT_TRUE(second.recv(&buf, &got).isOk());  // the reducer's Challenge (no job token)
+  wire::Challenge challenge;
+  ASSERT_TRUE(wire::decodeChallenge(buf.data(), got, &challenge).isOk());
   ASSERT_TRUE(second.recv(&buf, &got).isOk());
   wire::Reason reason;
   ASSERT_TRUE(wire::decodeReject(buf.data(), got, &reason).isOk());

@@ -34,8 +34,8 @@ inline Params paramsFrom(std::map<std::string, std::string> values) {
 inline std::map<std::string, std::string> loopbackValues() {
   return {{"TALLY_SOCKET_IFNAME", "lo"},
           {"TALLY_REDUCERS", "127.0.0.1:1"},
-          {"TALLY_CONNECT_TIMEOUT", "1s"},
-          {"TALLY_TIMEOUT", "10s"}};
+          {"TALLY_CONNECT_TIMEOUT_MS", "1s"},
+          {"TALLY_TIMEOUT_MS", "10s"}};
 }
 
 // Installs the loopback state as the process-wide one (once per test process; gtest runs each

@@ -51,7 +51,7 @@ TEST(PluginState, NoDevicesWithoutReducersGivesNoCollNet) {
 TEST(PluginState, OptionsFollowParams) {
   PluginState state(paramsFrom({{"TALLY_SOCKET_NSOCKS", "4"},
                                 {"TALLY_SLICE_BYTES", "1M"},
-                                {"TALLY_CONNECT_TIMEOUT", "3s"}}),
+                                {"TALLY_CONNECT_TIMEOUT_MS", "3s"}}),
                     {});
   EXPECT_EQ(state.tcpOptions().sockets, 4);
   EXPECT_EQ(state.tcpOptions().connect_timeout_ms, 3000);

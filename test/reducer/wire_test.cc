@@ -29,7 +29,22 @@ Hello sampleHello() {
   m.nreducers = 3;
   m.slice_bytes = 256 * 1024;
   m.window = 16;
+  m.checksum = true;
   return m;
+}
+
+Challenge sampleChallenge() {
+  Challenge c;
+  c.auth_required = true;
+  for (size_t i = 0; i < c.nonce.size(); ++i) c.nonce[i] = static_cast<uint8_t>(i * 7 + 1);
+  return c;
+}
+
+Answer sampleAnswer() {
+  Answer a;
+  for (size_t i = 0; i < a.nonce.size(); ++i) a.nonce[i] = static_cast<uint8_t>(200 - i);
+  for (size_t i = 0; i < a.mac.size(); ++i) a.mac[i] = static_cast<uint8_t>(i ^ 0x5a);
+  return a;
 }
 
 TEST(WireTest, HelloRoundTrip) {
@@ -47,6 +62,71 @@ TEST(WireTest, HelloRoundTrip) {
   EXPECT_EQ(d.nreducers, 3u);
   EXPECT_EQ(d.slice_bytes, 256u * 1024);
   EXPECT_EQ(d.window, 16u);
+  EXPECT_TRUE(d.checksum);
+  m.checksum = false;
+  f = encodeHello(m);
+  ASSERT_TRUE(decodeHello(f.data(), f.size, &d).isOk());
+  EXPECT_FALSE(d.checksum);
+}
+
+TEST(WireTest, VersionThree) {
+  EXPECT_EQ(kVersion, 3);
+  Frame f = encodeBye();
+  EXPECT_EQ(f.bytes[4], 3);
+  EXPECT_EQ(f.bytes[5], 0);
+  // A version 2 peer is refused with a message that names both versions.
+  f.bytes[4] = 2;
+  MsgType t;
+  Status st = peekType(f.data(), f.size, &t);
+  EXPECT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("version 2"), std::string::npos) << st.message();
+}
+
+TEST(WireTest, OpeningMessagesRoundTrip) {
+  Challenge c = sampleChallenge();
+  Frame f = encodeChallenge(c);
+  MsgType t;
+  ASSERT_TRUE(peekType(f.data(), f.size, &t).isOk());
+  EXPECT_EQ(t, MsgType::kChallenge);
+  Challenge dc;
+  ASSERT_TRUE(decodeChallenge(f.data(), f.size, &dc).isOk());
+  EXPECT_TRUE(dc.auth_required);
+  EXPECT_EQ(dc.nonce, c.nonce);
+  c.auth_required = false;
+  f = encodeChallenge(c);
+  ASSERT_TRUE(decodeChallenge(f.data(), f.size, &dc).isOk());
+  EXPECT_FALSE(dc.auth_required);
+
+  Answer a = sampleAnswer();
+  f = encodeAnswer(a);
+  EXPECT_EQ(f.size, kPreambleBytes + 64);
+  Answer da;
+  ASSERT_TRUE(decodeAnswer(f.data(), f.size, &da).isOk());
+  EXPECT_EQ(da.nonce, a.nonce);
+  EXPECT_EQ(da.mac, a.mac);
+  Proof p;
+  EXPECT_FALSE(decodeProof(f.data(), f.size, &p).isOk());
+
+  p.mac = a.mac;
+  f = encodeProof(p);
+  Proof dp;
+  ASSERT_TRUE(decodeProof(f.data(), f.size, &dp).isOk());
+  EXPECT_EQ(dp.mac, p.mac);
+  EXPECT_FALSE(decodeAnswer(f.data(), f.size, &da).isOk());
+}
+
+TEST(WireTest, RejectsUnknownFlags) {
+  Frame f = encodeChallenge(sampleChallenge());
+  Challenge c;
+  f.bytes[kPreambleBytes] = 0x02;  // an unknown flag bit
+  EXPECT_FALSE(decodeChallenge(f.data(), f.size, &c).isOk());
+  f = encodeChallenge(sampleChallenge());
+  f.bytes[kPreambleBytes + 4] = 1;  // reserved
+  EXPECT_FALSE(decodeChallenge(f.data(), f.size, &c).isOk());
+  f = encodeHello(sampleHello());
+  Hello h;
+  f.bytes[f.size - 4] = 0x03;  // checksum plus an unknown flag
+  EXPECT_FALSE(decodeHello(f.data(), f.size, &h).isOk());
 }
 
 TEST(WireTest, LittleEndianOnTheWire) {
@@ -78,6 +158,7 @@ TEST(WireTest, SliceAndResultRoundTrip) {
     for (int o = 0; o < kNumReduceOps; ++o) {
       h.type = static_cast<DataType>(i);
       h.op = static_cast<ReduceOp>(o);
+      h.crc = 0xE3069283u + static_cast<uint32_t>(i * 16 + o);
       SliceHeader d;
       Frame s = encodeSlice(h);
       ASSERT_TRUE(decodeSlice(s.data(), s.size, &d).isOk());
@@ -88,8 +169,10 @@ TEST(WireTest, SliceAndResultRoundTrip) {
       EXPECT_EQ(d.total_count, h.total_count);
       EXPECT_EQ(d.type, h.type);
       EXPECT_EQ(d.op, h.op);
+      EXPECT_EQ(d.crc, h.crc);
       Frame r = encodeResult(h);
       ASSERT_TRUE(decodeResult(r.data(), r.size, &d).isOk());
+      EXPECT_EQ(d.crc, h.crc);
       EXPECT_EQ(d.payloadBytes(), h.count * dataTypeSize(h.type));
       // A slice is not a result and vice versa.
       EXPECT_FALSE(decodeResult(s.data(), s.size, &d).isOk());
@@ -128,6 +211,8 @@ TEST(WireTest, RejectsBadPreamble) {
   bad = f;
   bad.bytes[6] = 0;  // type
   EXPECT_FALSE(peekType(bad.data(), bad.size, &t).isOk());
+  bad.bytes[6] = 11;  // one past the last type (Proof)
+  EXPECT_FALSE(peekType(bad.data(), bad.size, &t).isOk());
   bad.bytes[6] = 200;
   EXPECT_FALSE(peekType(bad.data(), bad.size, &t).isOk());
   bad = f;
@@ -139,7 +224,9 @@ TEST(WireTest, RejectsBadPreamble) {
 TEST(WireTest, RejectsTruncatedAndOversized) {
   const Frame frames[] = {encodeHello(sampleHello()), encodeReady(Ready{CommId{}, 2, 4}),
                           encodeSlice(sampleSlice()), encodeResult(sampleSlice()),
-                          encodeError(Reason{"x"}), encodeReject(Reason{"y"}), encodeBye()};
+                          encodeError(Reason{"x"}), encodeReject(Reason{"y"}), encodeBye(),
+                          encodeChallenge(sampleChallenge()), encodeAnswer(sampleAnswer()),
+                          encodeProof(Proof{})};
   for (const Frame& f : frames) {
     MsgType t;
     ASSERT_TRUE(peekType(f.data(), f.size, &t).isOk());

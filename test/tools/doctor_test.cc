@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -332,6 +333,40 @@ TEST(DoctorProbe, LiveReducerEchoes) {
   const CheckResult c = describeProbe(reducer->address(), r, o, "no job token configured");
   EXPECT_EQ(c.severity, P) << formatResult(c);
   EXPECT_TRUE(reducer->stop().isOk());
+}
+
+// Against a reducer that requires a job token: the doctor sends the user's token (from the
+// TALLY_ variables) and reports a wrong one as a failed handshake, naming the cause.
+TEST(DoctorProbe, SendsTheJobTokenAndReportsAWrongOne) {
+  const std::string file =
+      (std::filesystem::temp_directory_path() / ("tally-doctor-token-" + std::to_string(::getpid())))
+          .string();
+  {
+    std::ofstream out(file);
+    out << "right-token\n";
+  }
+  ::chmod(file.c_str(), 0600);
+  std::unique_ptr<driver::ReducerProcess> reducer;
+  ASSERT_TRUE(
+      driver::ReducerProcess::start(TALLY_REDUCER_BIN, {"--token-file", file}, 10000, &reducer)
+          .isOk());
+  Params params = Params::defaults();
+  params.jobToken = "right-token";
+  ProbeOptions o = probeOptionsFrom(params);
+  o.probe_bytes = 1 << 20;
+  o.probe_seconds = 0.2;
+  ProbeResult r = probeReducer(reducer->address(), o);
+  EXPECT_TRUE(r.reachable && r.accepted && r.measured) << r.error;
+  EXPECT_EQ(credentialsNote(params), "job token from TALLY_JOB_TOKEN");
+
+  o.job_token = "wrong-token";
+  r = probeReducer(reducer->address(), o);
+  EXPECT_TRUE(r.reachable);
+  EXPECT_FALSE(r.accepted);
+  EXPECT_NE(r.error.find("authentication failed"), std::string::npos) << r.error;
+  EXPECT_EQ(describeProbe(reducer->address(), r, o, "").severity, F);
+  EXPECT_TRUE(reducer->stop().isOk());
+  std::filesystem::remove(file);
 }
 
 TEST(DoctorProbe, DeadAddressIsUnreachable) {

@@ -95,7 +95,7 @@ int runBenchWorker(const WorkerPlan& plan, int rank) {
   // An NCCL job's environment: the reducers, the interface, and bounded waits.
   if (!plan.reducer_list.empty()) ::setenv("TALLY_REDUCERS", plan.reducer_list.c_str(), 1);
   ::setenv("TALLY_SOCKET_IFNAME", plan.ifname.c_str(), 1);
-  ::setenv("TALLY_CONNECT_TIMEOUT", "30s", 0);
+  ::setenv("TALLY_CONNECT_TIMEOUT_MS", "30s", 0);
   if (o.verbose) driver::setPluginLogLevel(NCCL_LOG_INFO);
 
   std::unique_ptr<driver::PluginLibrary> lib;

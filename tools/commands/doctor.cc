@@ -100,6 +100,9 @@ int runDoctor(const DoctorOptions& o) {
   const doctor::ProbeOptions from_params = doctor::probeOptionsFrom(params);
   probe.slice_bytes = from_params.slice_bytes;
   probe.window = from_params.window;
+  probe.job_token = from_params.job_token;
+  probe.job_token_file = from_params.job_token_file;
+  probe.checksum = from_params.checksum;
   const std::string credentials = doctor::credentialsNote(params);
   doctor::BandwidthInput bandwidth;
   for (const std::string& address : reducers.addresses) {

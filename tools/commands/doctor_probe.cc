@@ -127,6 +127,9 @@ ProbeOptions probeOptionsFrom(const Params& params) {
   ProbeOptions o;
   o.slice_bytes = params.sliceBytes;
   o.window = static_cast<int>(params.collWindow);
+  o.job_token = params.jobToken;
+  o.job_token_file = params.jobTokenFile;
+  o.checksum = params.checksum;
   return o;
 }
 
@@ -138,6 +141,9 @@ ProbeResult probeReducer(const std::string& address, const ProbeOptions& options
   co.window = options.window;
   co.connect_timeout_ms = options.timeout_ms;
   co.timeout_ms = options.timeout_ms;
+  co.job_token = options.job_token;
+  co.job_token_file = options.job_token_file;
+  co.checksum = options.checksum;
   uint8_t handle[reducer::kCollHandleBytes];
   Status st = CollClient::makeHandle(co, handle);
   if (!st.isOk()) {
@@ -170,9 +176,10 @@ ProbeResult probeReducer(const std::string& address, const ProbeOptions& options
   return r;
 }
 
-std::string credentialsNote(const Params&) {
-  // Job tokens are not part of the protocol yet; when Params gains one, report here whether it
-  // was sent (never its value).
+std::string credentialsNote(const Params& params) {
+  // Whether a token was sent, and from where; never its value.
+  if (!params.jobTokenFile.empty()) return "job token from " + params.jobTokenFile;
+  if (!params.jobToken.empty()) return "job token from TALLY_JOB_TOKEN";
   return "no job token configured";
 }
 

@@ -22,9 +22,12 @@ struct ProbeOptions {
   double probe_seconds = 1.0;          // how long to keep sending them (at least one call)
   uint64_t slice_bytes = 256 * 1024;   // TALLY_SLICE_BYTES
   int window = 16;                     // TALLY_COLL_WINDOW
+  std::string job_token;               // TALLY_JOB_TOKEN
+  std::string job_token_file;          // TALLY_JOB_TOKEN_FILE
+  bool checksum = false;               // TALLY_CHECKSUM
 };
 
-// Takes the slice size and window from the user's TALLY_ variables.
+// Takes the slice size, window, job token and checksum setting from the user's TALLY_ variables.
 ProbeOptions probeOptionsFrom(const Params& params);
 
 struct ProbeResult {

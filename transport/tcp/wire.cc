@@ -105,7 +105,7 @@ Status decodeHandle(const ConnectHandle& handle, SockAddr* out) {
 
 int stripeCount(uint64_t size, int streams, uint64_t min_stripe) {
   min_stripe = std::max<uint64_t>(min_stripe, 1);
-  if (streams <= 1 || size < 2 * min_stripe) return 1;
+  if (streams <= 1 || size / 2 < min_stripe) return 1;  // not 2 * min_stripe: a peer chose it
   return static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(streams), size / min_stripe));
 }
 

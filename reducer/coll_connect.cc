@@ -1,0 +1,139 @@
+#include "reducer/coll_connect.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "transport/tcp/tcp.h"
+
+namespace tally::reducer::client {
+namespace {
+
+// Waits for `req` until the deadline.
+Status waitUntil(transport::Request* req, Clock::time_point deadline, size_t* sizes,
+                 const std::string& what) {
+  Status st = req->wait(msLeft(deadline), sizes);
+  if (st.code() == StatusCode::kTimeout) return Status::timeout(what);
+  return st;
+}
+
+// Receives one header message until the deadline (`what` names it in the timeout error).
+Status recvHeader(transport::Connection* conn, Clock::time_point deadline, HeaderBuf* buf,
+                  size_t* got, const std::string& what) {
+  void* data = buf->data();
+  size_t size = buf->size();
+  int tag = wire::kTagHeader;
+  transport::MemoryRegion* mr = nullptr;
+  std::unique_ptr<transport::Request> req;
+  TALLY_RETURN_IF_ERROR(conn->irecv(1, &data, &size, &tag, &mr, &req));
+  if (!req) return Status::internal("transport had no room for a receive");
+  Status st = waitUntil(req.get(), deadline, got, what);
+  if (!st.isOk()) conn->close();  // the pending receive must not outlive an open connection
+  return st;
+}
+
+// The Status for the reducer's answer of `type` to `what`: a Reject (kInvalidUsage, its reason),
+// an Error (kRemote), or anything else (kRemote).
+Status refusal(const HeaderBuf& buf, size_t got, wire::MsgType type, const std::string& address,
+               int rank, const char* what) {
+  wire::Reason reason;
+  if (type == wire::MsgType::kReject) {
+    TALLY_RETURN_IF_ERROR(wire::decodeReject(buf.data(), got, &reason));
+    return Status::invalidUsage("reducer " + address + " rejected rank " + std::to_string(rank) +
+                                ": " + reason.text);
+  }
+  if (type == wire::MsgType::kError) {
+    TALLY_RETURN_IF_ERROR(wire::decodeError(buf.data(), got, &reason));
+    return Status::remote("reducer " + address + ": " + reason.text);
+  }
+  return Status::remote("reducer " + address + " answered " + what + " with " +
+                        wire::msgTypeName(type));
+}
+
+}  // namespace
+
+int64_t msLeft(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return std::max<int64_t>(0, left.count());
+}
+
+Status connectReducer(const std::string& address, Clock::time_point deadline,
+                      std::unique_ptr<transport::Connection>* out) {
+  Status last;
+  for (;;) {
+    transport::tcp::TcpOptions tcp;
+    tcp.connect_timeout_ms = std::max<int64_t>(1, msLeft(deadline));
+    last = transport::tcp::connectBlocking(address, tcp, transport::ConnectionOptions{}, out);
+    if (last.isOk()) return last;
+    if (last.code() == StatusCode::kInvalidUsage) return last;  // a bad address: no point retrying
+    if (Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::min<int64_t>(100, msLeft(deadline))));
+  }
+  return Status::timeout("could not connect to reducer " + address + ": " + last.toString());
+}
+
+Status sendHeader(transport::Connection* conn, const wire::Frame& frame, Clock::time_point deadline,
+                  const std::string& what) {
+  std::unique_ptr<transport::Request> req;
+  TALLY_RETURN_IF_ERROR(conn->isend(frame.data(), frame.size, wire::kTagHeader, nullptr, &req));
+  if (!req) return Status::internal("transport had no room for " + what);
+  return waitUntil(req.get(), deadline, nullptr, "sending " + what + " timed out");
+}
+
+Status openReducer(transport::Connection* conn, const std::string& address,
+                   Clock::time_point deadline, opening::WorkerSide* side) {
+  HeaderBuf buf;
+  size_t got = 0;
+  TALLY_RETURN_IF_ERROR(recvHeader(conn, deadline, &buf, &got,
+                                   "reducer " + address +
+                                       " sent no Challenge in time (is it a "
+                                       "tally-reducer of this version?)"));
+  bool send_answer = false;
+  wire::Frame answer;
+  std::string reject;
+  Status st = side->onChallenge(buf.data(), got, &send_answer, &answer, &reject);
+  if (!st.isOk()) {
+    if (!reject.empty()) {
+      (void)sendHeader(conn, wire::encodeReject(wire::Reason{reject}),
+                       std::min(deadline, Clock::now() + std::chrono::seconds(1)), "Reject");
+    }
+    return st;
+  }
+  if (send_answer) TALLY_RETURN_IF_ERROR(sendHeader(conn, answer, deadline, "the Answer"));
+  return Status::ok();
+}
+
+Status awaitProof(transport::Connection* conn, const std::string& address, int rank,
+                  Clock::time_point deadline, const opening::WorkerSide& side) {
+  if (!side.expectsProof()) return Status::ok();
+  HeaderBuf buf;
+  size_t got = 0;
+  TALLY_RETURN_IF_ERROR(
+      recvHeader(conn, deadline, &buf, &got, "reducer " + address + " sent no Proof in time"));
+  wire::MsgType type;
+  TALLY_RETURN_IF_ERROR(wire::peekType(buf.data(), got, &type));
+  if (type == wire::MsgType::kReject || type == wire::MsgType::kError) {
+    return refusal(buf, got, type, address, rank, "the job token's Answer");
+  }
+  return side.checkProof(buf.data(), got);
+}
+
+Status awaitReady(transport::Connection* conn, const std::string& address, int rank,
+                  Clock::time_point deadline, int* window) {
+  HeaderBuf buf;
+  size_t got = 0;
+  TALLY_RETURN_IF_ERROR(
+      recvHeader(conn, deadline, &buf, &got,
+                 "reducer " + address + " did not report all ranks joined in time"));
+  wire::MsgType type;
+  TALLY_RETURN_IF_ERROR(wire::peekType(buf.data(), got, &type));
+  if (type == wire::MsgType::kReady) {
+    wire::Ready ready;
+    TALLY_RETURN_IF_ERROR(wire::decodeReady(buf.data(), got, &ready));
+    *window = static_cast<int>(ready.window);
+    return Status::ok();
+  }
+  return refusal(buf, got, type, address, rank, "Hello");
+}
+
+}  // namespace tally::reducer::client
