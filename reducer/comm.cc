@@ -1,5 +1,6 @@
 // Communicators: forming them from Hellos, failing them, freeing them when the last member leaves.
 #include <algorithm>
+#include <cstdio>
 
 #include "common/crc32c.h"
 #include "common/log.h"
@@ -67,13 +68,60 @@ Status Comm::checkSlice(const wire::SliceHeader& h, int rank) const {
   return Status::ok();
 }
 
+namespace {
+
+std::string gib(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f GiB", static_cast<double>(bytes) / (1ull << 30));
+  return text;
+}
+
+}  // namespace
+
+Status CommRegistry::admitLocked(const wire::Hello& hello, uint64_t* bytes) const {
+  // A connection buffers at most window slices (the reader stops there), each at most
+  // slice_bytes; results take at most one more window's worth per communicator.
+  const uint64_t per_connection = static_cast<uint64_t>(window_) * hello.slice_bytes;
+  const std::string what = "communicator " + hello.comm.toString() + " (" +
+                           std::to_string(hello.nranks) + " ranks, " +
+                           std::to_string(hello.slice_bytes) + "-byte slices, window " +
+                           std::to_string(window_) + ")";
+  if (per_connection > max_connection_bytes_) {
+    return Status::invalidUsage(what + " needs " + gib(per_connection) +
+                                " per connection, over this reducer's limit of " +
+                                gib(max_connection_bytes_) +
+                                " (lower TALLY_SLICE_BYTES or the reducer's --window)");
+  }
+  const uint64_t need = per_connection * (static_cast<uint64_t>(hello.nranks) + 1);
+  if (need > max_communicator_bytes_) {
+    return Status::invalidUsage(what + " needs " + gib(need) + ", over this reducer's limit of " +
+                                gib(max_communicator_bytes_) + " per communicator");
+  }
+  if (need > max_memory_bytes_ - std::min(reserved_bytes_, max_memory_bytes_)) {
+    return Status::system("reducer full: " + what + " needs " + gib(need) + ", and " +
+                          gib(reserved_bytes_) + " of its " + gib(max_memory_bytes_) +
+                          " are held by " + std::to_string(comms_.size()) +
+                          " other communicators");
+  }
+  *bytes = need;
+  return Status::ok();
+}
+
 Status CommRegistry::addMember(const std::shared_ptr<Peer>& peer, const wire::Hello& hello,
                                std::shared_ptr<Comm>* comm_out, bool* created,
-                               std::vector<std::shared_ptr<Peer>>* ready_to) {
+                               std::vector<std::shared_ptr<Peer>>* ready_to, bool* over_limit) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = comms_.find(hello.comm);
   if (it == comms_.end()) {
+    uint64_t reserve = 0;
+    Status admitted = admitLocked(hello, &reserve);
+    if (!admitted.isOk()) {
+      *over_limit = true;
+      return admitted;
+    }
     it = comms_.emplace(hello.comm, std::make_shared<Comm>(hello, engine_, observer_)).first;
+    it->second->reserved_bytes = reserve;
+    reserved_bytes_ += reserve;
     *created = true;
     TALLY_INFO(log::kColl, "reducer: communicator %s forming, %u ranks",
                hello.comm.toString().c_str(), hello.nranks);
@@ -120,11 +168,12 @@ Status CommRegistry::addMember(const std::shared_ptr<Peer>& peer, const wire::He
 }
 
 Status CommRegistry::join(const std::shared_ptr<Peer>& peer, const wire::Hello& hello,
-                          std::shared_ptr<Comm>* out) {
+                          std::shared_ptr<Comm>* out, bool* over_limit) {
   std::vector<std::shared_ptr<Peer>> ready_to;
   std::shared_ptr<Comm> comm;
   bool created = false;
-  Status st = addMember(peer, hello, &comm, &created, &ready_to);
+  *over_limit = false;
+  Status st = addMember(peer, hello, &comm, &created, &ready_to, over_limit);
   // Outside the locks. The creating Hello always becomes a member (a fresh communicator has
   // nothing to contradict), so no leave can close the communicator before this is reported.
   if (created) observer_->communicatorOpened();
@@ -164,6 +213,7 @@ void CommRegistry::leave(const std::shared_ptr<Comm>& comm, int rank, bool grace
       auto it = comms_.find(comm->id);
       if (it != comms_.end() && it->second == comm) {
         comms_.erase(it);
+        reserved_bytes_ -= comm->reserved_bytes;
         forgotten = true;
       }
       comm->members_.clear();  // breaks the Peer <-> Comm cycle
@@ -182,6 +232,7 @@ void CommRegistry::clear() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     comms.swap(comms_);
+    reserved_bytes_ = 0;
   }
   for (auto& [id, comm] : comms) {
     {

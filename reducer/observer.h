@@ -26,11 +26,13 @@ enum class ServerError : uint8_t {
   kInternal,       // an exception in the server: allocation failure or a broken invariant
   kAuth,           // the opening failed authentication: wrong or missing job token, either side
   kChecksum,       // a slice payload did not match its CRC32C (TALLY_CHECKSUM=1)
+  kLimit,          // refused for a server limit: connections, or memory a communicator needs
+  kTimeout,        // a connection did not join in time, or stalled mid-message
 };
-inline constexpr int kServerErrorCount = 8;
+inline constexpr int kServerErrorCount = 10;
 
 // "accept", "rejected_hello", "protocol", "peer_lost", "mismatch", "internal", "auth",
-// "checksum": the metric label.
+// "checksum", "limit", "timeout": the metric label.
 inline const char* serverErrorName(ServerError e) {
   switch (e) {
     case ServerError::kAccept:
@@ -49,6 +51,10 @@ inline const char* serverErrorName(ServerError e) {
       return "auth";
     case ServerError::kChecksum:
       return "checksum";
+    case ServerError::kLimit:
+      return "limit";
+    case ServerError::kTimeout:
+      return "timeout";
   }
   return "unknown";
 }

@@ -116,6 +116,17 @@ Status Peer::recvOne(void* data, size_t size, int tag, size_t* got) {
       conn_->close();  // the request must not outlive an open connection
       return Status::remote("server stopping");
     }
+    // A connection holds threads: one that never joins (a scanner, a slow-loris peer, a worker
+    // that lost its way) is closed after join_timeout_ms. A member may idle between calls.
+    const int64_t limit = ctx_->options.join_timeout_ms;
+    if (!comm_ && limit > 0 && std::chrono::steady_clock::now() - opened_ >
+                                   std::chrono::milliseconds(limit)) {
+      conn_->close();
+      ctx_->observer->error(ServerError::kTimeout);
+      counted_ = true;
+      return Status::timeout("peer " + name_ + " did not join a communicator within " +
+                             std::to_string(limit) + " ms of connecting");
+    }
   }
 }
 
@@ -205,10 +216,11 @@ Status Peer::handleHello(const uint8_t* data, size_t size, bool* end) {
       st = Status::invalidUsage("this reducer cannot check TALLY_CHECKSUM=1: " + why.message());
     }
   }
-  if (st.isOk()) st = ctx_->registry->join(shared_from_this(), hello, &comm_);
+  bool over_limit = false;
+  if (st.isOk()) st = ctx_->registry->join(shared_from_this(), hello, &comm_, &over_limit);
   if (!st.isOk()) {
     TALLY_WARN("reducer: rejecting peer %s: %s", name_.c_str(), st.message().c_str());
-    ctx_->observer->error(ServerError::kRejectedHello);
+    ctx_->observer->error(over_limit ? ServerError::kLimit : ServerError::kRejectedHello);
     OutMsg m;
     m.header = wire::encodeReject(wire::Reason{st.message()});
     send(std::move(m));

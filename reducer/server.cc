@@ -24,7 +24,7 @@ class ServerImpl final : public ReducerServer {
  public:
   explicit ServerImpl(const ServerOptions& options)
       : engine_(options.threads, options.pool_cache_bytes, observerOf(options)),
-        registry_(&engine_, options.window, observerOf(options)) {
+        registry_(&engine_, options, observerOf(options)) {
     ctx_.options = options;
     ctx_.engine = &engine_;
     ctx_.registry = &registry_;
@@ -77,6 +77,19 @@ class ServerImpl final : public ReducerServer {
         continue;
       }
       if (!conn) continue;
+      size_t open = 0;
+      {
+        std::lock_guard<std::mutex> lock(peers_mu_);
+        open = peers_.size();
+      }
+      if (open >= ctx_.options.max_connections) {
+        // Closing at once tells the worker; its connect fails with "connection closed".
+        TALLY_WARN("reducer: refused peer %s: %zu connections open, the limit (--max-connections)",
+                   conn->peerName().c_str(), open);
+        ctx_.observer->error(ServerError::kLimit);
+        conn->close();
+        continue;
+      }
       auto peer = std::make_shared<server::Peer>(std::move(conn), &ctx_);
       TALLY_INFO(log::kNet, "reducer: accepted peer %s", peer->name().c_str());
       {

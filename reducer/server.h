@@ -28,6 +28,15 @@ struct ServerOptions {
   int window = 16;                     // slices buffered per connection before reading stops
   transport::tcp::TcpOptions tcp;
   size_t pool_cache_bytes = 256ull << 20;  // free buffers kept for reuse, over all shards
+  // Limits, so one job or one bad peer cannot take the whole reducer (docs/reliability.md). A
+  // communicator reserves (nranks + 1) x window x slice bytes when it forms (inputs and
+  // results); a Hello that would pass a limit is refused with the reason.
+  size_t max_connections = 1024;               // connections at once; more are closed at accept
+  uint64_t max_connection_bytes = 1ull << 30;  // window x slice bytes of one connection
+  uint64_t max_communicator_bytes = 16ull << 30;
+  uint64_t max_memory_bytes = 64ull << 30;     // all communicators' reservations together
+  // A connection that has not joined a communicator (opening and Hello) by then is closed.
+  int64_t join_timeout_ms = 120000;
   // The job secret (common/auth.h). Set: every connection must prove it before its Hello is
   // read, and the server proves it back. Empty: workers without a token are served, and a
   // worker with one refuses this server.

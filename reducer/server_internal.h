@@ -112,6 +112,7 @@ class Peer : public std::enable_shared_from_this<Peer> {
   std::unique_ptr<transport::Connection> conn_;
   ServerContext* ctx_;
   std::string name_;
+  const std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
   std::thread reader_;
   std::thread writer_;
   std::atomic<bool> finished_{false};
@@ -155,6 +156,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   const uint32_t reducer_index;
   const uint64_t slice_bytes;
   const bool checksum;  // TALLY_CHECKSUM: inputs carry a CRC32C and results get one (wire.h)
+  uint64_t reserved_bytes = 0;  // memory it holds against the server's limits (registry's mu_)
 
   // The CRC32C a result header with this payload carries: computed once per slice for every
   // rank; 0 when !checksum. Any thread.
@@ -185,13 +187,20 @@ class Comm : public std::enable_shared_from_this<Comm> {
 // Communicators by id. Used on join and leave only, never per slice.
 class CommRegistry {
  public:
-  CommRegistry(Engine* engine, int window, ServerObserver* observer)
-      : engine_(engine), window_(window), observer_(observer) {}
+  // Takes the window and the memory limits from `options`.
+  CommRegistry(Engine* engine, const ServerOptions& options, ServerObserver* observer)
+      : engine_(engine),
+        window_(options.window),
+        max_connection_bytes_(options.max_connection_bytes),
+        max_communicator_bytes_(options.max_communicator_bytes),
+        max_memory_bytes_(options.max_memory_bytes),
+        observer_(observer) {}
 
   // Adds `peer` as hello.rank. When this completes the group, Ready goes to every member. On
-  // failure the peer is not a member and the Status message is the reason to Reject it with.
+  // failure the peer is not a member and the Status message is the reason to Reject it with;
+  // *over_limit tells whether a server limit (memory) was the reason.
   Status join(const std::shared_ptr<Peer>& peer, const wire::Hello& hello,
-              std::shared_ptr<Comm>* out);
+              std::shared_ptr<Comm>* out, bool* over_limit);
   // The member `rank` is gone: after Bye when `graceful`; otherwise its loss fails the
   // communicator, with `why` in the Error the others get. The last leave frees the communicator.
   void leave(const std::shared_ptr<Comm>& comm, int rank, bool graceful, const std::string& why);
@@ -204,13 +213,21 @@ class CommRegistry {
   // (*created: this Hello made the communicator); *ready_to when it completed the group.
   Status addMember(const std::shared_ptr<Peer>& peer, const wire::Hello& hello,
                    std::shared_ptr<Comm>* comm_out, bool* created,
-                   std::vector<std::shared_ptr<Peer>>* ready_to);
+                   std::vector<std::shared_ptr<Peer>>* ready_to, bool* over_limit);
+
+  // Whether a communicator of this Hello's shape fits the limits; *bytes: what it reserves
+  // (mu_ held).
+  Status admitLocked(const wire::Hello& hello, uint64_t* bytes) const;
 
   Engine* engine_;
   const int window_;
+  const uint64_t max_connection_bytes_;
+  const uint64_t max_communicator_bytes_;
+  const uint64_t max_memory_bytes_;
   ServerObserver* observer_;
   std::mutex mu_;
   std::unordered_map<wire::CommId, std::shared_ptr<Comm>, wire::CommIdHash> comms_;
+  uint64_t reserved_bytes_ = 0;  // sum of the communicators' reservations (mu_)
 };
 
 // A slice input from one rank, on its way to the engine thread owning its stream.

@@ -1,7 +1,8 @@
 // tally-reducer: serves CollNet all-reduce for any number of jobs until SIGINT or SIGTERM.
 //
 //   tally-reducer --listen HOST:PORT [--threads N] [--window N] [--metrics HOST:PORT]
-//                 [--token-file PATH] [--verbose]
+//                 [--token-file PATH] [--max-connections N] [--max-memory BYTES]
+//                 [--max-communicator-memory BYTES] [--verbose]
 //
 // It listens only on --listen. With a job token (--token-file, else TALLY_JOB_TOKEN or
 // TALLY_JOB_TOKEN_FILE from its environment) every connection must prove it before its Hello is
@@ -60,6 +61,28 @@ int main(int argc, char** argv) {
   app.add_option("--token-file", token_file,
                  "file holding the job token every worker must prove (overrides "
                  "TALLY_JOB_TOKEN and TALLY_JOB_TOKEN_FILE)");
+  std::string max_memory = "64G";
+  std::string max_communicator_memory = "16G";
+  app.add_option("--max-connections", options.max_connections,
+                 "worker connections at once; more are closed when they connect")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  const auto bytes = CLI::Validator(
+      [](std::string& value) {
+        uint64_t v = 0;
+        const Status valid = parseBytes(value, &v);
+        return valid.isOk() ? std::string() : valid.message();
+      },
+      "BYTES");
+  app.add_option("--max-memory", max_memory,
+                 "slice memory all communicators may reserve together (64G, 512M, ...); a "
+                 "communicator that would pass it is refused")
+      ->check(bytes)
+      ->capture_default_str();
+  app.add_option("--max-communicator-memory", max_communicator_memory,
+                 "slice memory one communicator may reserve: (ranks + 1) x window x slice bytes")
+      ->check(bytes)
+      ->capture_default_str();
   app.add_flag("--verbose", verbose, "log connections and communicators (INFO)");
   try {
     app.parse(argc, argv);
@@ -86,6 +109,9 @@ int main(int argc, char** argv) {
   options.tcp.min_stripe = params.socketMinStripe;
   options.tcp.connect_timeout_ms = params.connectTimeout;
   options.tcp.io_timeout_ms = params.timeout;
+  options.join_timeout_ms = params.connectTimeout;
+  (void)parseBytes(max_memory, &options.max_memory_bytes);  // checked by the validator
+  (void)parseBytes(max_communicator_memory, &options.max_communicator_bytes);
   st = token_file.empty()
            ? auth::loadJobToken(params.jobToken, params.jobTokenFile, &options.job_token)
            : auth::loadJobToken("", token_file, &options.job_token);

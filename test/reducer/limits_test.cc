@@ -1,0 +1,156 @@
+// The reducer's limits: memory a communicator reserves (per connection, per communicator, in
+// total), connections at once, and how long a connection may take to join. Each refusal names
+// the limit, is counted, and leaves the server serving others.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+#include "test/metrics/counting_observer.h"
+#include "transport/tcp/tcp.h"
+
+namespace tally::reducer::test {
+namespace {
+
+// One in-process reducer with these limits.
+std::unique_ptr<ReducerServer> startWith(ServerOptions o, CountingObserver* observer) {
+  o.listen = "127.0.0.1:0";
+  o.threads = 1;
+  o.window = 4;
+  o.tcp.sockets = 1;
+  o.observer = observer;
+  std::unique_ptr<ReducerServer> s;
+  Status st = ReducerServer::start(o, &s);
+  EXPECT_TRUE(st.isOk()) << st.toString();
+  return s;
+}
+
+CollOptions clientOptions(const ReducerServer& s, uint64_t slice_bytes) {
+  CollOptions o;
+  o.reducers = {s.address()};
+  o.slice_bytes = slice_bytes;
+  o.window = 4;
+  o.connect_timeout_ms = 5000;
+  o.timeout_ms = 5000;
+  return o;
+}
+
+// Connects `ranks` clients; the first non-ok Status, or ok.
+Status connectGroup(const CollOptions& o, int ranks,
+                    std::vector<std::unique_ptr<CollClient>>* clients) {
+  for (const Status& s : connectAll(std::vector<CollOptions>(ranks, o), clients)) {
+    if (!s.isOk()) return s;
+  }
+  return Status::ok();
+}
+
+// A checked all-reduce of 1000 int32 on every client.
+void expectSum(std::vector<std::unique_ptr<CollClient>>& clients) {
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(clients.size());
+  for (size_t r = 0; r < clients.size(); ++r) {
+    threads.emplace_back([&, r] {
+      std::vector<int32_t> v(1000, static_cast<int32_t>(r + 1));
+      CollRequest req;
+      Status s = post(clients[r].get(), v.data(), v.data(), v.size(), DataType::kInt32,
+                      ReduceOp::kSum, &req);
+      if (s.isOk()) s = waitRequest(&req, nullptr);
+      const int32_t want = static_cast<int32_t>(clients.size() * (clients.size() + 1) / 2);
+      if (!s.isOk()) errors[r] = s.toString();
+      else if (v[0] != want || v[999] != want) errors[r] = "wrong sum " + std::to_string(v[0]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t r = 0; r < clients.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+TEST(Limits, CommunicatorOverItsLimitIsRefusedWithTheReason) {
+  CountingObserver observer;
+  ServerOptions o;
+  o.max_communicator_bytes = 3 * 4 * (64 << 10);  // (2 ranks + 1) x window 4 x 64 KiB: fits
+  auto server = startWith(o, &observer);
+  ASSERT_NE(server, nullptr);
+  std::vector<std::unique_ptr<CollClient>> clients;
+  ASSERT_TRUE(connectGroup(clientOptions(*server, 64 << 10), 2, &clients).isOk());
+  expectSum(clients);
+  for (auto& c : clients) c->close();
+
+  Status st = connectGroup(clientOptions(*server, 64 << 10), 3, &clients);  // 4 x 4 x 64 KiB
+  EXPECT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("per communicator"), std::string::npos) << st.toString();
+  EXPECT_GE(observer.errorCount(ServerError::kLimit), 1u);
+  for (auto& c : clients) if (c) c->close();
+}
+
+TEST(Limits, SliceTooLargeForAConnectionIsRefused) {
+  CountingObserver observer;
+  ServerOptions o;
+  o.max_connection_bytes = 4 * (64 << 10);
+  auto server = startWith(o, &observer);
+  ASSERT_NE(server, nullptr);
+  std::vector<std::unique_ptr<CollClient>> clients;
+  Status st = connectGroup(clientOptions(*server, 128 << 10), 2, &clients);
+  EXPECT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("per connection"), std::string::npos) << st.toString();
+  for (auto& c : clients) if (c) c->close();
+}
+
+TEST(Limits, FullReducerRefusesNewCommunicatorsUntilOneLeaves) {
+  CountingObserver observer;
+  ServerOptions o;
+  o.max_memory_bytes = 3 * 4 * (64 << 10);  // room for exactly one 2-rank communicator
+  auto server = startWith(o, &observer);
+  ASSERT_NE(server, nullptr);
+  std::vector<std::unique_ptr<CollClient>> first, second;
+  ASSERT_TRUE(connectGroup(clientOptions(*server, 64 << 10), 2, &first).isOk());
+  Status st = connectGroup(clientOptions(*server, 64 << 10), 2, &second);
+  EXPECT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("reducer full"), std::string::npos) << st.toString();
+  for (auto& c : second) if (c) c->close();
+  expectSum(first);  // the admitted job is untouched
+  for (auto& c : first) c->close();
+  // Its reservation comes back once its members have left.
+  ASSERT_TRUE(waitUntil([&] { return observer.communicators.load() == 0; }, std::chrono::milliseconds(5000)));
+  ASSERT_TRUE(connectGroup(clientOptions(*server, 64 << 10), 2, &second).isOk());
+  expectSum(second);
+  for (auto& c : second) c->close();
+}
+
+TEST(Limits, ConnectionsOverTheLimitAreClosed) {
+  CountingObserver observer;
+  ServerOptions o;
+  o.max_connections = 2;
+  auto server = startWith(o, &observer);
+  ASSERT_NE(server, nullptr);
+  std::vector<std::unique_ptr<CollClient>> clients;
+  ASSERT_TRUE(connectGroup(clientOptions(*server, 64 << 10), 2, &clients).isOk());
+  std::vector<std::unique_ptr<CollClient>> more;
+  CollOptions late = clientOptions(*server, 64 << 10);
+  late.connect_timeout_ms = 2000;
+  EXPECT_FALSE(connectGroup(late, 1, &more).isOk());
+  EXPECT_TRUE(waitUntil([&] { return observer.errorCount(ServerError::kLimit) >= 1; }, std::chrono::milliseconds(5000)));
+  expectSum(clients);  // the two admitted connections are untouched
+  for (auto& c : clients) c->close();
+}
+
+TEST(Limits, ConnectionThatNeverJoinsIsClosed) {
+  CountingObserver observer;
+  ServerOptions o;
+  o.join_timeout_ms = 300;
+  auto server = startWith(o, &observer);
+  ASSERT_NE(server, nullptr);
+  // A peer that completes the transport handshake and then says nothing.
+  std::unique_ptr<transport::Connection> idle;
+  ASSERT_TRUE(transport::tcp::connectBlocking(server->address(), {}, {}, &idle).isOk());
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(waitUntil([&] { return observer.errorCount(ServerError::kTimeout) == 1; }, std::chrono::milliseconds(5000)));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(200));
+  EXPECT_TRUE(waitUntil([&] { return observer.connections.load() == 0; }, std::chrono::milliseconds(5000)));
+  idle->close();
+}
+
+}  // namespace
+}  // namespace tally::reducer::test
