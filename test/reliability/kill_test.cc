@@ -106,6 +106,20 @@ class FailureTest : public ::testing::Test {
     EXPECT_EQ(why, "") << "the reducers no longer serve a new communicator";
   }
 
+  // The outcome a worker published under `key`: an error (`code` when given, else any), no sooner
+  // than min_ms (the timeout when it is the timeout that should end the call) and no later than
+  // the timeout plus slack.
+  void expectFailure(const std::string& key, StatusCode code, int64_t min_ms = 0) {
+    Outcome o = readOutcome(store_.get(), key);
+    if (code == StatusCode::kOk) {
+      EXPECT_NE(o.code, StatusCode::kOk) << key << ": " << o.text;
+    } else {
+      EXPECT_EQ(o.code, code) << key << ": " << o.text;
+    }
+    EXPECT_GE(o.ms, min_ms) << key << " failed before the timeout: " << o.text;
+    EXPECT_LE(o.ms, kTimeoutMs + kSlackMs) << key << ": " << o.text;
+  }
+
   std::unique_ptr<driver::TempDir> dir_;
   std::unique_ptr<Store> store_;
   std::vector<Reducer> reducers_;
@@ -144,10 +158,8 @@ TEST_F(FailureTest, KilledWorkerFailsTheOthersAndReducersKeepServing) {
   EXPECT_EQ(exits[n - 1].signal, SIGKILL) << exits[n - 1].describe();
   for (int r = 0; r < n - 1; ++r) {
     EXPECT_TRUE(exits[r].ok()) << exits[r].describe();
-    Outcome o = readOutcome(store_.get(), "outcome/" + std::to_string(r));
     // NCCL sees ncclRemoteError; the plugin's WARN line names the lost rank and its address.
-    EXPECT_EQ(o.code, StatusCode::kRemote) << "rank " << r << ": " << o.text;
-    EXPECT_LE(o.ms, kTimeoutMs + kSlackMs) << "rank " << r << ": " << o.text;
+    expectFailure("outcome/" + std::to_string(r), StatusCode::kRemote);
   }
   expectCommunicatorsFreed();
   expectReducersServe("after");
@@ -184,10 +196,7 @@ TEST_F(FailureTest, StuckWorkerFailsTheOthersAtTheTimeout) {
   ASSERT_TRUE(s.isOk()) << s.toString();
   for (int r = 0; r < n - 1; ++r) {
     EXPECT_TRUE(exits[r].ok()) << exits[r].describe();
-    Outcome o = readOutcome(store_.get(), "outcome/" + std::to_string(r));
-    EXPECT_NE(o.code, StatusCode::kOk) << "rank " << r << ": " << o.text;
-    EXPECT_GE(o.ms, kTimeoutMs * 8 / 10) << "rank " << r << " failed before the timeout: " << o.text;
-    EXPECT_LE(o.ms, kTimeoutMs + kSlackMs) << "rank " << r << ": " << o.text;
+    expectFailure("outcome/" + std::to_string(r), StatusCode::kOk, kTimeoutMs * 8 / 10);
   }
   expectCommunicatorsFreed();
   expectReducersServe("after");
@@ -230,9 +239,7 @@ TEST_F(FailureTest, KilledReducerFailsEveryCommunicatorUsingIt) {
   for (int r = 0; r < n; ++r) {
     EXPECT_TRUE(exits[r].ok()) << exits[r].describe();
     for (int c = 0; c < 2; ++c) {
-      Outcome o = readOutcome(store_.get(), "outcome/" + std::to_string(c) + "/" + std::to_string(r));
-      EXPECT_EQ(o.code, StatusCode::kRemote) << "comm " << c << " rank " << r << ": " << o.text;
-      EXPECT_LE(o.ms, kTimeoutMs + kSlackMs) << "comm " << c << " rank " << r << ": " << o.text;
+      expectFailure("outcome/" + std::to_string(c) + "/" + std::to_string(r), StatusCode::kRemote);
     }
   }
   reducers_[1].process->kill();
@@ -266,10 +273,7 @@ TEST_F(FailureTest, StuckReducerFailsTheWorkersAtTheTimeout) {
   ASSERT_TRUE(s.isOk()) << s.toString();
   for (int r = 0; r < n; ++r) {
     EXPECT_TRUE(exits[r].ok()) << exits[r].describe();
-    Outcome o = readOutcome(store_.get(), "outcome/" + std::to_string(r));
-    EXPECT_NE(o.code, StatusCode::kOk) << "rank " << r << ": " << o.text;
-    EXPECT_GE(o.ms, kTimeoutMs * 8 / 10) << "rank " << r << " failed before the timeout: " << o.text;
-    EXPECT_LE(o.ms, kTimeoutMs + kSlackMs) << "rank " << r << ": " << o.text;
+    expectFailure("outcome/" + std::to_string(r), StatusCode::kOk, kTimeoutMs * 8 / 10);
   }
   expectCommunicatorsFreed();  // the reducer, running again, sees the workers gone
   expectReducersServe("after");
