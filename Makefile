@@ -27,3 +27,76 @@ demo: deps install
 
 clean:
 	rm -rf $(BUILD)
+
+# Sanitizer runs (docs/testing.md): the functional test folders, built in their own folder with
+# only the targets those tests need. Left out: packaging (builds a .deb and Docker files, no code
+# of ours runs differently), gloo and bench/bench_cli (performance runs, far too slow
+# instrumented), driver (network-namespace emulation, root only, slow) and tools (CLI plumbing
+# around the same libraries; doctor/launch spawn many processes).
+# fuzz replays the seed corpora and saved crashes through the fuzz targets' checks.
+SAN_TEST_DIRS = common kernels transport reducer metrics plugin functional security fuzz
+# Ninja's per-folder targets: each folder's test programs and what they depend on, nothing else.
+SAN_TARGETS = $(foreach d,$(SAN_TEST_DIRS),test/$(d)/all)
+# Tests that cannot run under a sanitizer for a reason of the tool, not of Tally (ctest -E
+# regexes). ASan + UBSan: none.
+ASAN_EXCLUDE ?=
+# TSan: these functional tests fork their worker processes after the test process has started
+# threads (the reducers' and the cluster helpers'). TSan cannot follow a fork of a multi-threaded
+# process: the children die in its runtime ("starting new threads after multi-threaded fork is
+# not supported", or with die_after_fork=0 "dup thread with used id"). They run under ASan, and
+# the same code paths run under TSan in test/reducer, test/plugin and the other ring tests.
+TSAN_EXCLUDE ?= ^functional\.(Demo\.|Spread/CollNetMatrix\.|Tables/CollNetVersion\.)
+ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+SAN_JOBS ?= $$(nproc)
+# -O1 -g1: about a third less compile time than -O2 -g, and stack traces keep file:line.
+SAN_CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" \
+                   "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1"
+COMMA := ,
+
+# $(call san_test,BUILD_DIR,SANITIZERS,EXCLUDE_REGEX)
+define san_test
+	cmake -S . -B $(1) -G Ninja -DTALLY_SANITIZE=$(2) $(SAN_CMAKE_FLAGS) $(CMAKE_FLAGS)
+	cmake --build $(1) -j$(SAN_JOBS) --target $(SAN_TARGETS)
+	@fail=""; for d in $(SAN_TEST_DIRS); do \
+	  echo "== $(2): test/$$d"; \
+	  ctest --test-dir $(1)/test/$$d --output-on-failure -j2 --timeout 600 \
+	    $(if $(3),-E '$(3)') || fail="$$fail $$d"; \
+	done; \
+	if [ -n "$$fail" ]; then echo "$(2): failures in:$$fail"; exit 1; fi
+endef
+
+.PHONY: test-asan test-tsan fuzz fuzz-run fuzz-seeds
+
+test-asan: export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
+# intercept_send=0: the send interceptors check the buffer after sendmsg returns, when the
+# peer may already have answered and the caller freed it (a report of the tool, not a real read).
+test-asan: export ASAN_OPTIONS ?= intercept_send=0:detect_leaks=1:strict_string_checks=1:check_initialization_order=1
+test-asan: deps
+	$(call san_test,$(ASAN_BUILD),address$(COMMA)undefined,$(ASAN_EXCLUDE))
+
+# die_after_fork=0: tests that fork before starting threads keep working in the child.
+test-tsan: export TSAN_OPTIONS ?= intercept_send=0:second_deadlock_stack=1:history_size=4:die_after_fork=0
+test-tsan: deps
+	$(call san_test,$(TSAN_BUILD),thread,$(TSAN_EXCLUDE))
+
+# libFuzzer targets (clang; ASan + UBSan), in their own build folder. fuzz-run runs each for
+# FUZZ_SECONDS and fails on the first crash of any target (the input is kept under
+# $(FUZZ_BUILD)/fuzz-crashes/); docs/testing.md says how a crash becomes a regression test.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = fuzz_wire fuzz_tcp_wire fuzz_reducer_session
+
+$(FUZZ_BUILD)/build.ninja:
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DTALLY_FUZZ=ON $(CMAKE_FLAGS)
+
+fuzz: deps $(FUZZ_BUILD)/build.ninja
+	cmake --build $(FUZZ_BUILD) -j$(SAN_JOBS) --target $(FUZZ_TARGETS) tally_fuzz_seeds
+
+fuzz-run: fuzz
+	test/fuzz/run_fuzzers.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# Rewrites the committed seed corpora (test/fuzz/corpus/) from the current wire format.
+fuzz-seeds: $(BUILD)/build.ninja
+	cmake --build $(BUILD) --target tally_fuzz_seeds
+	$(BUILD)/test/fuzz/tally_fuzz_seeds test/fuzz/corpus

@@ -151,7 +151,12 @@ T combineInt(ReduceOp op, T r, T x) {
     int64_t wide;
     switch (op) {
       case ReduceOp::kSum: wide = int64_t{r} + int64_t{x}; break;
-      case ReduceOp::kProd: wide = int64_t{r} * int64_t{x}; break;
+      // Two 32-bit unsigned factors can pass INT64_MAX: multiply modulo 2^64 (the low bits,
+      // all that is kept, are the same).
+      case ReduceOp::kProd:
+        wide = static_cast<int64_t>(static_cast<uint64_t>(int64_t{r}) *
+                                    static_cast<uint64_t>(int64_t{x}));
+        break;
       case ReduceOp::kMax: return r < x ? x : r;
       case ReduceOp::kMin: return x < r ? x : r;
       default: return r;

@@ -1,0 +1,219 @@
+#include "session_client.h"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <vector>
+
+#include "reducer/opening.h"
+#include "reducer/slicing.h"
+#include "reducer/wire.h"
+#include "transport/tcp/socket.h"
+#include "transport/tcp/tcp.h"
+
+namespace tally::fuzz::session {
+namespace {
+
+namespace wire = reducer::wire;
+namespace opening = reducer::opening;
+constexpr int64_t kStepMs = 5000;  // health check: each step's deadline
+
+}  // namespace
+
+Status Client::connect(const std::string& address) {
+  transport::tcp::TcpOptions tcp;
+  tcp.sockets = 1;
+  tcp.connect_timeout_ms = kStepMs;
+  Status st = transport::tcp::connectBlocking(address, tcp, transport::ConnectionOptions{}, &conn_);
+  if (!st.isOk()) dead_ = true;
+  return st;
+}
+
+void Client::close() {
+  if (conn_) conn_->close();
+  dead_ = true;
+}
+
+Status Client::finish(transport::Request* req, int64_t timeout_ms, size_t* got) {
+  size_t sizes[1] = {0};
+  Status st = req->wait(timeout_ms, sizes);
+  if (!st.isOk()) {
+    close();  // the request (and its buffer) may be dropped only once the connection is closed
+    return st;
+  }
+  if (got != nullptr) *got = sizes[0];
+  return Status::ok();
+}
+
+Status Client::send(const void* data, size_t size, int tag, int64_t timeout_ms) {
+  if (!connected()) return Status::remote("fuzz client: not connected");
+  std::unique_ptr<transport::Request> req;
+  Status st = conn_->isend(data, size, tag, nullptr, &req);
+  if (st.isOk() && !req) st = Status::internal("fuzz client: no room to send");
+  if (!st.isOk()) {
+    close();
+    return st;
+  }
+  return finish(req.get(), timeout_ms, nullptr);
+}
+
+Status Client::recv(void* data, size_t capacity, int tag, int64_t timeout_ms, size_t* got) {
+  if (!connected()) return Status::remote("fuzz client: not connected");
+  std::unique_ptr<transport::Request> req;
+  transport::MemoryRegion* mr = nullptr;
+  Status st = conn_->irecv(1, &data, &capacity, &tag, &mr, &req);
+  if (st.isOk() && !req) st = Status::internal("fuzz client: no room to receive");
+  if (!st.isOk()) {
+    close();
+    return st;
+  }
+  return finish(req.get(), timeout_ms, got);
+}
+
+void sendRaw(const std::string& address, const uint8_t* data, size_t size) {
+  std::string host;
+  uint16_t port = 0;
+  transport::tcp::SockAddr addr;
+  if (!transport::tcp::splitHostPort(address, &host, &port).isOk() ||
+      !transport::tcp::resolve(host, port, false, &addr).isOk()) {
+    return;
+  }
+  const int fd = ::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  timeval send_timeout{1, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
+  if (::connect(fd, addr.get(), addr.length) == 0) {
+    size_t sent = 0;
+    while (sent < size) {
+      ssize_t n = ::send(fd, data + sent, size - sent, MSG_NOSIGNAL);
+      if (n <= 0) break;
+      sent += static_cast<size_t>(n);
+    }
+    ::shutdown(fd, SHUT_WR);
+    // Take what the reducer answers (a Reject, an Error) until it closes or goes quiet.
+    std::array<uint8_t, 4096> sink;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) break;
+      if (::recv(fd, sink.data(), sink.size(), MSG_DONTWAIT) <= 0) break;
+    }
+  }
+  ::close(fd);
+}
+
+Status healthCheck(const std::string& address, const auth::JobToken& token, uint64_t comm_hi,
+                   uint64_t comm_lo) {
+  constexpr uint64_t kCount = 20000;
+  constexpr uint64_t kSliceBytes = 64 * 1024;
+  std::array<Client, 2> clients;
+  std::array<std::vector<float>, 2> input;
+  for (uint64_t i = 0; i < kCount; ++i) {
+    input[0].push_back(static_cast<float>(i % 7));
+    input[1].push_back(static_cast<float>(2 * (i % 5)) + 0.5f);
+  }
+  auto fail = [](const std::string& step, const Status& st) {
+    return Status::internal("health check: " + step + ": " + st.toString());
+  };
+  std::array<uint8_t, wire::kMaxHeaderBytes> buf;
+  std::vector<opening::WorkerSide> sides(2, opening::WorkerSide(&token, address));
+  for (int r = 0; r < 2; ++r) {
+    Status st = clients[r].connect(address);
+    if (!st.isOk()) return fail("connect", st);
+    size_t got = 0;
+    st = clients[r].recv(buf.data(), buf.size(), wire::kTagHeader, kStepMs, &got);
+    bool send_answer = false;
+    wire::Frame answer;
+    std::string reject;
+    if (st.isOk()) st = sides[r].onChallenge(buf.data(), got, &send_answer, &answer, &reject);
+    if (st.isOk() && send_answer) {
+      st = clients[r].send(answer.data(), answer.size, wire::kTagHeader, kStepMs);
+    }
+    if (!st.isOk()) return fail("opening", st);
+    wire::Hello hello;
+    hello.comm = {comm_hi, comm_lo};
+    hello.rank = static_cast<uint32_t>(r);
+    hello.nranks = 2;
+    hello.reducer_index = 0;
+    hello.nreducers = 1;
+    hello.slice_bytes = kSliceBytes;
+    hello.window = 4;
+    wire::Frame f = wire::encodeHello(hello);
+    st = clients[r].send(f.data(), f.size, wire::kTagHeader, kStepMs);
+    if (!st.isOk()) return fail("send Hello", st);
+  }
+  for (int r = 0; r < 2; ++r) {
+    size_t got = 0;
+    Status st;
+    if (sides[r].expectsProof()) {
+      st = clients[r].recv(buf.data(), buf.size(), wire::kTagHeader, kStepMs, &got);
+      if (st.isOk()) st = sides[r].checkProof(buf.data(), got);
+      if (!st.isOk()) return fail("Proof", st);
+    }
+    st = clients[r].recv(buf.data(), buf.size(), wire::kTagHeader, kStepMs, &got);
+    wire::Ready ready;
+    if (st.isOk()) st = wire::decodeReady(buf.data(), got, &ready);
+    if (!st.isOk()) return fail("Ready", st);
+  }
+  // The call is cut the way workers cut it; a few slices, all within the window of 4.
+  const uint64_t per = reducer::sliceElements(kCount, sizeof(float), kSliceBytes, 1);
+  const uint64_t nslices = (kCount + per - 1) / per;
+  if (nslices > 4) return Status::internal("health check: too many slices for the window");
+  for (uint64_t s = 0; s < nslices; ++s) {
+    wire::SliceHeader h;
+    h.seq = 0;
+    h.slice = static_cast<uint32_t>(s);
+    h.offset = s * per;
+    h.count = std::min(per, kCount - h.offset);
+    h.total_count = kCount;
+    h.type = DataType::kFloat32;
+    h.op = ReduceOp::kSum;
+    wire::Frame f = wire::encodeSlice(h);
+    for (int r = 0; r < 2; ++r) {
+      Status st = clients[r].send(f.data(), f.size, wire::kTagHeader, kStepMs);
+      if (st.isOk()) {
+        st = clients[r].send(input[r].data() + h.offset, h.payloadBytes(), wire::kTagPayload,
+                             kStepMs);
+      }
+      if (!st.isOk()) return fail("send slice " + std::to_string(s), st);
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    std::vector<float> result(kCount, -1.0f);
+    for (uint64_t s = 0; s < nslices; ++s) {
+      size_t got = 0;
+      Status st = clients[r].recv(buf.data(), buf.size(), wire::kTagHeader, kStepMs, &got);
+      wire::SliceHeader h;
+      if (st.isOk()) st = wire::decodeResult(buf.data(), got, &h);
+      if (!st.isOk()) return fail("result header", st);
+      if (h.total_count != kCount || h.type != DataType::kFloat32) {
+        return fail("result header", Status::internal(wire::describeSlice(h)));
+      }
+      st = clients[r].recv(result.data() + h.offset, h.payloadBytes(), wire::kTagPayload, kStepMs,
+                           &got);
+      if (st.isOk() && got != h.payloadBytes()) st = Status::internal("short result payload");
+      if (!st.isOk()) return fail("result payload", st);
+    }
+    for (uint64_t i = 0; i < kCount; ++i) {
+      if (result[i] != input[0][i] + input[1][i]) {
+        return Status::internal("health check: rank " + std::to_string(r) + " element " +
+                                std::to_string(i) + " is " + std::to_string(result[i]) +
+                                ", expected " + std::to_string(input[0][i] + input[1][i]));
+      }
+    }
+  }
+  // The reducer closes a connection as soon as it reads Bye, and the transport may report that
+  // close as the send's result: Bye cannot fail the check.
+  const wire::Frame bye = wire::encodeBye();
+  for (auto& c : clients) {
+    (void)c.send(bye.data(), bye.size, wire::kTagHeader, kStepMs);
+    c.close();
+  }
+  return Status::ok();
+}
+
+}  // namespace tally::fuzz::session
