@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "test/reducer/harness.h"
+#include "test/reducer/reducer_child.h"
 
 namespace tally::security_test {
 namespace {
@@ -33,38 +34,20 @@ struct Reducer {
 // its ready line.
 Reducer spawn(const std::vector<std::string>& args,
               const std::vector<std::pair<std::string, std::string>>& env = {}) {
-  int fds[2];
-  if (pipe(fds) != 0) return {};
+  reducer::test::ReducerChild c = reducer::test::spawnReducer(args, env);
+  if (c.pid <= 0 || c.out == nullptr) return {};
   Reducer r;
-  r.pid = fork();
-  if (r.pid == 0) {
-    dup2(fds[1], 1);
-    close(fds[0]);
-    close(fds[1]);
-    for (auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);  // the child's own environment
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(TALLY_REDUCER_BIN));
-    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  FILE* out = fdopen(fds[0], "r");
+  r.pid = c.pid;
   char line[256] = {};
   // fgets returns at EOF when the reducer exits early; the test's own timeout bounds a hang.
-  if (fgets(line, sizeof(line), out) != nullptr) {
+  if (fgets(line, sizeof(line), c.out) != nullptr) {
     std::string s(line);
     const std::string prefix = "tally-reducer listening on ";
     if (s.rfind(prefix, 0) == 0) r.address = s.substr(prefix.size(), s.size() - prefix.size() - 1);
   }
-  fclose(out);
+  fclose(c.out);
   if (r.address.empty()) {
-    int status = 0;
-    for (int i = 0; i < 1000 && waitpid(r.pid, &status, WNOHANG) != r.pid; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.exit_code = reducer::test::reapReducer(r.pid);
     r.pid = -1;
   }
   return r;
@@ -73,12 +56,7 @@ Reducer spawn(const std::vector<std::string>& args,
 void stop(Reducer* r) {
   if (r->pid <= 0) return;
   kill(r->pid, SIGTERM);
-  for (int i = 0; i < 1000; ++i) {
-    if (waitpid(r->pid, nullptr, WNOHANG) == r->pid) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  kill(r->pid, SIGKILL);
-  waitpid(r->pid, nullptr, 0);
+  (void)reducer::test::reapReducer(r->pid);
 }
 
 // "local_address:port" (hex, as /proc/net/tcp* writes it) of every listening TCP socket `pid`
