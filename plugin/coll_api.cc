@@ -36,7 +36,7 @@ Status checkCollDevice(const PluginState& state, int dev) {
 
 }  // namespace
 
-int collSupports(ncclDataType_t type, ncclRedOp_t op) {
+int collSupports(int type, int op) {
   DataType t;
   ReduceOp o;
   return toDataType(type, &t) && toReduceOp(op, &o) ? 1 : 0;
@@ -141,7 +141,7 @@ ncclResult_t collConnect(void* handles[], int nranks, int rank, void* listen_com
   });
 }
 
-ncclResult_t collReduceSupport(ncclDataType_t type, ncclRedOp_t op, int* supported) {
+ncclResult_t collReduceSupport(int type, int op, int* supported) {
   return guard("reduceSupport", [&]() -> Status {
     TALLY_RETURN_IF_ERROR(checkPointer(supported, "supported"));
     *supported = collSupports(type, op);
@@ -177,8 +177,8 @@ ncclResult_t collDeregMr(void* /*coll_comm*/, void* mhandle) {
   });
 }
 
-ncclResult_t collIallreduce(void* coll_comm, void* send, void* recv, size_t count,
-                            ncclDataType_t type, ncclRedOp_t op, void* /*send_mhandle*/,
+ncclResult_t collIallreduce(void* coll_comm, void* send, void* recv, size_t count, int type,
+                            int op, void* /*send_mhandle*/,
                             void* /*recv_mhandle*/, void** request) {
   return guard("iallreduce", [&]() -> Status {
     TALLY_RETURN_IF_ERROR(checkPointer(request, "request"));

@@ -21,11 +21,12 @@ ncclResult_t collGetProperties(int dev, ncclNetProperties_v11_t* props);
 ncclResult_t collListen(void* ctx, int dev, void* handle, void** listen_comm);
 ncclResult_t collConnect(void* handles[], int nranks, int rank, void* listen_comm,
                          void** coll_comm);
-ncclResult_t collReduceSupport(ncclDataType_t type, ncclRedOp_t op, int* supported);
+// Element type and op as the ints NCCL passed (convert.h rawValue): any value may arrive.
+ncclResult_t collReduceSupport(int type, int op, int* supported);
 ncclResult_t collRegMr(void* coll_comm, void* data, size_t size, int type, void** mhandle);
 ncclResult_t collDeregMr(void* coll_comm, void* mhandle);
-ncclResult_t collIallreduce(void* coll_comm, void* send, void* recv, size_t count,
-                            ncclDataType_t type, ncclRedOp_t op, void* send_mhandle,
+ncclResult_t collIallreduce(void* coll_comm, void* send, void* recv, size_t count, int type,
+                            int op, void* send_mhandle,
                             void* recv_mhandle, void** request);
 // Host memory needs no flush: always a NULL request.
 ncclResult_t collIflush(void* coll_comm, void* data, int size, void* mhandle, void** request);
@@ -36,6 +37,6 @@ ncclResult_t collCloseListen(void* listen_comm);
 ncclResult_t collFinalize(void* ctx);
 
 // The support answer, separate for tests: 1 for the 12 types x Sum, Prod, Max, Min.
-int collSupports(ncclDataType_t type, ncclRedOp_t op);
+int collSupports(int type, int op);
 
 }  // namespace tally::plugin

@@ -2,6 +2,7 @@
 // iallgather and ireducescatter stay NULL: CollNet then serves AllReduce only (reference 14.4).
 #include "plugin/abi/abi.h"
 #include "plugin/coll_api.h"
+#include "plugin/convert.h"
 #include "plugin/export.h"
 #include "plugin/props_convert.h"
 
@@ -23,12 +24,23 @@ ncclResult_t collListenV8(int dev, void* handle, void** listen_comm) {
   return collListen(nullptr, dev, handle, listen_comm);
 }
 
+// Every version: the element type and op reach coll_api as the ints NCCL passed (rawValue).
+ncclResult_t reduceSupport(ncclDataType_t type, ncclRedOp_t op, int* supported) {
+  return collReduceSupport(rawValue(type), rawValue(op), supported);
+}
+
+ncclResult_t iallreduce(void* coll_comm, void* send, void* recv, size_t count, ncclDataType_t type,
+                        ncclRedOp_t op, void* send_mhandle, void* recv_mhandle, void** request) {
+  return collIallreduce(coll_comm, send, recv, count, rawValue(type), rawValue(op), send_mhandle,
+                        recv_mhandle, request);
+}
+
 // v8: int count.
 ncclResult_t iallreduceV8(void* coll_comm, void* send, void* recv, int count, ncclDataType_t type,
                           ncclRedOp_t op, void* send_mhandle, void* recv_mhandle, void** request) {
   if (count < 0) return ncclInternalError;
-  return collIallreduce(coll_comm, send, recv, static_cast<size_t>(count), type, op, send_mhandle,
-                        recv_mhandle, request);
+  return collIallreduce(coll_comm, send, recv, static_cast<size_t>(count), rawValue(type),
+                        rawValue(op), send_mhandle, recv_mhandle, request);
 }
 
 }  // namespace
@@ -43,7 +55,7 @@ extern "C" TALLY_EXPORT const ncclCollNet_v8_t ncclCollNetPlugin_v8 = {
     .getProperties = tp::getPropertiesV8<tp::collGetProperties>,
     .listen = tp::collListenV8,
     .connect = tp::collConnect,
-    .reduceSupport = tp::collReduceSupport,
+    .reduceSupport = tp::reduceSupport,
     .regMr = tp::collRegMr,
     .regMrDmaBuf = nullptr,
     .deregMr = tp::collDeregMr,
@@ -63,11 +75,11 @@ extern "C" TALLY_EXPORT const ncclCollNet_v9_t ncclCollNetPlugin_v9 = {
     .getProperties = tp::getPropertiesV9<tp::collGetProperties>,
     .listen = tp::collListenV8,
     .connect = tp::collConnect,
-    .reduceSupport = tp::collReduceSupport,
+    .reduceSupport = tp::reduceSupport,
     .regMr = tp::collRegMr,
     .regMrDmaBuf = nullptr,
     .deregMr = tp::collDeregMr,
-    .iallreduce = tp::collIallreduce,
+    .iallreduce = tp::iallreduce,
     .iallgather = nullptr,
     .ireducescatter = nullptr,
     .iflush = tp::collIflush,
@@ -84,11 +96,11 @@ extern "C" TALLY_EXPORT const ncclCollNet_v10_t ncclCollNetPlugin_v10 = {
     .getProperties = tp::getPropertiesV9<tp::collGetProperties>,  // v10 layout = v9
     .listen = tp::collListenV8,
     .connect = tp::collConnect,
-    .reduceSupport = tp::collReduceSupport,
+    .reduceSupport = tp::reduceSupport,
     .regMr = tp::collRegMr,
     .regMrDmaBuf = nullptr,
     .deregMr = tp::collDeregMr,
-    .iallreduce = tp::collIallreduce,
+    .iallreduce = tp::iallreduce,
     .iallgather = nullptr,
     .ireducescatter = nullptr,
     .iflush = tp::collIflush,
@@ -105,11 +117,11 @@ extern "C" TALLY_EXPORT const ncclCollNet_v11_t ncclCollNetPlugin_v11 = {
     .getProperties = tp::collGetProperties,
     .listen = tp::collListen,
     .connect = tp::collConnect,
-    .reduceSupport = tp::collReduceSupport,
+    .reduceSupport = tp::reduceSupport,
     .regMr = tp::collRegMr,
     .regMrDmaBuf = nullptr,
     .deregMr = tp::collDeregMr,
-    .iallreduce = tp::collIallreduce,
+    .iallreduce = tp::iallreduce,
     .iallgather = nullptr,
     .ireducescatter = nullptr,
     .iflush = tp::collIflush,

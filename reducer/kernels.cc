@@ -2,6 +2,9 @@
 #include "reducer/kernels.h"
 
 #include "common/log.h"
+#if TALLY_KERNELS_X86
+#include <cpuid.h>
+#endif
 #include "reducer/kernels_loops.h"
 
 namespace tally {
@@ -9,11 +12,18 @@ namespace {
 
 using ReduceFn = void (*)(DataType, ReduceOp, void*, const void* const*, int, size_t);
 
+#if TALLY_KERNELS_X86
+// F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know "f16c".
+bool cpuHasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
+
 bool cpuHasAvx2() {
 #if TALLY_KERNELS_X86
-  // libgcc's cpu model also checks that the OS saves the AVX state (XCR0).
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
+  // The compiler's cpu model also checks that the OS saves the AVX state (XCR0).
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpuHasF16c();
 #else
   return false;
 #endif

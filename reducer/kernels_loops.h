@@ -188,8 +188,8 @@ struct E5m2Type {
 // and on a tie (including -0 vs +0) the earlier operand is kept.
 
 template <class T>
-using UnsignedOf = std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>,
-                                      std::type_identity<T>>::type;
+using UnsignedOf = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>,
+                                               std::type_identity<T>>::type;
 
 struct SumOp {
   template <class T>

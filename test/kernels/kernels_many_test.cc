@@ -127,8 +127,10 @@ std::string describe(KernelIsa isa, const Case& c) {
       return ::testing::AssertionFailure() << describe(isa, c) << ": element " << i << " is 0x"
                                            << std::hex << g << ", model says 0x" << w;
     }
-    // reduce()'s variants agree to the bit, NaN payloads included; so does reduceMany().
-    if (std::memcmp(got, by_reduce.data() + i * size, size) != 0) {
+    // reduceMany() agrees with reduce() to the bit, except which NaN comes out when several
+    // meet: x86 keeps the first operand's payload and the compiler may swap the operands of a
+    // sum (the sanitizer builds do), so only "both NaN" is asked there.
+    if (!sameOrBothNan(c.type, got, by_reduce.data() + i * size)) {
       return ::testing::AssertionFailure() << describe(isa, c) << ": element " << i
                                            << " differs from reduce()";
     }
@@ -266,7 +268,15 @@ TEST(KernelsManyDispatch, MatchesReduce) {
     for (int k = 0; k < 4; ++k) srcs[k] = in.data() + k * count * size;
     reduceMany(t, ReduceOp::kSum, many.data(), srcs, 4, count);
     reduce(t, ReduceOp::kSum, plain.data(), srcs, 4, count);
-    EXPECT_EQ(many, plain) << dataTypeName(t);
+    size_t nans = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const unsigned char* m = many.data() + i * size;
+      const unsigned char* p = plain.data() + i * size;
+      ASSERT_TRUE(sameOrBothNan(t, m, p)) << dataTypeName(t) << " element " << i;
+      nans += std::memcmp(m, p, size) != 0;
+    }
+    // Random bytes make few NaNs: most elements must agree to the bit.
+    EXPECT_LT(nans, count / 4) << dataTypeName(t);
   }
 }
 

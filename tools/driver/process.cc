@@ -15,6 +15,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <thread>
 
 namespace tally::driver {
 namespace {
@@ -168,15 +169,9 @@ bool allWorkersOk(const std::vector<WorkerExit>& exits, std::string* why) {
 
 ReducerProcess::ReducerProcess(pid_t pid, int out_fd, std::string address)
     : pid_(pid), out_fd_(out_fd), address_(std::move(address)) {
-  // Keeps the reducer from blocking on a full pipe if it writes more to stdout.
-  drain_ = std::thread([fd = out_fd_] {
-    char buf[4096];
-    for (;;) {
-      ssize_t n = ::read(fd, buf, sizeof(buf));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-    }
-  });
+  // The pipe stays open unread: tally-reducer prints at most one more line (the metrics URL), far
+  // below what a pipe holds. No thread drains it, so a test process that starts reducers and
+  // then forks workers is still single-threaded at the fork (ThreadSanitizer needs that).
 }
 
 ReducerOptions reducerInNode(const EmulatedNode& node, std::vector<std::string> extra_args) {
@@ -293,7 +288,6 @@ Status ReducerProcess::stop(int64_t timeout_ms) {
     ::waitpid(pid_, &wstatus, 0);
   }
   reaped_ = true;
-  if (drain_.joinable()) drain_.join();
   ::close(out_fd_);
   if (!reaped)
     return Status::timeout("tally-reducer pid " + std::to_string(pid_) + " ignored SIGTERM");
@@ -308,7 +302,6 @@ void ReducerProcess::kill() {
   ::kill(pid_, SIGKILL);
   ::waitpid(pid_, nullptr, 0);
   reaped_ = true;
-  if (drain_.joinable()) drain_.join();
   ::close(out_fd_);
 }
 

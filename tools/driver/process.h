@@ -12,7 +12,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/status.h"
@@ -74,7 +73,8 @@ ReducerOptions reducerInNode(const EmulatedNode& node, std::vector<std::string> 
 
 // A running `tally-reducer --listen 127.0.0.1:0 [extra args]`. The constructor-free factory
 // start() waits for its ready line "tally-reducer listening on HOST:PORT" on stdout. The rest
-// of its stdout is drained by a helper thread; stderr is inherited. The destructor stops it.
+// of its stdout (one line at most) stays in the pipe; stderr is inherited. No thread is started,
+// so the caller may fork afterwards. The destructor stops it.
 class ReducerProcess {
  public:
   static Status start(const std::string& binary, const std::vector<std::string>& extra_args,
@@ -103,7 +103,6 @@ class ReducerProcess {
   pid_t pid_;
   int out_fd_;
   std::string address_;
-  std::thread drain_;
   bool reaped_ = false;
 };
 
