@@ -44,6 +44,7 @@ USER root
 COPY --from=build /out/ /tmp/tally/
 RUN cd /tmp/tally && apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ./tally_*.deb \
+    libisal2 \
  && cd / && rm -rf /var/lib/apt/lists/* /tmp/tally /usr/lib/libnccl-net.so \
  && tally --help >/dev/null && test -f /usr/lib/libnccl-net-tally.so
 ENTRYPOINT ["tally", "launch", "--"]

@@ -20,11 +20,12 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTALLY_BUILD_TESTS
  && cd /build && cpack -G DEB \
  && mkdir /out && cp /build/tally_*.deb /out/
 
-# ---- runtime: the package and its dependencies, nothing else ----
+# ---- runtime: the package, its dependencies and ISA-L (TALLY_CHECKSUM=1), nothing else ----
 FROM debian:bookworm-slim AS reducer
 COPY --from=build /out/ /tmp/tally/
 RUN cd /tmp/tally && apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ./tally_*.deb \
+    libisal2 \
  && cd / && rm -rf /var/lib/apt/lists/* /tmp/tally \
  && tally --help >/dev/null && tally-reducer --help >/dev/null
 RUN useradd --system --uid 10001 --create-home --home-dir /home/tally tally

@@ -58,6 +58,12 @@ depends=$(field Depends)
 # dpkg-shlibdeps computed them: the C and C++ runtimes every binary links.
 [[ "$depends" == *libc6* && "$depends" == *libstdc++6* ]] ||
   fail "Depends '$depends' lacks libc6 and libstdc++6: were they computed by dpkg-shlibdeps?"
+# The libraries Tally loads at run time (dlopen) are recommended, not required.
+recommends=$(field Recommends)
+for lib in libisal2 libfabric1 libibverbs1; do
+  [[ "$recommends" == *"$lib"* ]] || fail "Recommends '$recommends' lacks $lib"
+  [[ "$depends" != *"$lib"* ]] || fail "Depends names $lib, which Tally only loads at run time"
+done
 for name in Maintainer Homepage Description; do
   [ -n "$(field "$name")" ] || fail "control field $name is empty"
 done
