@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -30,6 +31,11 @@ class IdleBackoff {
  private:
   int idle_ = 0;
 };
+
+int64_t msLeft(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return std::max<int64_t>(0, left.count());
+}
 
 }  // namespace
 
@@ -74,9 +80,11 @@ Status CollComm::setup(Store* store, const std::string& name) {
   Status s = store->set(name + "/handle/" + std::to_string(rank_),
                         std::string_view(handle, sizeof(handle)));
   std::vector<std::string> all(static_cast<size_t>(nranks_));
+  // One deadline for the whole gather, not timeout_ms per rank.
+  const auto deadline = Clock::now() + std::chrono::milliseconds(options_.timeout_ms);
   for (int r = 0; r < nranks_ && s.isOk(); ++r) {
     s = store->get(name + "/handle/" + std::to_string(r), &all[static_cast<size_t>(r)],
-                   options_.timeout_ms);
+                   msLeft(deadline));
     if (s.isOk() && all[static_cast<size_t>(r)].size() != NCCL_NET_HANDLE_MAXSIZE) {
       s = Status::internal("handle of rank " + std::to_string(r) + " has the wrong size");
     }

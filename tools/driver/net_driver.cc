@@ -67,8 +67,13 @@ Status NetEndpoint::connectPeers(Store* store, const std::vector<int>& send_to,
     listeners[peer] = lc;
   }
   std::map<int, std::string> peer_handles;
+  // One deadline for the whole gather, not timeout_ms per peer.
+  const auto gather_deadline = Clock::now() + std::chrono::milliseconds(options_.timeout_ms);
   for (int peer : send_to) {
-    Status s = store->get(handleKey(name_, peer, rank_), &peer_handles[peer], options_.timeout_ms);
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(gather_deadline -
+                                                                      Clock::now());
+    Status s = store->get(handleKey(name_, peer, rank_), &peer_handles[peer],
+                          std::max<int64_t>(0, left.count()));
     if (s.isOk() && peer_handles[peer].size() != NCCL_NET_HANDLE_MAXSIZE) {
       s = Status::internal("net handle from rank " + std::to_string(peer) + " has the wrong size");
     }
