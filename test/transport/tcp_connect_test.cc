@@ -4,10 +4,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
 
+#include "common/log.h"
 #include "test/transport/test_util.h"
 #include "transport/tcp/wire.h"
 
@@ -352,6 +354,44 @@ TEST(TcpDevice, FindInterfacesOnThisHost) {
     ASSERT_EQ(lo.size(), 1u);
     EXPECT_TRUE(lo[0].loopback);
   }
+}
+
+// Counts WARN lines while installed (the sink is process-wide).
+std::atomic<int> g_warnings{0};
+void countWarnings(log::Level level, unsigned long, const char*, int, const char*) {
+  if (level == log::Level::kWarn) g_warnings.fetch_add(1);
+}
+
+// A peer that reads the last message and closes at once (a reducer after Bye) ends the
+// conversation: the sender's receive fails, but that is no WARN, even when the EOF arrives before
+// the send thread has counted the message as sent.
+TEST(TcpClose, PeerClosingRightAfterTheLastMessageIsNoWarning) {
+  log::setSink(&countWarnings, log::Level::kWarn);
+  g_warnings.store(0);
+  for (int i = 0; i < 200; ++i) {
+    std::unique_ptr<Connection> a, b;
+    tcp::TcpOptions options;
+    options.sockets = 1;
+    ConnectionOptions conn_options;
+    conn_options.sockets = 1;
+    ASSERT_TRUE(tcpPair(options, conn_options, &a, &b).isOk());
+    uint8_t byte = static_cast<uint8_t>(i), got = 0, never = 0;
+    void* got_ptr = &got;
+    void* never_ptr = &never;
+    size_t one = 1;
+    int tag = 7;
+    std::unique_ptr<Request> waiting, sent, received;
+    ASSERT_TRUE(a->irecv(1, &never_ptr, &one, &tag, nullptr, &waiting).isOk());
+    ASSERT_TRUE(b->irecv(1, &got_ptr, &one, &tag, nullptr, &received).isOk());
+    ASSERT_TRUE(a->isend(&byte, 1, tag, nullptr, &sent).isOk());
+    ASSERT_TRUE(received->wait(kWaitMs, nullptr).isOk());
+    EXPECT_EQ(got, byte);
+    b->close();
+    EXPECT_FALSE(waiting->wait(kWaitMs, nullptr).isOk());  // the peer is gone
+    a->close();
+  }
+  log::setSink(&log::stderrSink, log::Level::kWarn);
+  EXPECT_EQ(g_warnings.load(), 0);
 }
 
 }  // namespace

@@ -75,6 +75,8 @@ struct Stream {
 // (one at a time per connection) and copied when the receive comes: the receiving side then
 // need not wake the helper thread and wait for it again.
 constexpr uint64_t kEagerBytes = 64 * 1024;
+// How long a clean EOF waits for sends whose bytes may all be out already (Core::fail).
+constexpr int64_t kEofSendGraceMs = 100;
 // Whether this thread may write a one-stripe send itself (allowInlineSends). Off by default: a
 // caller that polls many requests (a ring step) loses more by doing the write than the hand-off
 // to the send thread costs; a thread with nothing else to do (a reducer's engine) gains.
@@ -481,7 +483,14 @@ void Core::fail(Status status, bool quiet_if_idle) {
   bool first = false;
   bool idle = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (quiet_if_idle && !failed_ && sends_in_flight_ > 0) {
+      // A send thread may have written a message's last bytes and not yet counted it done: the
+      // peer can read them and close (a reducer after Bye) before it does. Give it a moment;
+      // a send that is really stuck fails on its own, and its WARN comes first.
+      done_cv_.wait_for(lock, std::chrono::milliseconds(kEofSendGraceMs),
+                        [&] { return failed_ || sends_in_flight_ == 0; });
+    }
     first = !failed_;
     // A clean EOF while only receives wait is how a peer ends a conversation (a reducer after
     // Bye, a ring neighbour at close): the waiting receives fail with the Status, and whoever
@@ -491,10 +500,10 @@ void Core::fail(Status status, bool quiet_if_idle) {
   }
   if (!first) return;
   if (quiet_if_idle && idle) {
-    TALLY_INFO(log::kNet, "NET/Tally: connection to peer %s ended: %s", peer_.c_str(),
+    TALLY_INFO(log::kNet, "tcp: connection to peer %s ended: %s", peer_.c_str(),
                status.toString().c_str());
   } else {
-    TALLY_WARN("NET/Tally: connection to peer %s failed: %s", peer_.c_str(),
+    TALLY_WARN("tcp: connection to peer %s failed: %s", peer_.c_str(),
                status.toString().c_str());
   }
 }
@@ -701,7 +710,7 @@ Status makeConnection(std::vector<Fd> fds, const std::string& peer, int max_requ
     core->close();
     return Status::system(std::string("cannot start TCP helper threads: ") + e.what());
   }
-  TALLY_INFO(log::kNet, "NET/Tally: connected to peer %s over %d socket(s)", peer.c_str(), streams);
+  TALLY_INFO(log::kNet, "tcp: connected to peer %s over %d socket(s)", peer.c_str(), streams);
   *out = std::make_unique<TcpConnection>(std::move(core));
   return Status::ok();
 }

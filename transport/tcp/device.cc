@@ -69,7 +69,7 @@ Status createDevice(const Interface& iface, const TcpOptions& options,
   properties.pci_path = readPciPath(iface.name);
   properties.speed_mbps = readSpeedMbps(iface.name);
   properties.guid = hashName(iface.name);
-  TALLY_INFO(log::kNet, "NET/Tally: device %s address %s speed %d Mbps%s%s", iface.name.c_str(),
+  TALLY_INFO(log::kNet, "tcp: device %s address %s speed %d Mbps%s%s", iface.name.c_str(),
              iface.address.c_str(), properties.speed_mbps,
              properties.pci_path.empty() ? "" : " pci ", properties.pci_path.c_str());
   *out = std::make_shared<TcpDevice>(std::move(properties), addr, options);

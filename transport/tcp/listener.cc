@@ -127,7 +127,7 @@ class TcpListener final : public Listener {
         }
         if (got < 0 && errno == EINTR) continue;
         if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        TALLY_INFO(log::kNet, "NET/Tally: peer %s went away before its hello on %s",
+        TALLY_INFO(log::kNet, "tcp: peer %s went away before its hello on %s",
                    in.peer.c_str(), address_.c_str());
         drop = true;
         break;
@@ -150,17 +150,17 @@ class TcpListener final : public Listener {
   Status admit(Incoming in) {
     Hello hello = decodeHello(in.hello);
     if (hello.magic != kHelloMagic) {
-      TALLY_WARN("NET/Tally: rejecting peer %s on %s: bad hello magic 0x%016" PRIx64,
+      TALLY_WARN("tcp: rejecting peer %s on %s: bad hello magic 0x%016" PRIx64,
                  in.peer.c_str(), address_.c_str(), hello.magic);
       return Status::ok();
     }
     if (hello.version != kProtocolVersion) {
-      TALLY_WARN("NET/Tally: rejecting peer %s on %s: protocol version %u, expected %u",
+      TALLY_WARN("tcp: rejecting peer %s on %s: protocol version %u, expected %u",
                  in.peer.c_str(), address_.c_str(), hello.version, kProtocolVersion);
       return Status::ok();
     }
     if (hello.count < 1 || hello.count > kMaxStreams || hello.index >= hello.count) {
-      TALLY_WARN("NET/Tally: rejecting peer %s on %s: stream %u of %u", in.peer.c_str(),
+      TALLY_WARN("tcp: rejecting peer %s on %s: stream %u of %u", in.peer.c_str(),
                  address_.c_str(), hello.index, hello.count);
       return Status::ok();
     }
@@ -172,7 +172,7 @@ class TcpListener final : public Listener {
     }
     if (group.fds.size() != hello.count || group.fds[hello.index].valid()) {
       TALLY_WARN(
-          "NET/Tally: rejecting peer %s on %s: stream %u of %u does not fit its "
+          "tcp: rejecting peer %s on %s: stream %u of %u does not fit its "
           "connection",
           in.peer.c_str(), address_.c_str(), hello.index, hello.count);
       return Status::ok();
@@ -198,7 +198,7 @@ class TcpListener final : public Listener {
     auto limit = Clock::now() - std::chrono::milliseconds(options_.connect_timeout_ms);
     for (size_t i = 0; i < incoming_.size();) {
       if (incoming_[i].since < limit) {
-        TALLY_WARN("NET/Tally: dropping peer %s on %s: no hello within %" PRId64 " ms",
+        TALLY_WARN("tcp: dropping peer %s on %s: no hello within %" PRId64 " ms",
                    incoming_[i].peer.c_str(), address_.c_str(), options_.connect_timeout_ms);
         incoming_.erase(incoming_.begin() + static_cast<std::ptrdiff_t>(i));
       } else {
@@ -207,7 +207,7 @@ class TcpListener final : public Listener {
     }
     for (auto it = groups_.begin(); it != groups_.end();) {
       if (it->second.since < limit) {
-        TALLY_WARN("NET/Tally: dropping a connection on %s: %d of %zu streams within %" PRId64
+        TALLY_WARN("tcp: dropping a connection on %s: %d of %zu streams within %" PRId64
                    " ms",
                    address_.c_str(), it->second.arrived, it->second.fds.size(),
                    options_.connect_timeout_ms);
@@ -250,7 +250,7 @@ Status makeListener(const SockAddr& addr, const TcpOptions& options,
   TALLY_RETURN_IF_ERROR(localAddress(fd.get(), &bound));
   ConnectHandle handle{};
   TALLY_RETURN_IF_ERROR(encodeHandle(bound, &handle));
-  TALLY_INFO(log::kNet, "NET/Tally: listening on %s", bound.toString().c_str());
+  TALLY_INFO(log::kNet, "tcp: listening on %s", bound.toString().c_str());
   *out = std::make_unique<TcpListener>(std::move(fd), bound, handle, options);
   return Status::ok();
 }
