@@ -32,6 +32,20 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
     "Large messages are striped across them.")                                                  \
   X(kBytes, socketMinStripe, "TALLY_SOCKET_MIN_STRIPE", "64K",                                  \
     "Smallest piece of a message sent on one socket; smaller messages use one socket.")         \
+  X(kString, transport, "TALLY_TRANSPORT", "auto",                                              \
+    "Which network Tally uses, for point-to-point and reducer connections: `tcp`, `ofi` "       \
+    "(libfabric), `verbs` (libibverbs) or `auto`. `auto` takes verbs when an RDMA device "      \
+    "opens, else ofi when its provider is a high-speed one (not tcp, udp, sockets or shm), "    \
+    "else tcp; the INFO log says what it chose and why. An explicit `ofi` or `verbs` that "     \
+    "cannot be used is an error, never a silent fall back to TCP. Workers and reducers of a "   \
+    "job must end up on the same transport (tally-reducer's `--transport` overrides it).")      \
+  X(kString, ibHca, "TALLY_IB_HCA", "",                                                         \
+    "RDMA devices the verbs transport uses, in NCCL_IB_HCA's syntax: a comma list of device "   \
+    "name prefixes, each optionally with `:port` (`mlx5_0:1,mlx5_1`); `^` in front excludes "   \
+    "them, `=` in front asks for exact names. Empty: every device with an active port.")        \
+  X(kInt, ibQpsPerConnection, "TALLY_IB_QPS_PER_CONNECTION", "2",                               \
+    "Queue pairs per verbs connection (1 to 16); large messages are split across them, as "     \
+    "TCP splits them across TALLY_SOCKET_NSOCKS sockets.")                                      \
   X(kString, reducers, "TALLY_REDUCERS", "",                                                    \
     "Reducers for CollNet all-reduce, as `host:port,host:port,...`. Empty: CLUSTER_SPEC's "     \
     "workerpool2, then TF_CONFIG's ps; when none lists any, CollNet reports zero devices and "  \

@@ -73,10 +73,6 @@ Status PluginState::create(const Params& params, std::unique_ptr<PluginState>* o
 
 Status PluginState::create(const Params& params, ClusterInput cluster,
                            std::unique_ptr<PluginState>* out) {
-  if (params.socketNsocks < 1 || params.socketNsocks > 16) {
-    return Status::invalidUsage("TALLY_SOCKET_NSOCKS=" + std::to_string(params.socketNsocks) +
-                                " is not valid: expected 1 to 16");
-  }
   if (params.collMaxRequests < 1 || params.collMaxRequests > 1 << 16) {
     return Status::invalidUsage(
         "TALLY_COLL_MAX_REQUESTS=" + std::to_string(params.collMaxRequests) +
@@ -86,25 +82,33 @@ Status PluginState::create(const Params& params, ClusterInput cluster,
     return Status::invalidUsage("TALLY_COLL_WINDOW=" + std::to_string(params.collWindow) +
                                 " is not valid: expected at least 1");
   }
-  const bool from_tally = !params.socketIfname.empty();
-  const std::string& spec = from_tally ? params.socketIfname : params.ncclSocketIfname;
-  std::vector<transport::tcp::Interface> interfaces;
-  Status st = transport::tcp::findInterfaces(spec, &interfaces);
+  transport::NetworkConfig config;
+  TALLY_RETURN_IF_ERROR(transport::networkConfigFromParams(params, &config));
+  config.max_requests = kMaxSendRequests;
+  std::shared_ptr<transport::Network> network;
+  std::string why;
+  Status st = transport::openNetwork(config, &network, &why);
   if (!st) {
-    const char* var = from_tally
-                          ? "TALLY_SOCKET_IFNAME"
-                          : (spec.empty() ? "(default interface choice)" : "NCCL_SOCKET_IFNAME");
+    // Name the variable to change: the interface choice when TCP was the one that failed.
+    const bool tcp_failed = config.kind == transport::TransportKind::kTcp ||
+                            config.kind == transport::TransportKind::kAuto;
+    const char* var = !tcp_failed                     ? "TALLY_TRANSPORT"
+                      : !params.socketIfname.empty()  ? "TALLY_SOCKET_IFNAME"
+                      : !config.ifname_spec.empty()   ? "NCCL_SOCKET_IFNAME"
+                                                      : "(default interface choice)";
     return Status(st.code(), std::string(var) + ": " + st.message());
   }
-  auto state = std::make_unique<PluginState>(params, std::move(cluster),
-                                             std::vector<std::shared_ptr<transport::Device>>{});
-  for (const transport::tcp::Interface& iface : interfaces) {
-    std::shared_ptr<transport::Device> device;
-    TALLY_RETURN_IF_ERROR(transport::tcp::createDevice(iface, state->tcp_options_, &device));
-    TALLY_INFO(log::kInit | log::kNet, "device %zu: %s address %s", state->devices_.size(),
-               iface.name.c_str(), iface.address.c_str());
-    state->devices_.push_back(std::move(device));
+  TALLY_INFO(log::kInit | log::kNet, "transport: %s", why.c_str());
+  auto state = std::make_unique<PluginState>(params, std::move(cluster), network->devices());
+  for (size_t i = 0; i < state->devices_.size(); ++i) {
+    const transport::DeviceProperties& p = state->devices_[i]->properties();
+    TALLY_INFO(log::kInit | log::kNet, "device %zu: %s address %s", i, p.name.c_str(),
+               p.address.c_str());
   }
+  state->tcp_options_ = config.tcpOptions();
+  state->coll_options_.network = network;
+  state->transport_choice_ = why;
+  state->network_ = std::move(network);
   *out = std::move(state);
   return Status::ok();
 }

@@ -1,5 +1,6 @@
-// Process-wide plugin state: the parameters and the cluster variables, read once, and the devices
-// built from them.
+// Process-wide plugin state: the parameters and the cluster variables, read once, and the
+// transport::Network opened from them (TALLY_TRANSPORT, transport/select.h) whose devices NCCL sees
+// and over which CollNet reaches its reducers.
 //
 // NCCL's tables are plain C functions, and devices()/getProperties() carry no context, so the
 // entry points share one PluginState. It is created by the first init (net or CollNet, any
@@ -26,6 +27,8 @@
 #include "common/status.h"
 #include "plugin/limits.h"
 #include "reducer/coll_client.h"
+#include "transport/network.h"
+#include "transport/select.h"
 #include "transport/tcp/tcp.h"
 #include "transport/transport.h"
 
@@ -42,14 +45,16 @@ struct ClusterInput {
 
 class PluginState {
  public:
-  // Finds the interfaces (TALLY_SOCKET_IFNAME, else NCCL_SOCKET_IFNAME, else the default choice)
-  // and makes one TCP device per interface. Fails with kInvalidUsage when nothing matches; the
-  // cluster input never makes it fail. The first form has no cluster variables.
+  // Opens the Network TALLY_TRANSPORT asks for (transport::openNetwork; for TCP the interfaces
+  // are TALLY_SOCKET_IFNAME, else NCCL_SOCKET_IFNAME, else the default choice) and logs the
+  // choice at INFO. Fails with kInvalidUsage naming the variable for a bad value or when no
+  // interface matches, and with the backend's error when an explicit ofi or verbs cannot be used;
+  // the cluster input never makes it fail. The first form has no cluster variables.
   static Status create(const Params& params, std::unique_ptr<PluginState>* out);
   static Status create(const Params& params, ClusterInput cluster,
                        std::unique_ptr<PluginState>* out);
 
-  // Explicit devices, for tests (may be empty).
+  // Explicit devices, for tests (may be empty); CollNet then reaches reducers over default TCP.
   PluginState(Params params, std::vector<std::shared_ptr<transport::Device>> devices);
   PluginState(Params params, ClusterInput cluster,
               std::vector<std::shared_ptr<transport::Device>> devices);
@@ -75,6 +80,10 @@ class PluginState {
   // Null when dev is out of range.
   transport::Device* device(int dev) const;
   const transport::tcp::TcpOptions& tcpOptions() const { return tcp_options_; }
+  // The opened transport; null when the state was built from explicit devices.
+  const std::shared_ptr<transport::Network>& network() const { return network_; }
+  // What openNetwork chose and why ("auto: ...; using tcp (...)"); empty without a network.
+  const std::string& transportChoice() const { return transport_choice_; }
   transport::ConnectionOptions connectionOptions() const;
   const reducer::CollOptions& collOptions() const { return coll_options_; }
 
@@ -94,6 +103,8 @@ class PluginState {
   ReducerList reducers_;
   std::string coll_off_reason_;  // empty when CollNet is on
   std::once_flag coll_logged_;
+  std::shared_ptr<transport::Network> network_;
+  std::string transport_choice_;
   std::vector<std::shared_ptr<transport::Device>> devices_;
   transport::tcp::TcpOptions tcp_options_;
   reducer::CollOptions coll_options_;

@@ -197,7 +197,7 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
     return st;
   };
   for (size_t r = 0; r < nred; ++r) {
-    Status st = connectReducer(options.reducers[r], deadline, &conns[r]);
+    Status st = connectReducer(options.network.get(), options.reducers[r], deadline, &conns[r]);
     if (st.isOk()) st = openReducer(conns[r].get(), options.reducers[r], deadline, &sides[r]);
     if (!st.isOk()) return fail(st);
   }
@@ -337,7 +337,15 @@ std::shared_ptr<Call> CollClientImpl::freeCallLocked() {
 void CollClientImpl::fail(const Status& st) {
   std::lock_guard<std::mutex> lock(fail_mu_);
   if (shared_->failed.load(std::memory_order_acquire)) return;
-  if (!closing()) TALLY_WARN("CollNet rank %d: %s", rank_, st.toString().c_str());
+  if (!closing()) {
+    TALLY_WARN("CollNet rank %d: %s", rank_, st.toString().c_str());
+    // Each reducer hears why, so the other ranks learn the cause (bounded: a reducer that does
+    // not take the message in time is simply closed).
+    constexpr int64_t kAbortWaitMs = 200;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(kAbortWaitMs);
+    for (auto& l : links_) l->postAbort(st.toString());
+    for (auto& l : links_) l->finishAbort(deadline);
+  }
   // Close first: once requests report the error, the caller may free its buffers, and no receive
   // may still be writing into them.
   for (auto& l : links_) l->closeConnection();

@@ -22,6 +22,7 @@
 
 #include "common/status.h"
 #include "common/types.h"
+#include "transport/network.h"
 
 namespace tally::reducer {
 
@@ -43,6 +44,9 @@ struct CollOptions {
   // TALLY_CHECKSUM: a CRC32C on every slice and result payload (ISA-L, libisal2). Every rank
   // must agree (it is part of the handle's digest) and the reducers check it too.
   bool checksum = false;
+  // The transport the reducers are reached over (the plugin's, from TALLY_TRANSPORT). Null: TCP
+  // with default options.
+  std::shared_ptr<transport::Network> network;
 };
 
 // What a posted call's request refers to: implemented by the client's call records (and by test

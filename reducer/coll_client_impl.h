@@ -20,6 +20,7 @@
 // Lock order: CollClientImpl::post_mu_ -> Link::send_mu_ -> Link::mu_. Shared::mu is a leaf.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -35,6 +36,7 @@
 #include "common/crc32c.h"
 #include "common/small_pool.h"
 #include "reducer/coll_client.h"
+#include "reducer/coll_connect.h"
 #include "reducer/wire.h"
 #include "transport/transport.h"
 
@@ -98,6 +100,12 @@ class Link {
   // Waits up to timeout_ms for the sender to have sent Bye (or ended).
   bool waitSenderDone(int64_t timeout_ms);
   // Closes the connection: pending transfers fail, both threads end soon. Any thread.
+  // Best effort: tells the reducer why this worker gives up on the communicator (an Error
+  // message), so the reducer can pass the cause on to the other ranks. postAbort posts it;
+  // finishAbort waits until the deadline for it to be out, else closes the connection. Called
+  // by CollClientImpl::fail only, once.
+  void postAbort(const std::string& reason);
+  void finishAbort(Clock::time_point deadline);
   void closeConnection();
   // Stops and joins both threads (closes the connection first).
   void stopAndJoin();
@@ -152,6 +160,12 @@ class Link {
   // Guarded by send_mu_; dropped only after the connection is closed (transport rule).
   std::deque<std::unique_ptr<Sent>, PoolAllocator<std::unique_ptr<Sent>>> sends_;
   std::vector<std::unique_ptr<Sent>> spare_sends_;  // finished, kept for reuse
+  // The receiver thread's header receive; a pending one is kept until the connection is closed.
+  std::array<uint8_t, wire::kMaxHeaderBytes> recv_header_;
+  std::unique_ptr<transport::Request> recv_req_;
+  // postAbort's message; like sends_, kept until the connection is closed.
+  wire::Frame abort_frame_;
+  std::unique_ptr<transport::Request> abort_req_;
 };
 
 class CollClientImpl final : public CollClient {

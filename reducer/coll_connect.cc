@@ -8,6 +8,8 @@
 namespace tally::reducer::client {
 namespace {
 
+constexpr int64_t kConnectGraceMs = 250;
+
 // Waits for `req` until the deadline.
 Status waitUntil(transport::Request* req, Clock::time_point deadline, size_t* sizes,
                  const std::string& what) {
@@ -56,13 +58,24 @@ int64_t msLeft(Clock::time_point deadline) {
   return std::max<int64_t>(0, left.count());
 }
 
-Status connectReducer(const std::string& address, Clock::time_point deadline,
-                      std::unique_ptr<transport::Connection>* out) {
+Status connectReducer(transport::Network* network, const std::string& address,
+                      Clock::time_point deadline, std::unique_ptr<transport::Connection>* out) {
   Status last;
   for (;;) {
-    transport::tcp::TcpOptions tcp;
-    tcp.connect_timeout_ms = std::max<int64_t>(1, msLeft(deadline));
-    last = transport::tcp::connectBlocking(address, tcp, transport::ConnectionOptions{}, out);
+    if (network != nullptr) {
+      // finishConnect bounds the network's own connect timeout by the deadline, plus a little:
+      // the plugin sets both from TALLY_CONNECT_TIMEOUT_MS, and when they end together the
+      // network's error says why (refused, unreachable) where ours would only say "timeout".
+      std::unique_ptr<transport::PendingConnection> pending;
+      last = network->connectTo(address, transport::ConnectionOptions{}, &pending);
+      if (last.isOk()) {
+        last = transport::finishConnect(pending.get(), msLeft(deadline) + kConnectGraceMs, out);
+      }
+    } else {
+      transport::tcp::TcpOptions tcp;
+      tcp.connect_timeout_ms = std::max<int64_t>(1, msLeft(deadline));
+      last = transport::tcp::connectBlocking(address, tcp, transport::ConnectionOptions{}, out);
+    }
     if (last.isOk()) return last;
     if (last.code() == StatusCode::kInvalidUsage) return last;  // a bad address: no point retrying
     if (Clock::now() >= deadline) break;

@@ -11,6 +11,7 @@
 #include "common/status.h"
 #include "reducer/opening.h"
 #include "reducer/wire.h"
+#include "transport/network.h"
 #include "transport/transport.h"
 
 namespace tally::reducer::client {
@@ -21,9 +22,11 @@ using HeaderBuf = std::array<uint8_t, wire::kMaxHeaderBytes>;
 // Milliseconds until the deadline, at least 0.
 int64_t msLeft(Clock::time_point deadline);
 
-// Connects to one reducer, retrying until the deadline (it may not be up yet).
-Status connectReducer(const std::string& address, Clock::time_point deadline,
-                      std::unique_ptr<transport::Connection>* out);
+// Connects to one reducer over `network` (null: TCP with default options), retrying until the
+// deadline (it may not be up yet). A malformed address fails at once with kInvalidUsage; running
+// out of time is kTimeout naming the address and the last error.
+Status connectReducer(transport::Network* network, const std::string& address,
+                      Clock::time_point deadline, std::unique_ptr<transport::Connection>* out);
 
 // Sends one header message and waits for it to leave, until the deadline.
 Status sendHeader(transport::Connection* conn, const wire::Frame& frame, Clock::time_point deadline,

@@ -91,6 +91,21 @@ bool Link::waitSenderDone(int64_t timeout_ms) {
   return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return sender_done_; });
 }
 
+void Link::postAbort(const std::string& reason) {
+  // Posted without send_mu_ (the failing thread may hold it): it can land between a slice and
+  // its payload, and the reducer then reports a protocol error instead of the reason. The
+  // communicator fails either way.
+  if (stop_.load() || abort_req_) return;
+  abort_frame_ = wire::encodeError(wire::Reason{reason});
+  (void)conn_->isend(abort_frame_.data(), abort_frame_.size, wire::kTagHeader, nullptr,
+                     &abort_req_);
+}
+
+void Link::finishAbort(Clock::time_point deadline) {
+  if (!abort_req_) return;
+  if (!abort_req_->wait(msLeft(deadline), nullptr).isOk()) conn_->close();
+}
+
 void Link::closeConnection() {
   conn_->close();
   stop_.store(true, std::memory_order_release);
@@ -105,6 +120,8 @@ void Link::stopAndJoin() {
   std::lock_guard<std::mutex> send_lock(send_mu_);
   sends_.clear();  // after close: the transport allows dropping pending requests now
   spare_sends_.clear();
+  recv_req_.reset();
+  abort_req_.reset();
 }
 
 Status Link::waitBounded(transport::Request* req, size_t* size) {
@@ -306,23 +323,22 @@ Status Link::receiveResult(const uint8_t* header, size_t size) {
 }
 
 void Link::receiverLoop() {
-  std::array<uint8_t, wire::kMaxHeaderBytes> header;
+  std::array<uint8_t, wire::kMaxHeaderBytes>& header = recv_header_;
   Status st;
   while (!stop_.load(std::memory_order_acquire)) {
     void* data = header.data();
     size_t size = header.size();
     int tag = wire::kTagHeader;
     transport::MemoryRegion* mr = nullptr;
-    std::unique_ptr<transport::Request> req;
-    st = conn_->irecv(1, &data, &size, &tag, &mr, &req);
-    if (st.isOk() && !req) st = Status::internal("transport has no room for a receive");
+    st = conn_->irecv(1, &data, &size, &tag, &mr, &recv_req_);
+    if (st.isOk() && !recv_req_) st = Status::internal("transport has no room for a receive");
     if (!st.isOk()) break;
     size_t got = 0;
-    st = waitBounded(req.get(), &got);
-    if (!st.isOk()) {
-      conn_->close();
-      break;
-    }
+    st = waitBounded(recv_req_.get(), &got);
+    // A receive that timed out stays posted (recv_req_, dropped after the close): the connection
+    // stays open for the Error that tells this reducer why the client gives up.
+    if (!st.isOk()) break;
+    recv_req_.reset();
     wire::MsgType type;
     st = wire::peekType(header.data(), got, &type);
     if (!st.isOk()) break;

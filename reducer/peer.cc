@@ -134,6 +134,7 @@ void Peer::readerLoop() {
   std::array<uint8_t, wire::kMaxHeaderBytes> header;
   bool graceful = false;
   bool internal = false;
+  bool worker_aborted = false;  // the worker sent an Error with its reason
   Status st;
   try {
     bool refused = false;
@@ -160,6 +161,17 @@ void Peer::readerLoop() {
       } else if (type == wire::MsgType::kBye) {
         graceful = true;
         break;
+      } else if (comm_ && type == wire::MsgType::kError) {
+        // The worker gave up on the communicator (it lost another reducer, timed out, ...) and
+        // says why: the other ranks hear that cause instead of a bare "rank N was lost".
+        wire::Reason reason;
+        st = wire::decodeError(header.data(), got, &reason);
+        if (st) {
+          st = Status::remote(reason.text);
+          worker_aborted = true;
+          recv_failed_ = true;  // counted as a lost peer
+        }
+        break;
       } else if (!comm_ && (type == wire::MsgType::kReject || type == wire::MsgType::kAnswer)) {
         refusedInOpening(type, header.data(), got);  // only a reducer without a token gets here
         graceful = true;
@@ -183,10 +195,15 @@ void Peer::readerLoop() {
   }
   if (comm_ && !stopping) {
     const std::string why = "rank " + std::to_string(rank_) + " (peer " + name_ + ") " +
-                            (st.isOk() ? "left" : "was lost: " + st.toString());
+                            (st.isOk()         ? "left"
+                             : worker_aborted ? "gave up: " + st.message()
+                                              : "was lost: " + st.toString());
     if (graceful) {
       TALLY_INFO(log::kColl, "reducer: %s left communicator %s", name_.c_str(),
                  comm_->id.toString().c_str());
+    } else if (worker_aborted) {
+      TALLY_WARN("reducer: peer %s (rank %d of communicator %s) gave up: %s", name_.c_str(),
+                 rank_, comm_->id.toString().c_str(), st.message().c_str());
     } else {
       TALLY_WARN("reducer: peer %s (rank %d of communicator %s) lost: %s", name_.c_str(), rank_,
                  comm_->id.toString().c_str(), st.toString().c_str());

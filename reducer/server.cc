@@ -33,8 +33,12 @@ class ServerImpl final : public ReducerServer {
   ~ServerImpl() override { stop(); }
 
   Status listen() {
-    TALLY_RETURN_IF_ERROR(transport::tcp::listenAt(ctx_.options.listen, ctx_.options.tcp,
-                                                   &listener_));
+    network_ = ctx_.options.network;
+    if (!network_) {
+      // The default interface choice: a TCP network's devices do not matter to a listener.
+      TALLY_RETURN_IF_ERROR(transport::tcp::createNetwork("", ctx_.options.tcp, &network_));
+    }
+    TALLY_RETURN_IF_ERROR(network_->listenAt(ctx_.options.listen, &listener_));
     address_ = listener_->address();
     engine_.start();
     accept_thread_ = std::thread([this] { acceptLoop(); });
@@ -42,6 +46,7 @@ class ServerImpl final : public ReducerServer {
   }
 
   std::string address() const override { return address_; }
+  const char* transportName() const { return network_->name(); }
 
   void stop() override {
     std::lock_guard<std::mutex> stop_lock(stop_mu_);
@@ -119,6 +124,7 @@ class ServerImpl final : public ReducerServer {
   server::ServerContext ctx_;
   server::Engine engine_;
   server::CommRegistry registry_;
+  std::shared_ptr<transport::Network> network_;
   std::unique_ptr<transport::Listener> listener_;
   std::string address_;
   std::thread accept_thread_;
@@ -142,8 +148,9 @@ Status ReducerServer::start(const ServerOptions& options, std::unique_ptr<Reduce
   }
   auto server = std::make_unique<ServerImpl>(options);
   TALLY_RETURN_IF_ERROR(server->listen());
-  TALLY_INFO(log::kInit, "reducer: listening on %s, %d engine threads, window %d",
-             server->address().c_str(), options.threads, options.window);
+  TALLY_INFO(log::kInit, "reducer: listening on %s (%s), %d engine threads, window %d",
+             server->address().c_str(), server->transportName(), options.threads,
+             options.window);
   *out = std::move(server);
   return Status::ok();
 }

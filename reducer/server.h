@@ -1,11 +1,12 @@
 // The reduction server behind tally-reducer.
 //
-// A ReducerServer listens on one TCP address and serves any number of communicators (jobs) at
-// once. A communicator is the set of connections whose Hello carries the same 128-bit id; it forms
-// when all nranks members joined, and gets a Ready on each connection. Then for every slice the
-// server receives one input per rank, reduces them in rank order and returns the same bytes to
-// every rank. See reducer/wire.h for the messages, docs/security.md for the job token and
-// TALLY_CHECKSUM.
+// A ReducerServer listens on one "host:port" of a transport::Network (TCP, or an RDMA backend
+// whose connections are set up over TCP to that address) and serves any number of communicators
+// (jobs) at once. A communicator is the set of connections whose Hello carries the same 128-bit
+// id; it forms when all nranks members joined, and gets a Ready on each connection. Then for
+// every slice the server receives one input per rank, reduces them in rank order and returns the
+// same bytes to every rank. See reducer/wire.h for the messages, docs/security.md for the job
+// token and TALLY_CHECKSUM.
 //
 // Threads: an accept thread; per connection a reader and a writer thread; `threads` engine
 // threads, each owning the (communicator, slice index) streams hashed to it, with its own queue.
@@ -18,6 +19,7 @@
 #include "common/auth.h"
 #include "common/status.h"
 #include "reducer/observer.h"
+#include "transport/network.h"
 #include "transport/tcp/tcp.h"
 
 namespace tally::reducer {
@@ -26,7 +28,10 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:0";  // "host:port"; port 0 picks a free port
   int threads = 4;                     // engine threads, >= 1
   int window = 16;                     // slices buffered per connection before reading stops
-  transport::tcp::TcpOptions tcp;
+  // The transport to listen on (transport/select.h opens it from TALLY_TRANSPORT). Null: a TCP
+  // network made from `tcp`.
+  std::shared_ptr<transport::Network> network;
+  transport::tcp::TcpOptions tcp;  // only when `network` is null
   size_t pool_cache_bytes = 256ull << 20;  // free buffers kept for reuse, over all shards
   // Limits, so one job or one bad peer cannot take the whole reducer (docs/reliability.md). A
   // communicator reserves (nranks + 1) x window x slice bytes when it forms (inputs and

@@ -16,6 +16,9 @@
 //   Bye         this member leaves            ResultHeader + payload (the reduced slice)
 //   Reject      (opening only) the worker     Error   the communicator failed (reason)
 //               refuses this reducer
+//   Error       this member gives up (reason;
+//               the reducer fails the communicator
+//               and passes the reason on)
 //
 // The opening (docs/security.md; MACs in common/auth.h). On accept the reducer sends Challenge:
 // its fresh nonce, and whether it requires the job token. A worker with a token answers a

@@ -1,12 +1,17 @@
 // tally-reducer: serves CollNet all-reduce for any number of jobs until SIGINT or SIGTERM.
 //
-//   tally-reducer --listen HOST:PORT [--threads N] [--window N] [--metrics HOST:PORT]
-//                 [--token-file PATH] [--max-connections N] [--max-memory BYTES]
-//                 [--max-communicator-memory BYTES] [--verbose]
+//   tally-reducer --listen HOST:PORT [--transport auto|tcp|ofi|verbs] [--threads N] [--window N]
+//                 [--metrics HOST:PORT] [--token-file PATH] [--max-connections N]
+//                 [--max-memory BYTES] [--max-communicator-memory BYTES] [--verbose]
 //
-// It listens only on --listen. With a job token (--token-file, else TALLY_JOB_TOKEN or
-// TALLY_JOB_TOKEN_FILE from its environment) every connection must prove it before its Hello is
-// read (docs/security.md); a bad token file exits 2.
+// It listens only on --listen, over the transport --transport names (default TALLY_TRANSPORT,
+// itself "auto": verbs, else a high-speed libfabric provider, else TCP; transport/select.h); the
+// choice and why is logged at INFO. A transport that cannot be opened exits 1, or 2 when the
+// reason is configuration (a bad name, a backend not built into this tally-reducer).
+//
+// With a job token (--token-file, else TALLY_JOB_TOKEN or TALLY_JOB_TOKEN_FILE from its
+// environment) every connection must prove it before its Hello is read (docs/security.md); a bad
+// token file exits 2.
 //
 // Prints one line on stdout once it accepts connections, "tally-reducer listening on HOST:PORT"
 // with the real port, so scripts can start it on port 0. With --metrics (docs/metrics.md) a
@@ -26,6 +31,7 @@
 #include "common/params.h"
 #include "reducer/server.h"
 #include "tools/metrics/metrics_server.h"
+#include "transport/select.h"
 
 namespace {
 
@@ -40,10 +46,15 @@ int main(int argc, char** argv) {
   bool verbose = false;
   std::string metrics_address;
   std::string token_file;
+  std::string transport_name;
 
   CLI::App app{"Tally reduction server: sums CollNet all-reduce slices for the workers."};
   app.add_option("--listen", options.listen, "HOST:PORT to listen on (port 0 picks one)")
       ->required();
+  app.add_option("--transport", transport_name,
+                 "network to serve over: auto, tcp, ofi or verbs (default: TALLY_TRANSPORT, "
+                 "else auto)")
+      ->check(CLI::IsMember({"auto", "tcp", "ofi", "verbs"}));
   app.add_option("--threads", options.threads, "engine threads")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
@@ -105,10 +116,17 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   params.logProvenance();
-  options.tcp.sockets = static_cast<int>(params.socketNsocks);
-  options.tcp.min_stripe = params.socketMinStripe;
-  options.tcp.connect_timeout_ms = params.connectTimeout;
-  options.tcp.io_timeout_ms = params.timeout;
+  if (!transport_name.empty()) params.transport = transport_name;
+  transport::NetworkConfig network_config;
+  st = transport::networkConfigFromParams(params, &network_config);
+  if (!st.isOk()) {
+    TALLY_WARN("tally-reducer: %s", st.message().c_str());
+    return kExitUsage;
+  }
+  // The reducer listens where --listen says: TALLY_SOCKET_IFNAME describes the workers' hosts and
+  // may name interfaces this host lacks, so TCP takes the default interface choice here.
+  network_config.ifname_spec.clear();
+  options.tcp = network_config.tcpOptions();
   options.join_timeout_ms = params.connectTimeout;
   (void)parseBytes(max_memory, &options.max_memory_bytes);  // checked by the validator
   (void)parseBytes(max_communicator_memory, &options.max_communicator_bytes);
@@ -147,6 +165,14 @@ int main(int argc, char** argv) {
     }
     options.observer = metrics->observer();
   }
+
+  std::string why;
+  st = transport::openNetwork(network_config, &options.network, &why);
+  if (!st.isOk()) {
+    TALLY_WARN("tally-reducer: cannot open the transport: %s", st.toString().c_str());
+    return st.code() == StatusCode::kInvalidUsage ? kExitUsage : 1;
+  }
+  TALLY_INFO(log::kInit, "tally-reducer: transport: %s", why.c_str());
 
   std::unique_ptr<reducer::ReducerServer> server;
   st = reducer::ReducerServer::start(options, &server);

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "common/params.h"
+
 namespace tally::functional {
 
 std::string pluginPath() {
@@ -21,13 +23,20 @@ std::string reducerPath() {
 #endif
 }
 
+std::string transportUnderTest() {
+  return EnvParamSource().get("TALLY_TRANSPORT").value_or("");
+}
+
 Status startCluster(int nreducers, Cluster* out) {
   Cluster c;
   TALLY_RETURN_IF_ERROR(driver::TempDir::create("functional", &c.dir));
   TALLY_RETURN_IF_ERROR(createFileStore(c.dir->path(), &c.store));
   if (nreducers > 0) {
+    std::vector<std::string> args = {"--threads", "1"};
+    const std::string transport = transportUnderTest();
+    if (!transport.empty()) args.insert(args.end(), {"--transport", transport});
     TALLY_RETURN_IF_ERROR(
-        driver::startReducers(reducerPath(), nreducers, {"--threads", "1"}, 20000, &c.reducers));
+        driver::startReducers(reducerPath(), nreducers, args, 20000, &c.reducers));
     c.reducer_list = driver::reducerList(c.reducers);
   }
   *out = std::move(c);
@@ -40,6 +49,8 @@ void setWorkerEnvironment(const std::string& reducer_list) {
   ::setenv("TALLY_SOCKET_IFNAME", "lo", 1);
   ::setenv("TALLY_CONNECT_TIMEOUT_MS", "20000", 1);
   ::setenv("TALLY_TIMEOUT_MS", "30000", 1);
+  const std::string transport = transportUnderTest();
+  if (!transport.empty()) ::setenv("TALLY_TRANSPORT", transport.c_str(), 1);
 }
 
 bool check(int rank, const Status& s, const std::string& what) {

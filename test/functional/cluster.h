@@ -22,6 +22,13 @@ namespace tally::functional {
 std::string pluginPath();
 std::string reducerPath();
 
+// The transport the suite runs over: TALLY_TRANSPORT from the test's own environment ("" when
+// unset: each process's default, auto). startCluster passes it to the reducers as --transport
+// and setWorkerEnvironment to the workers, so that both ends agree; FI_PROVIDER and the other
+// FI_ variables reach them unchanged, since fork and exec keep the environment. CTest's
+// functional_ofi entry (TALLY_TEST_OFI=ON) runs the CollNet and net tests this way.
+std::string transportUnderTest();
+
 inline constexpr int64_t kStoreTimeoutMs = 30000;
 inline constexpr int64_t kWorkerTimeoutMs = 120000;
 

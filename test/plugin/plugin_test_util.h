@@ -32,7 +32,9 @@ inline Params paramsFrom(std::map<std::string, std::string> values) {
 
 // Loopback devices, short timeouts, a (dead) reducer so that CollNet reports devices.
 inline std::map<std::string, std::string> loopbackValues() {
-  return {{"TALLY_SOCKET_IFNAME", "lo"},
+  // TCP always: on a host with an RDMA device or a fast libfabric provider, auto would pick that.
+  return {{"TALLY_TRANSPORT", "tcp"},
+          {"TALLY_SOCKET_IFNAME", "lo"},
           {"TALLY_REDUCERS", "127.0.0.1:1"},
           {"TALLY_CONNECT_TIMEOUT_MS", "1s"},
           {"TALLY_TIMEOUT_MS", "10s"}};

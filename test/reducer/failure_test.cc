@@ -45,20 +45,19 @@ TEST(CollFailureTest, MismatchedCountsFailAllRanks) {
   for (auto& t : threads) t.join();
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(9));
   // Both calls are one slice, so only the first reducer sees the two disagree. The rank that
-  // hears it first fails and closes its other link, and the second reducer may then tell the
-  // other rank that this rank was lost before the first reducer's Error reaches it: every rank
-  // fails, and at least one names the disagreement with what each rank sent.
+  // hears it first gives up and tells the second reducer why, which may reach the other rank
+  // before the first reducer's Error does: either way every rank fails naming the disagreement
+  // (what each rank sent, when the reason was not cut short).
   int disagree = 0;
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(results[r].code(), StatusCode::kRemote) << results[r].toString();
     EXPECT_NE(results[r].message().find("reducer 127.0.0.1:"), std::string::npos);
     const std::string& m = results[r].message();
-    if (m.find("disagree") != std::string::npos) {
-      ++disagree;
+    EXPECT_NE(m.find("disagree"), std::string::npos) << m;
+    if (m.find("gave up") == std::string::npos) {
+      ++disagree;  // heard from the first reducer itself
       EXPECT_NE(m.find("count 1000 of 1000"), std::string::npos) << m;
       EXPECT_NE(m.find("count 2000 of 2000"), std::string::npos) << m;
-    } else {
-      EXPECT_NE(m.find("was lost"), std::string::npos) << m;
     }
   }
   EXPECT_GE(disagree, 1);
@@ -145,6 +144,39 @@ TEST(CollFailureTest, LostRankFailsTheOthers) {
   Status s = waitRequest(&req, nullptr, 15000);
   EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.toString();
   clients[0]->close();
+}
+
+// A rank that gives up (here: its own, shorter timeout) tells the reducers why, and the other
+// ranks hear that cause, not only that the rank went away.
+TEST(CollFailureTest, RankThatGivesUpTellsTheOthersWhy) {
+  auto servers = startServers(2);
+  std::vector<std::unique_ptr<CollClient>> clients;
+  auto impatient = optionsFor(servers);
+  impatient.timeout_ms = 1000;
+  auto patient = optionsFor(servers);
+  patient.timeout_ms = 20000;
+  auto st = connectAll({impatient, patient}, &clients);
+  for (auto& s : st) ASSERT_TRUE(s.isOk()) << s.toString();
+  // Rank 0 calls alone; rank 1 never joins, so rank 0 times out and gives up.
+  std::vector<float> v(1000, 1.0f);
+  CollRequest req;
+  ASSERT_TRUE(post(clients[0].get(), v.data(), v.data(), v.size(), DataType::kFloat32,
+                   ReduceOp::kSum, &req).isOk());
+  Status mine = waitRequest(&req, nullptr, 10000);
+  ASSERT_EQ(mine.code(), StatusCode::kTimeout) << mine.toString();
+  // Rank 1 learns it from the reducers: its call fails with rank 0's cause.
+  CollRequest other;
+  Status theirs = post(clients[1].get(), v.data(), v.data(), v.size(), DataType::kFloat32,
+                       ReduceOp::kSum, &other);
+  if (theirs.isOk()) theirs = waitRequest(&other, nullptr, 10000);
+  EXPECT_EQ(theirs.code(), StatusCode::kRemote) << theirs.toString();
+  EXPECT_NE(theirs.message().find("rank 0 (peer 127.0.0.1:"), std::string::npos)
+      << theirs.toString();
+  EXPECT_NE(theirs.message().find("gave up"), std::string::npos) << theirs.toString();
+  // The cause rank 0 saw, word for word (reducer address and all).
+  EXPECT_NE(theirs.message().find(mine.message()), std::string::npos)
+      << "rank 1: " << theirs.toString() << "\nrank 0: " << mine.toString();
+  for (auto& c : clients) c->close();
 }
 
 TEST(CollFailureTest, CountZeroCompletesAtOnce) {

@@ -11,6 +11,12 @@
 #include <thread>
 
 #include "test/transport/test_util.h"
+#if TALLY_HAVE_TRANSPORT_VERBS
+#include "test/transport/verbs_test_util.h"
+#endif
+#if TALLY_HAVE_TRANSPORT_OFI
+#include "transport/ofi/ofi.h"
+#endif
 
 namespace tally::transport::test {
 namespace {
@@ -23,6 +29,8 @@ struct Backend {
   std::function<Status(int max_requests, std::unique_ptr<Connection>*,
                        std::unique_ptr<Connection>*)>
       pair;
+  // Empty, or why the backend cannot run on this host (its tests then skip, saying so).
+  std::function<std::string()> unavailable;
 };
 
 // Names the parameter in test listings (gtest would print its bytes).
@@ -42,9 +50,50 @@ Backend tcpBackend(int sockets) {
       }};
 }
 
+#if TALLY_HAVE_TRANSPORT_OFI
+// libfabric's tcp provider (tcp;ofi_rxm) on the loopback domain.
+ofi::OfiOptions ofiOptions(int max_requests) {
+  ofi::OfiOptions options;
+  options.provider = "tcp";
+  options.domains = "lo";
+  if (max_requests > 0) options.max_requests = max_requests;
+  return options;
+}
+
+Backend ofiBackend() {
+  return {"ofi_tcp",
+          [](int max_requests, std::unique_ptr<Connection>* a, std::unique_ptr<Connection>* b) {
+            std::shared_ptr<Network> network;
+            TALLY_RETURN_IF_ERROR(ofi::createNetwork(ofiOptions(max_requests), &network));
+            std::unique_ptr<Listener> listener;
+            TALLY_RETURN_IF_ERROR(network->devices().front()->listen(&listener));
+            ConnectionOptions conn_options;
+            conn_options.max_requests = max_requests;
+            std::unique_ptr<PendingConnection> pending;
+            TALLY_RETURN_IF_ERROR(
+                network->devices().front()->connect(listener->handle(), conn_options, &pending));
+            return finishConnect(pending.get(), listener.get(), a, b);
+          },
+          [] {
+            static const std::string why = [] {
+              std::shared_ptr<Network> network;
+              Status status = ofi::createNetwork(ofiOptions(0), &network);
+              return status.isOk() ? std::string() : "ofi unavailable: " + status.toString();
+            }();
+            return why;
+          }};
+}
+#endif
+
 class ConformanceTest : public ::testing::TestWithParam<Backend> {
  protected:
-  void SetUp() override { connect(0); }
+  void SetUp() override {
+    if (GetParam().unavailable) {
+      const std::string why = GetParam().unavailable();
+      if (!why.empty()) GTEST_SKIP() << why;
+    }
+    connect(0);
+  }
 
   void connect(int max_requests) {
     a_.reset();
@@ -394,6 +443,59 @@ INSTANTIATE_TEST_SUITE_P(Tcp, ConformanceTest,
                          [](const ::testing::TestParamInfo<Backend>& param) {
                            return param.param.name;
                          });
+
+#if TALLY_HAVE_TRANSPORT_OFI
+INSTANTIATE_TEST_SUITE_P(Ofi, ConformanceTest, ::testing::Values(ofiBackend()),
+                         [](const ::testing::TestParamInfo<Backend>& param) {
+                           return param.param.name;
+                         });
+#endif
+
+#if TALLY_HAVE_TRANSPORT_VERBS
+// The host's RDMA device when it has one (skipped, saying so, elsewhere), and the software device
+// of verbs_fake.h as InfiniBand and as RoCE, which runs every line of the backend everywhere.
+Backend verbsDeviceBackend() {
+  return {"verbs_device",
+          [](int max_requests, std::unique_ptr<Connection>* a, std::unique_ptr<Connection>* b) {
+            verbs::VerbsOptions options;
+            options.side_ifname = "lo";
+            if (max_requests > 0) options.max_requests = max_requests;
+            std::shared_ptr<Network> network;
+            TALLY_RETURN_IF_ERROR(verbs::createNetwork(options, &network));
+            ConnectionOptions conn_options;
+            conn_options.max_requests = max_requests;
+            return verbsPair(network.get(), conn_options, a, b);
+          },
+          [] {
+            static const std::string why = [] {
+              std::shared_ptr<Network> network;
+              Status status = verbs::createNetwork(verbs::VerbsOptions{}, &network);
+              return status.isOk() ? std::string()
+                                   : "no usable RDMA device: " + status.toString();
+            }();
+            return why;
+          }};
+}
+
+Backend verbsFakeBackend(const std::string& name, uint8_t link_layer) {
+  return {name,
+          [link_layer](int max_requests, std::unique_ptr<Connection>* a,
+                       std::unique_ptr<Connection>* b) {
+            return verbsFakePair(link_layer, max_requests, a, b);
+          },
+          [] { return std::string(); }};
+}
+
+INSTANTIATE_TEST_SUITE_P(Verbs, ConformanceTest,
+                         ::testing::Values(verbsDeviceBackend(),
+                                           verbsFakeBackend("verbs_fake_ib",
+                                                            IBV_LINK_LAYER_INFINIBAND),
+                                           verbsFakeBackend("verbs_fake_roce",
+                                                            IBV_LINK_LAYER_ETHERNET)),
+                         [](const ::testing::TestParamInfo<Backend>& param) {
+                           return param.param.name;
+                         });
+#endif
 
 }  // namespace
 }  // namespace tally::transport::test

@@ -1,7 +1,8 @@
 // tally doctor: run on a worker, says in PASS/WARN/FAIL lines whether Tally will work there.
 //
-// Checks, in order: plugin, cluster, reducers, each reducer (reachable, handshake, RTT,
-// bandwidth), bandwidth against the workers' need, NCCL variables. docs/doctor.md explains each.
+// Checks, in order: plugin, cluster, reducers, transport (TALLY_TRANSPORT's choice), each
+// reducer over that transport (reachable, handshake, RTT, bandwidth), bandwidth against the
+// workers' need, NCCL variables. docs/doctor.md explains each.
 // Exit status: 0 every line PASS, 1 a WARN and no FAIL, 2 any FAIL; 3 for bad options.
 #include <cstdio>
 #include <memory>
@@ -96,7 +97,8 @@ int runDoctor(const DoctorOptions& o) {
   ReducerList reducers;
   report.add(doctor::checkReducers(params, cluster, &reducers));
 
-  // 4. each reducer
+  // 4. the transport, and each reducer over it
+  report.add(doctor::checkTransport(params, probe.timeout_ms, &probe.network));
   const doctor::ProbeOptions from_params = doctor::probeOptionsFrom(params);
   probe.slice_bytes = from_params.slice_bytes;
   probe.window = from_params.window;

@@ -11,6 +11,7 @@
 
 #include "reducer/coll_client.h"
 #include "reducer/wire.h"
+#include "transport/select.h"
 
 namespace tally::commands::doctor {
 namespace {
@@ -133,6 +134,24 @@ ProbeOptions probeOptionsFrom(const Params& params) {
   return o;
 }
 
+CheckResult checkTransport(const Params& params, int64_t connect_timeout_ms,
+                           std::shared_ptr<transport::Network>* network) {
+  network->reset();
+  transport::NetworkConfig config;
+  Status st = transport::networkConfigFromParams(params, &config);
+  // A reducer that cannot be reached fails with the network's reason (refused, unreachable),
+  // which comes out only when its connect timeout ends with the probe's.
+  config.connect_timeout_ms = connect_timeout_ms;
+  std::string why;
+  if (st.isOk()) st = transport::openNetwork(config, network, &why);
+  if (!st.isOk()) {
+    return {Severity::kFail, "transport",
+            st.message() + "; the plugin would fail the same way (the reducer probes below use "
+                           "TCP)"};
+  }
+  return {Severity::kPass, "transport", why};
+}
+
 ProbeResult probeReducer(const std::string& address, const ProbeOptions& options) {
   ProbeResult r;
   reducer::CollOptions co;
@@ -144,6 +163,7 @@ ProbeResult probeReducer(const std::string& address, const ProbeOptions& options
   co.job_token = options.job_token;
   co.job_token_file = options.job_token_file;
   co.checksum = options.checksum;
+  co.network = options.network;
   uint8_t handle[reducer::kCollHandleBytes];
   Status st = CollClient::makeHandle(co, handle);
   if (!st.isOk()) {

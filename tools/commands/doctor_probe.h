@@ -7,11 +7,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "common/params.h"
 #include "common/status.h"
 #include "tools/commands/doctor_checks.h"
+#include "transport/network.h"
 
 namespace tally::commands::doctor {
 
@@ -25,7 +27,15 @@ struct ProbeOptions {
   std::string job_token;               // TALLY_JOB_TOKEN
   std::string job_token_file;          // TALLY_JOB_TOKEN_FILE
   bool checksum = false;               // TALLY_CHECKSUM
+  // The transport the plugin would use (checkTransport); null: TCP.
+  std::shared_ptr<transport::Network> network;
 };
+
+// The "transport" line: opens the network TALLY_TRANSPORT asks for, as the plugin would, and
+// says what was chosen and why (PASS), or why it cannot be opened (FAIL). *network is the opened
+// one, with connect_timeout_ms for its connects (the probe's timeout), or null after a FAIL.
+CheckResult checkTransport(const Params& params, int64_t connect_timeout_ms,
+                           std::shared_ptr<transport::Network>* network);
 
 // Takes the slice size, window, job token and checksum setting from the user's TALLY_ variables.
 ProbeOptions probeOptionsFrom(const Params& params);

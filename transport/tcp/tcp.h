@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "transport/network.h"
 #include "transport/transport.h"
 
 namespace tally::transport::tcp {
@@ -43,6 +44,12 @@ int linkSpeedMbps(const std::string& name, const std::string& sys_class_net = "/
 // One Device per interface. The device listens on its interface's address, ephemeral port.
 Status createDevice(const Interface& iface, const TcpOptions& options,
                     std::shared_ptr<Device>* out);
+
+// The TCP Network (transport/network.h): one Device per interface findInterfaces(ifname_spec)
+// picks, and listenAt/connectTo below with `options`. Fails as findInterfaces does (kInvalidUsage
+// naming the spec when nothing matches); *out is written only on success.
+Status createNetwork(const std::string& ifname_spec, const TcpOptions& options,
+                     std::shared_ptr<Network>* out);
 
 // A listener on an explicit "host:port" (port 0 picks one; IPv6 as "[::1]:port"), used by
 // tally-reducer. address() reports the bound port.

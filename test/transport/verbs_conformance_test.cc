@@ -1,0 +1,347 @@
+// The verbs backend end to end: what transport.h promises, over queue pairs. Each test runs on
+// the host's RDMA device where there is one (InfiniBand, RoCE or SoftRoCE; skipped with the
+// reason elsewhere) and always on the software device of verbs_fake.h, which runs every line of
+// the backend and checks what a device would refuse.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "test/transport/test_util.h"
+#include "test/transport/verbs_fake.h"
+#include "test/transport/verbs_test_util.h"
+#include "transport/verbs/internal.h"
+
+namespace tally::transport::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Where a test runs: the host's RDMA device (skipped when there is none) or the software device
+// of verbs_fake.h, as InfiniBand or as RoCE.
+struct VerbsBackend {
+  std::string name;
+  bool fake = false;
+  uint8_t link_layer = IBV_LINK_LAYER_INFINIBAND;
+};
+
+void PrintTo(const VerbsBackend& backend, std::ostream* os) { *os << backend.name; }
+
+class VerbsConformanceTest : public ::testing::TestWithParam<VerbsBackend> {
+ protected:
+  void SetUp() override {
+    verbs::VerbsOptions options;
+    options.max_requests = 256;
+    options.min_stripe = 64 * 1024;  // so striping over both data queue pairs is exercised
+    options.side_ifname = "lo";
+    Status status;
+    if (GetParam().fake) {
+      FakeVerbsConfig config;
+      config.link_layer = GetParam().link_layer;
+      resetFakeVerbs(config);
+      status = verbs::createNetworkWith(fakeVerbsApi(), options, &network_);
+    } else {
+      status = verbs::createNetwork(options, &network_);
+      if (!status.isOk()) {
+        GTEST_SKIP() << "no RDMA device found, verbs data path not tested here: "
+                     << status.toString();
+      }
+    }
+    ASSERT_TRUE(status.isOk()) << status.toString();
+    connect(0);
+  }
+
+  void TearDown() override {
+    a_.reset();
+    b_.reset();
+    network_.reset();
+    if (!GetParam().fake) return;
+    // What a real fabric would refuse, or only make slow, never happened; nothing leaked.
+    FakeVerbsStats stats = fakeVerbsStats();
+    EXPECT_EQ(stats.sent_before_rtr, 0) << "a queue pair was used before its peer was ready";
+    EXPECT_EQ(stats.rnr_waits, 0) << "a write or send found no receive posted";
+    EXPECT_EQ(stats.bad_access, 0);
+    EXPECT_EQ(stats.cq_overflows, 0);
+    EXPECT_EQ(stats.bad_transitions, 0);
+    EXPECT_EQ(stats.live_qps, 0);
+    EXPECT_EQ(stats.live_cqs, 0);
+    EXPECT_EQ(stats.live_mrs, 0);
+    EXPECT_EQ(stats.live_channels, 0);
+    EXPECT_EQ(stats.live_pds, 0);
+    EXPECT_EQ(stats.live_contexts, 0);
+  }
+
+  void connect(int max_requests) {
+    a_.reset();
+    b_.reset();
+    ConnectionOptions conn_options;
+    conn_options.max_requests = max_requests;
+    Status status = verbsPair(network_.get(), conn_options, &a_, &b_);
+    ASSERT_TRUE(status.isOk()) << status.toString();
+  }
+
+  std::unique_ptr<Request> send(Connection* conn, const void* data, size_t size, int tag) {
+    std::unique_ptr<Request> req;
+    Status status = conn->isend(data, size, tag, nullptr, &req);
+    EXPECT_TRUE(status.isOk()) << status.toString();
+    EXPECT_NE(req, nullptr);
+    return req;
+  }
+
+  std::unique_ptr<Request> recv(Connection* conn, void* data, size_t size, int tag) {
+    std::unique_ptr<Request> req;
+    void* buffers[1] = {data};
+    Status status = conn->irecv(1, buffers, &size, &tag, nullptr, &req);
+    EXPECT_TRUE(status.isOk()) << status.toString();
+    EXPECT_NE(req, nullptr);
+    return req;
+  }
+
+  static void expectDone(Request* req, size_t* sizes = nullptr) {
+    ASSERT_NE(req, nullptr);
+    Status status = req->wait(kWaitMs, sizes);
+    ASSERT_TRUE(status.isOk()) << status.toString();
+  }
+
+  static Status expectFailure(Request* req) {
+    if (req == nullptr) return Status::internal("no request");
+    Status status = req->wait(kWaitMs, nullptr);
+    EXPECT_FALSE(status.isOk());
+    EXPECT_NE(status.code(), StatusCode::kTimeout) << "request hung: " << status.toString();
+    return status;
+  }
+
+  void closeBoth() {
+    a_->close();
+    b_->close();
+  }
+
+  std::shared_ptr<Network> network_;
+  std::unique_ptr<Connection> a_;
+  std::unique_ptr<Connection> b_;
+};
+
+TEST_P(VerbsConformanceTest, MessageSizesWithAndWithoutRegions) {
+  const size_t sizes[] = {0, 1, 7, 4097, (1u << 20) + 3, 64u << 20};
+  for (bool registered : {false, true}) {
+    for (size_t size : sizes) {
+      SCOPED_TRACE("size " + std::to_string(size) + (registered ? " registered" : ""));
+      std::vector<uint8_t> data = pattern(size, static_cast<uint32_t>(size));
+      std::vector<uint8_t> got(size + 16, 0xee);
+      std::unique_ptr<MemoryRegion> send_mr;
+      std::unique_ptr<MemoryRegion> recv_mr;
+      if (registered) {
+        ASSERT_TRUE(a_->registerMemory(data.data(), size, MemoryType::kHost, &send_mr).isOk());
+        ASSERT_TRUE(b_->registerMemory(got.data(), got.size(), MemoryType::kHost, &recv_mr).isOk());
+      }
+      std::unique_ptr<Request> r;
+      void* buffer = got.data();
+      size_t capacity = got.size();
+      int tag = 3;
+      MemoryRegion* mrs[1] = {recv_mr.get()};
+      ASSERT_TRUE(b_->irecv(1, &buffer, &capacity, &tag, mrs, &r).isOk());
+      std::unique_ptr<Request> s;
+      ASSERT_TRUE(a_->isend(data.data(), size, 3, send_mr.get(), &s).isOk());
+      size_t sent = 0;
+      size_t received = 0;
+      expectDone(s.get(), &sent);
+      expectDone(r.get(), &received);
+      EXPECT_EQ(sent, size);
+      EXPECT_EQ(received, size);
+      EXPECT_TRUE(std::equal(data.begin(), data.end(), got.begin()));
+      EXPECT_EQ(got[size], 0xee) << "wrote past the message";
+    }
+  }
+}
+
+TEST_P(VerbsConformanceTest, ReceivePostedAfterSend) {
+  std::vector<uint8_t> data = pattern(300000, 1);
+  auto s = send(a_.get(), data.data(), data.size(), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::vector<uint8_t> got(data.size());
+  auto r = recv(b_.get(), got.data(), got.size(), 0);
+  expectDone(s.get());
+  expectDone(r.get());
+  EXPECT_EQ(got, data);
+}
+
+TEST_P(VerbsConformanceTest, ManyMessagesStayInOrderBothWays) {
+  constexpr int kMessages = 2000;
+  constexpr int kWindow = 64;
+  auto sizeOf = [](int i) -> size_t { return (i % 7 == 0) ? 200000 + i : (i * 37) % 5000; };
+  auto run = [&](Connection* from, Connection* to, uint32_t seed) {
+    std::vector<std::vector<uint8_t>> sent(kMessages);
+    std::vector<std::vector<uint8_t>> got(kMessages);
+    for (int i = 0; i < kMessages; ++i) {
+      sent[i] = pattern(sizeOf(i), seed + static_cast<uint32_t>(i));
+      got[i].resize(sent[i].size() + 1);
+    }
+    std::vector<std::unique_ptr<Request>> sends(kMessages);
+    std::vector<std::unique_ptr<Request>> recvs(kMessages);
+    for (int i = 0; i < kMessages; ++i) {
+      if (i >= kWindow) {
+        expectDone(sends[i - kWindow].get());
+        expectDone(recvs[i - kWindow].get());
+      }
+      recvs[i] = recv(to, got[i].data(), got[i].size(), 5);
+      sends[i] = send(from, sent[i].data(), sent[i].size(), 5);
+    }
+    for (int i = kMessages - kWindow; i < kMessages; ++i) {
+      expectDone(sends[i].get());
+      expectDone(recvs[i].get());
+    }
+    for (int i = 0; i < kMessages; ++i) {
+      ASSERT_EQ(0, std::memcmp(got[i].data(), sent[i].data(), sent[i].size())) << "message " << i;
+    }
+  };
+  std::thread other([&] { run(b_.get(), a_.get(), 100000); });
+  run(a_.get(), b_.get(), 0);
+  other.join();
+}
+
+TEST_P(VerbsConformanceTest, GroupedReceiveMatchesTags) {
+  for (int n = 1; n <= kMaxRecvs; ++n) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    std::vector<std::vector<uint8_t>> buffers(n);
+    std::vector<void*> ptrs(n);
+    std::vector<size_t> caps(n);
+    std::vector<int> tags(n);
+    for (int i = 0; i < n; ++i) {
+      caps[i] = 1000 * (i + 1) + 70000 * (i % 3);
+      buffers[i].assign(caps[i], 0);
+      ptrs[i] = buffers[i].data();
+      tags[i] = 100 + i;
+    }
+    std::unique_ptr<Request> r;
+    ASSERT_TRUE(b_->irecv(n, ptrs.data(), caps.data(), tags.data(), nullptr, &r).isOk());
+    std::vector<std::vector<uint8_t>> messages(n);
+    std::vector<std::unique_ptr<Request>> sends;
+    for (int i = n - 1; i >= 0; --i) {
+      size_t size = (i == 2) ? 0 : caps[i] - 1 - i;
+      messages[i] = pattern(size, static_cast<uint32_t>(n * 10 + i));
+      sends.push_back(send(a_.get(), messages[i].data(), size, tags[i]));
+    }
+    size_t sizes[kMaxRecvs] = {};
+    expectDone(r.get(), sizes);
+    for (auto& s : sends) expectDone(s.get());
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(sizes[i], messages[i].size()) << "buffer " << i;
+      EXPECT_TRUE(std::equal(messages[i].begin(), messages[i].end(), buffers[i].begin()));
+    }
+  }
+}
+
+TEST_P(VerbsConformanceTest, MessageLargerThanBufferFailsBothSides) {
+  std::vector<uint8_t> small(100);
+  std::vector<uint8_t> big = pattern(101, 7);
+  auto r = recv(b_.get(), small.data(), small.size(), 1);
+  auto s = send(a_.get(), big.data(), big.size(), 1);
+  Status status = expectFailure(r.get());
+  EXPECT_EQ(status.code(), StatusCode::kInternal);
+  EXPECT_NE(status.message().find("sent 101 bytes with tag 1 into a receive buffer of 100 bytes"),
+            std::string::npos)
+      << status.toString();
+  EXPECT_FALSE(expectFailure(s.get()).isOk());
+  std::unique_ptr<Request> again;
+  EXPECT_FALSE(b_->isend(small.data(), 1, 1, nullptr, &again).isOk());
+  closeBoth();
+}
+
+TEST_P(VerbsConformanceTest, LimitsReturnNullRequests) {
+  constexpr int kLimit = 4;
+  connect(kLimit);
+  std::vector<uint8_t> data = pattern(1u << 20, 3);
+  std::vector<std::unique_ptr<Request>> sends;
+  for (int i = 0; i < kLimit; ++i) sends.push_back(send(a_.get(), data.data(), data.size(), 0));
+  std::unique_ptr<Request> extra;
+  ASSERT_TRUE(a_->isend(data.data(), data.size(), 0, nullptr, &extra).isOk());
+  EXPECT_EQ(extra, nullptr) << "sends wait for receives, so all four are in flight";
+  std::vector<std::vector<uint8_t>> got(kLimit + 1, std::vector<uint8_t>(data.size()));
+  std::vector<std::unique_ptr<Request>> recvs;
+  for (int i = 0; i < kLimit; ++i) recvs.push_back(recv(b_.get(), got[i].data(), data.size(), 0));
+  void* spare = got[kLimit].data();
+  size_t spare_size = data.size();
+  int tag = 0;
+  for (auto& r : recvs) expectDone(r.get());
+  for (auto& s : sends) expectDone(s.get());
+  for (int i = 0; i < kLimit; ++i) EXPECT_EQ(got[i], data) << "message " << i;
+  ASSERT_TRUE(b_->irecv(1, &spare, &spare_size, &tag, nullptr, &extra).isOk());
+  EXPECT_NE(extra, nullptr) << "room again once they are done";
+  closeBoth();
+}
+
+TEST_P(VerbsConformanceTest, PeerCloseFailsPendingRequestsPromptly) {
+  uint8_t buffer[64];
+  auto r = recv(a_.get(), buffer, sizeof(buffer), 0);
+  std::vector<uint8_t> data = pattern(1u << 20, 9);
+  auto s = send(a_.get(), data.data(), data.size(), 0);  // no receive on b: waits for one
+  auto start = Clock::now();
+  b_->close();
+  Status status = expectFailure(r.get());
+  EXPECT_EQ(status.code(), StatusCode::kRemote) << status.toString();
+  EXPECT_EQ(expectFailure(s.get()).code(), StatusCode::kRemote);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  std::unique_ptr<Request> again;
+  EXPECT_EQ(a_->isend(buffer, 1, 0, nullptr, &again).code(), StatusCode::kRemote);
+  closeBoth();
+}
+
+TEST_P(VerbsConformanceTest, SendJustBeforeCloseStillArrives) {
+  std::vector<uint8_t> data = pattern(8u << 20, 5);
+  std::vector<uint8_t> got(data.size());
+  auto r = recv(b_.get(), got.data(), got.size(), 0);
+  auto s = send(a_.get(), data.data(), data.size(), 0);
+  expectDone(s.get());
+  a_->close();  // the farewell may overtake the last completion on b's side
+  expectDone(r.get());
+  EXPECT_EQ(got, data);
+  b_->close();
+}
+
+TEST_P(VerbsConformanceTest, CloseWithPendingRequestsIsPromptAndIdempotent) {
+  std::vector<uint8_t> data = pattern(1u << 20, 4);
+  std::vector<uint8_t> buffer(1024);
+  auto s = send(a_.get(), data.data(), data.size(), 0);
+  auto r = recv(a_.get(), buffer.data(), buffer.size(), 0);
+  auto start = Clock::now();
+  a_->close();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+  a_->close();
+  EXPECT_EQ(expectFailure(s.get()).code(), StatusCode::kRemote);
+  EXPECT_EQ(expectFailure(r.get()).code(), StatusCode::kRemote);
+}
+
+TEST_P(VerbsConformanceTest, DeviceHandlesConnectToo) {
+  std::shared_ptr<Device> device = network_->devices().front();
+  EXPECT_FALSE(device->properties().name.empty());
+  EXPECT_GT(device->properties().speed_mbps, 0);
+  std::unique_ptr<Listener> listener;
+  ASSERT_TRUE(device->listen(&listener).isOk());
+  std::unique_ptr<PendingConnection> pending;
+  ASSERT_TRUE(device->connect(listener->handle(), {}, &pending).isOk());
+  std::unique_ptr<Connection> client;
+  std::unique_ptr<Connection> server;
+  ASSERT_TRUE(finishConnect(pending.get(), listener.get(), &client, &server).isOk());
+  uint8_t out[5] = {1, 2, 3, 4, 5};
+  uint8_t in[5] = {};
+  auto r = recv(server.get(), in, sizeof(in), 9);
+  auto s = send(client.get(), out, sizeof(out), 9);
+  expectDone(s.get());
+  expectDone(r.get());
+  EXPECT_EQ(0, std::memcmp(in, out, sizeof(in)));
+  // A TCP handle is refused by name.
+  ConnectHandle foreign{};
+  std::unique_ptr<PendingConnection> refused;
+  Status status = device->connect(foreign, {}, &refused);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidUsage);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Verbs, VerbsConformanceTest,
+    ::testing::Values(VerbsBackend{"device"}, VerbsBackend{"fake_ib", true},
+                      VerbsBackend{"fake_roce", true, IBV_LINK_LAYER_ETHERNET}),
+    [](const ::testing::TestParamInfo<VerbsBackend>& param) { return param.param.name; });
+
+}  // namespace
+}  // namespace tally::transport::test

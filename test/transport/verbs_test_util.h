@@ -1,0 +1,54 @@
+// Connected verbs pairs for tests, and whether this host can make them at all.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "test/transport/verbs_fake.h"
+#include "transport/network.h"
+#include "transport/verbs/internal.h"
+#include "transport/verbs/verbs.h"
+
+namespace tally::transport::test {
+
+// A connected pair over `network`'s first device (side channel on loopback). Both ends step until
+// done or 20 s pass.
+inline Status verbsPair(Network* network, const ConnectionOptions& conn_options,
+                        std::unique_ptr<Connection>* client, std::unique_ptr<Connection>* server) {
+  std::unique_ptr<Listener> listener;
+  TALLY_RETURN_IF_ERROR(network->listenAt("127.0.0.1:0", &listener));
+  std::unique_ptr<PendingConnection> pending;
+  TALLY_RETURN_IF_ERROR(network->connectTo(listener->address(), conn_options, &pending));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!*client || !*server) {
+    if (!*client) TALLY_RETURN_IF_ERROR(pending->step(client));
+    if (!*server) TALLY_RETURN_IF_ERROR(listener->accept(server));
+    if (std::chrono::steady_clock::now() > deadline) return Status::timeout("verbs pair in test");
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return Status::ok();
+}
+
+// A connected pair on a fresh software device (verbs_fake.h) with `link` (IBV_LINK_LAYER_*),
+// allowing `max_requests` in flight per direction (0: the default). Resets the fake's counters.
+inline Status verbsFakePair(uint8_t link, int max_requests, std::unique_ptr<Connection>* client,
+                            std::unique_ptr<Connection>* server) {
+  FakeVerbsConfig config;
+  config.link_layer = link;
+  resetFakeVerbs(config);
+  verbs::VerbsOptions options;
+  options.side_ifname = "lo";
+  options.min_stripe = 64 * 1024;  // so messages from 128 KiB are cut over the data queue pairs
+  if (max_requests > 0) options.max_requests = max_requests;
+  std::shared_ptr<Network> network;
+  TALLY_RETURN_IF_ERROR(verbs::createNetworkWith(fakeVerbsApi(), options, &network));
+  ConnectionOptions conn_options;
+  conn_options.max_requests = max_requests;
+  return verbsPair(network.get(), conn_options, client, server);
+}
+
+}  // namespace tally::transport::test

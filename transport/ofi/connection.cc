@@ -1,0 +1,327 @@
+// The ofi Connection as callers see it: requests, registration, close. The helper thread is in
+// progress.cc; core.h describes both.
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <system_error>
+
+#include "common/log.h"
+#include "common/small_pool.h"
+#include "transport/ofi/core.h"
+#include "transport/ofi/internal.h"
+
+namespace tally::transport::ofi {
+namespace {
+
+// How long close() gives the farewell to reach the side channel's socket.
+constexpr int64_t kFarewellSendMs = 1000;
+
+class OfiRequest final : public Request {
+ public:
+  TALLY_POOLED_NEW(OfiRequest);
+
+  OfiRequest(std::shared_ptr<Core> core, std::shared_ptr<Op> op)
+      : core_(std::move(core)), op_(std::move(op)) {}
+  Status test(bool* done, size_t* sizes) override { return core_->test(*op_, done, sizes); }
+  Status wait(int64_t timeout_ms, size_t* sizes) override {
+    return core_->wait(*op_, timeout_ms, sizes);
+  }
+
+ private:
+  std::shared_ptr<Core> core_;
+  std::shared_ptr<Op> op_;
+};
+
+class OfiConnection final : public Connection {
+ public:
+  explicit OfiConnection(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+  ~OfiConnection() override { core_->close(); }
+
+  Status isend(const void* data, size_t size, int tag, MemoryRegion* mr,
+               std::unique_ptr<Request>* req) override {
+    return core_->isend(data, size, tag, mr, req);
+  }
+  Status irecv(int n, void* const* data, const size_t* sizes, const int* tags,
+               MemoryRegion* const* mrs, std::unique_ptr<Request>* req) override {
+    return core_->irecv(n, data, sizes, tags, mrs, req);
+  }
+  Status registerMemory(void* data, size_t size, MemoryType type,
+                        std::unique_ptr<MemoryRegion>* mr) override {
+    return core_->registerMemory(data, size, type, mr);
+  }
+  void close() override { core_->close(); }
+  std::string peerName() const override { return core_->peer(); }
+
+ private:
+  std::shared_ptr<Core> core_;
+};
+
+std::shared_ptr<Op> newOp() { return std::allocate_shared<Op>(PoolAllocator<Op>()); }
+
+}  // namespace
+
+Core::Core(std::unique_ptr<Endpoint> endpoint, std::unique_ptr<side::SideChannel> side,
+           const CoreParams& params)
+    : endpoint_(std::move(endpoint)), side_(std::move(side)), params_(params) {}
+
+Core::~Core() { close(); }
+
+Status Core::start() {
+  const Domain& domain = *endpoint_->domain();
+  control_slots_ = static_cast<size_t>(std::clamp(params_.max_requests, 8, kMaxControlSlots));
+  const auto send_slots = static_cast<size_t>(params_.max_requests);
+  event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (event_fd_ < 0) return Status::fromErrno("eventfd for an ofi connection", errno);
+  recv_arena_ = std::make_unique<uint8_t[]>(control_slots_ * params_.slot_bytes);
+  send_arena_ = std::make_unique<uint8_t[]>(send_slots * params_.slot_bytes);
+  if (domain.needsLocalRegistration()) {
+    TALLY_RETURN_IF_ERROR(
+        domain.registerMemory(recv_arena_.get(), control_slots_ * params_.slot_bytes,
+                              MemoryType::kHost, endpoint_->ep(), &recv_arena_mr_));
+    TALLY_RETURN_IF_ERROR(domain.registerMemory(send_arena_.get(), send_slots * params_.slot_bytes,
+                                                MemoryType::kHost, endpoint_->ep(),
+                                                &send_arena_mr_));
+    recv_arena_desc_ = fi_mr_desc(recv_arena_mr_.get());
+    send_arena_desc_ = fi_mr_desc(send_arena_mr_.get());
+  }
+  recv_pieces_ = std::make_unique<Piece[]>(control_slots_);
+  arrived_length_.assign(control_slots_, SIZE_MAX);
+  send_pieces_ = std::make_unique<Piece[]>(send_slots);
+  for (size_t i = send_slots; i > 0; --i) free_send_slots_.push_back(static_cast<uint32_t>(i - 1));
+  for (uint64_t seq = 0; seq < control_slots_; ++seq) postControlRecv(seq);
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (const std::system_error& e) {
+    return Status::system(std::string("cannot start the ofi helper thread: ") + e.what());
+  }
+  return Status::ok();
+}
+
+Status Core::describe(void* data, size_t size, MemoryRegion* mr, Op* op, int index) {
+  op->desc[index] = nullptr;
+  if (size == 0) return Status::ok();
+  const Domain& domain = *endpoint_->domain();
+  const auto* region = dynamic_cast<const OfiMemoryRegion*>(mr);
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  if (region != nullptr && region->domain.get() == &domain && bytes >= region->base &&
+      size <= region->size && bytes - region->base <= static_cast<ptrdiff_t>(region->size - size) &&
+      ((domain.mr_mode & FI_MR_ENDPOINT) == 0 || region->ep == endpoint_->ep())) {
+    op->desc[index] = region->desc;
+    return Status::ok();
+  }
+  if (!domain.needsLocalRegistration()) return Status::ok();
+  // No usable registration: register this buffer for the life of the request.
+  TALLY_RETURN_IF_ERROR(
+      domain.registerMemory(data, size, MemoryType::kHost, endpoint_->ep(), &op->owned_mr[index]));
+  op->desc[index] = fi_mr_desc(op->owned_mr[index].get());
+  return Status::ok();
+}
+
+Status Core::isend(const void* data, size_t size, int tag, MemoryRegion* mr,
+                   std::unique_ptr<Request>* req) {
+  if (data == nullptr && size > 0) return Status::internal("isend: null buffer");
+  if (chunkCount(size, params_.chunk_bytes) > kMaxChunks) {
+    return Status::invalidUsage("isend of " + std::to_string(size) + " bytes exceeds the ofi " +
+                                "transport's limit of " + std::to_string(kMaxChunks) + " chunks");
+  }
+  auto op = newOp();
+  op->is_send = true;
+  op->tag = tag;
+  op->size = size;
+  op->send_data = static_cast<const uint8_t*>(data);
+  // An inline payload is copied into a registered control slot; a larger one needs a descriptor.
+  if (size > params_.inline_bytes) {
+    TALLY_RETURN_IF_ERROR(describe(const_cast<void*>(data), size, mr, op.get(), 0));
+  }
+  return submit(std::move(op), req);
+}
+
+Status Core::irecv(int n, void* const* data, const size_t* sizes, const int* tags,
+                   MemoryRegion* const* mrs, std::unique_ptr<Request>* req) {
+  if (n < 1 || n > kMaxRecvs) {
+    return Status::internal("irecv: " + std::to_string(n) + " buffers, expected 1 to " +
+                            std::to_string(kMaxRecvs));
+  }
+  auto op = newOp();
+  op->n = n;
+  for (int i = 0; i < n; ++i) {
+    if (data[i] == nullptr && sizes[i] > 0) return Status::internal("irecv: null buffer");
+    op->data[i] = static_cast<uint8_t*>(data[i]);
+    op->capacity[i] = sizes[i];
+    op->tags[i] = tags[i];
+    // Payloads up to inline_bytes are copied out of a control slot and need no descriptor.
+    if (sizes[i] > params_.inline_bytes) {
+      TALLY_RETURN_IF_ERROR(
+          describe(data[i], sizes[i], mrs != nullptr ? mrs[i] : nullptr, op.get(), i));
+    }
+  }
+  return submit(std::move(op), req);
+}
+
+Status Core::submit(std::shared_ptr<Op> op, std::unique_ptr<Request>* req) {
+  auto request = std::make_unique<OfiRequest>(shared_from_this(), op);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failed_) return error_;
+  int& in_flight = op->is_send ? sends_in_flight_ : recvs_in_flight_;
+  if (in_flight >= params_.max_requests) {
+    *req = nullptr;
+    return Status::ok();
+  }
+  ++in_flight;
+  if (op->is_send) op->seq = next_send_seq_++;
+  new_ops_.push_back(std::move(op));
+  wake();
+  *req = std::move(request);
+  return Status::ok();
+}
+
+Status Core::registerMemory(void* data, size_t size, MemoryType type,
+                            std::unique_ptr<MemoryRegion>* mr) {
+  auto region = std::make_unique<OfiMemoryRegion>();
+  region->domain = endpoint_->domain();
+  region->base = static_cast<const uint8_t*>(data);
+  region->size = size;
+  region->ep = endpoint_->ep();
+  if (size > 0) {
+    TALLY_RETURN_IF_ERROR(
+        region->domain->registerMemory(data, size, type, endpoint_->ep(), &region->mr));
+    region->desc = fi_mr_desc(region->mr.get());
+  }
+  *mr = std::move(region);
+  return Status::ok();
+}
+
+void Core::copySizesLocked(const Op& op, size_t* sizes) const {
+  if (sizes == nullptr) return;
+  if (op.is_send) {
+    sizes[0] = op.size;
+  } else {
+    for (int i = 0; i < op.n; ++i) sizes[i] = op.received[i];
+  }
+}
+
+Status Core::test(const Op& op, bool* done, size_t* sizes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (op.done) {
+    copySizesLocked(op, sizes);
+    *done = true;
+    return Status::ok();
+  }
+  if (failed_) return error_;
+  *done = false;
+  return Status::ok();
+}
+
+Status Core::wait(const Op& op, int64_t timeout_ms, size_t* sizes) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto finished = [&] { return op.done || failed_; };
+  if (timeout_ms < 0) {
+    done_cv_.wait(lock, finished);
+  } else if (!done_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), finished)) {
+    return Status::timeout("request to peer " + params_.peer + " still pending after " +
+                           std::to_string(timeout_ms) + " ms");
+  }
+  if (!op.done) return error_;
+  copySizesLocked(op, sizes);
+  return Status::ok();
+}
+
+void Core::wake() {
+  // Under mu_. The helper sets sleeping_ under mu_ before it polls, so a write cannot be lost.
+  if (!sleeping_ || event_fd_ < 0) return;
+  const uint64_t one = 1;
+  ssize_t written = ::write(event_fd_, &one, sizeof(one));
+  (void)written;  // a full counter (EAGAIN) still wakes the poll
+}
+
+void Core::fail(Status status, bool quiet) {
+  bool idle = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failed_) return;
+    failed_ = true;
+    error_ = status;
+    idle = sends_in_flight_ == 0;
+    done_cv_.notify_all();
+  }
+  // Dropping the side channel is how the peer learns: its connection fails at once too.
+  side_->close();
+  if (quiet && idle) {
+    TALLY_INFO(log::kNet, "ofi: connection to peer %s ended: %s", params_.peer.c_str(),
+               status.toString().c_str());
+  } else {
+    TALLY_WARN("ofi: connection to peer %s failed: %s", params_.peer.c_str(),
+               status.toString().c_str());
+  }
+}
+
+void Core::close() {
+  std::lock_guard<std::mutex> close_lock(close_mu_);
+  if (closed_) return;
+  closed_ = true;
+  uint64_t sent = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    sent = next_send_seq_;
+    if (event_fd_ >= 0) {
+      const uint64_t one = 1;
+      ssize_t written = ::write(event_fd_, &one, sizeof(one));
+      (void)written;
+    }
+  }
+  if (thread_.joinable()) thread_.join();
+  // The farewell tells the peer how many messages to wait for; after a failure the side
+  // channel is already closed and this does nothing.
+  side_->close(encodeFarewell(sent), kFarewellSendMs);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failed_) {
+      failed_ = true;
+      error_ = Status::remote("connection to peer " + params_.peer + " was closed");
+    }
+    new_ops_.clear();
+    done_cv_.notify_all();
+  }
+  // Closing the endpoint ends every operation; only then are buffers and registrations free.
+  endpoint_->close();
+  for (const std::shared_ptr<Op>& op : active_) {
+    for (FidPtr<fid_mr>& mr : op->owned_mr) mr.reset();
+  }
+  active_.clear();
+  posted_recvs_.clear();
+  to_post_.clear();
+  ready_headers_.clear();
+  recv_arena_mr_.reset();
+  send_arena_mr_.reset();
+  if (event_fd_ >= 0) ::close(event_fd_);
+  event_fd_ = -1;
+}
+
+Status makeConnection(std::unique_ptr<Endpoint> endpoint, std::unique_ptr<side::SideChannel> side,
+                      const SetupMessage& peer, int max_requests, int64_t io_timeout_ms,
+                      std::unique_ptr<Connection>* out) {
+  TALLY_RETURN_IF_ERROR(endpoint->insertPeer(peer.endpoint));
+  const Domain& domain = *endpoint->domain();
+  CoreParams params;
+  params.peer = side->peerName();
+  params.max_requests = max_requests > 0 ? max_requests : 1;
+  params.io_timeout_ms = io_timeout_ms;
+  params.chunk_bytes = std::min<uint64_t>(domain.max_chunk, peer.max_chunk);
+  params.slot_bytes = kSlotBytes;
+  params.inline_bytes = std::min<size_t>(kSlotBytes, peer.slot_bytes) - kHeaderBytes;
+  auto core = std::make_shared<Core>(std::move(endpoint), std::move(side), params);
+  Status status = core->start();
+  if (!status.isOk()) {
+    core->close();
+    return status;
+  }
+  TALLY_INFO(log::kNet, "ofi: connection to peer %s on %s domain %s", params.peer.c_str(),
+             domain.provider.c_str(), domain.name.c_str());
+  *out = std::make_unique<OfiConnection>(std::move(core));
+  return Status::ok();
+}
+
+}  // namespace tally::transport::ofi

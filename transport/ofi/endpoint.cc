@@ -1,0 +1,93 @@
+#include "transport/ofi/endpoint.h"
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+
+namespace tally::transport::ofi {
+namespace {
+
+// Largest endpoint name Tally carries in its setup (efa's is 32 bytes, sockaddr_in6 28).
+constexpr size_t kMaxNameBytes = 256;
+
+Status openQueue(const Domain& domain, size_t size, fi_wait_obj wait, FidPtr<fid_cq>* out) {
+  fi_cq_attr attr{};
+  attr.format = FI_CQ_FORMAT_TAGGED;
+  attr.size = size;
+  attr.wait_obj = wait;
+  fid_cq* cq = nullptr;
+  const int ret = fi_cq_open(domain.domain.get(), &attr, &cq, nullptr);
+  if (ret != 0) return Status::internal(domain.errorText("fi_cq_open", ret));
+  out->reset(cq);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status Endpoint::open(std::shared_ptr<Domain> domain, size_t queue_depth,
+                      std::unique_ptr<Endpoint>* out) {
+  auto endpoint = std::make_unique<Endpoint>();
+  endpoint->domain_ = std::move(domain);
+  const Domain& d = *endpoint->domain_;
+
+  // A waitable queue lets the helper thread sleep in poll(); providers without one are polled.
+  if (!openQueue(d, queue_depth, FI_WAIT_FD, &endpoint->cq_).isOk()) {
+    TALLY_RETURN_IF_ERROR(openQueue(d, queue_depth, FI_WAIT_NONE, &endpoint->cq_));
+  } else {
+    int fd = -1;
+    if (fi_control(&endpoint->cq_->fid, FI_GETWAIT, &fd) == 0) endpoint->wait_fd_ = fd;
+  }
+
+  fi_av_attr av_attr{};
+  av_attr.type =
+      d.info->domain_attr->av_type != FI_AV_UNSPEC ? d.info->domain_attr->av_type : FI_AV_TABLE;
+  av_attr.count = 1;
+  fid_av* av = nullptr;
+  int ret = fi_av_open(d.domain.get(), &av_attr, &av, nullptr);
+  if (ret != 0) return Status::internal(d.errorText("fi_av_open", ret));
+  endpoint->av_.reset(av);
+
+  // The queues a connection needs (its control receives, a send and a chunk per request), not
+  // the provider's default depth: some providers size their bounce-buffer pools by it.
+  InfoPtr info(d.api->dupinfo(d.info.get()), InfoDeleter{d.api});
+  if (!info) return Status::internal("fi_dupinfo could not copy the domain's info");
+  if (info->tx_attr->size > queue_depth) info->tx_attr->size = queue_depth;
+  if (info->rx_attr->size > queue_depth) info->rx_attr->size = queue_depth;
+  fid_ep* ep = nullptr;
+  ret = fi_endpoint(d.domain.get(), info.get(), &ep, nullptr);
+  if (ret != 0) return Status::system(d.errorText("fi_endpoint", ret));
+  endpoint->ep_.reset(ep);
+  ret = fi_ep_bind(ep, &av->fid, 0);
+  if (ret == 0) ret = fi_ep_bind(ep, &endpoint->cq_->fid, FI_TRANSMIT | FI_RECV);
+  if (ret != 0) return Status::internal(d.errorText("fi_ep_bind", ret));
+  ret = fi_enable(ep);
+  if (ret != 0) return Status::system(d.errorText("fi_enable", ret));
+
+  size_t length = kMaxNameBytes;
+  endpoint->name_.resize(length);
+  ret = fi_getname(&ep->fid, endpoint->name_.data(), &length);
+  if (ret != 0) return Status::internal(d.errorText("fi_getname", ret));
+  endpoint->name_.resize(length);
+  *out = std::move(endpoint);
+  return Status::ok();
+}
+
+Status Endpoint::insertPeer(const std::vector<uint8_t>& name) {
+  if (name.empty()) return Status::remote("peer sent an empty endpoint name");
+  fi_addr_t addr = FI_ADDR_UNSPEC;
+  const int ret = fi_av_insert(av_.get(), name.data(), 1, &addr, 0, nullptr);
+  if (ret != 1) {
+    return Status::remote(domain_->errorText("fi_av_insert", ret < 0 ? ret : -FI_EINVAL) +
+                          ": the peer's endpoint name is not an address of this fabric");
+  }
+  peer_ = addr;
+  return Status::ok();
+}
+
+void Endpoint::close() {
+  ep_.reset();
+  cq_.reset();
+  av_.reset();
+  wait_fd_ = -1;
+}
+
+}  // namespace tally::transport::ofi

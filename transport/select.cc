@@ -1,0 +1,244 @@
+#include "transport/select.h"
+
+#include <cctype>
+#include <utility>
+#include <vector>
+
+#if TALLY_HAVE_TRANSPORT_OFI
+#include "transport/ofi/ofi.h"
+#endif
+#if TALLY_HAVE_TRANSPORT_VERBS
+#include "transport/verbs/verbs.h"
+#endif
+
+namespace tally::transport {
+namespace {
+
+constexpr int kMaxSockets = 16;
+constexpr int kMaxQpsPerConnection = 16;
+
+Status openTcp(const NetworkConfig& config, std::shared_ptr<Network>* out) {
+  return tcp::createNetwork(config.ifname_spec, config.tcpOptions(), out);
+}
+
+#if TALLY_HAVE_TRANSPORT_OFI
+// The provider comes from FI_PROVIDER (libfabric reads it); every domain of it is a device.
+Status openOfi(const NetworkConfig& config, std::shared_ptr<Network>* out) {
+  ofi::OfiOptions options;
+  options.connect_timeout_ms = config.connect_timeout_ms;
+  options.io_timeout_ms = config.timeout_ms;
+  options.max_requests = config.max_requests;
+  return ofi::createNetwork(options, out);
+}
+#endif
+
+#if TALLY_HAVE_TRANSPORT_VERBS
+Status openVerbs(const NetworkConfig& config, std::shared_ptr<Network>* out) {
+  verbs::VerbsOptions options;
+  options.hca = config.ib_hca;
+  options.qps_per_connection = config.ib_qps_per_connection;
+  options.max_requests = config.max_requests;
+  options.connect_timeout_ms = config.connect_timeout_ms;
+  options.io_timeout_ms = config.timeout_ms;
+  options.side_ifname = config.ifname_spec;
+  return verbs::createNetwork(options, out);
+}
+#endif
+
+std::string trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+NetworkFactory factoryFor(const NetworkBackends& backends, TransportKind kind) {
+  switch (kind) {
+    case TransportKind::kTcp:
+      return backends.tcp;
+    case TransportKind::kOfi:
+      return backends.ofi;
+    case TransportKind::kVerbs:
+      return backends.verbs;
+    case TransportKind::kAuto:
+      break;
+  }
+  return nullptr;
+}
+
+// Opens one backend. On failure *reason is why, without context ("not built into this library"
+// or the factory's message).
+Status tryOpen(const NetworkBackends& backends, TransportKind kind, const NetworkConfig& config,
+               std::shared_ptr<Network>* out, std::string* reason) {
+  NetworkFactory factory = factoryFor(backends, kind);
+  if (factory == nullptr) {
+    *reason = "not built into this library";
+    return Status::invalidUsage(std::string(transportKindName(kind)) + " is " + *reason);
+  }
+  std::shared_ptr<Network> network;
+  Status st = factory(config, &network);
+  if (st.isOk() && !network) st = Status::internal("the backend returned no network");
+  if (st.isOk() && network->devices().empty()) st = Status::system("no devices");
+  if (!st.isOk()) {
+    *reason = st.message();
+    return st;
+  }
+  *out = std::move(network);
+  return Status::ok();
+}
+
+std::string usingLine(const Network& network) {
+  return std::string("using ") + network.name() + " (" + network.description() + ")";
+}
+
+Status openAuto(const NetworkBackends& backends, const NetworkConfig& config,
+                std::shared_ptr<Network>* out, std::string* why) {
+  std::string steps = "auto: ";
+  std::string reason;
+  std::shared_ptr<Network> network;
+  if (tryOpen(backends, TransportKind::kVerbs, config, &network, &reason).isOk()) {
+    *why = steps + usingLine(*network);
+    *out = std::move(network);
+    return Status::ok();
+  }
+  steps += "verbs unavailable (" + reason + "); ";
+  if (tryOpen(backends, TransportKind::kOfi, config, &network, &reason).isOk()) {
+    const std::string provider = network->provider();
+    if (isHighSpeedProvider(provider)) {
+      *why = steps + "ofi provider " + provider + " is high-speed; " + usingLine(*network);
+      *out = std::move(network);
+      return Status::ok();
+    }
+    steps += "ofi provider " + (provider.empty() ? std::string("(unnamed)") : provider) +
+             " is not high-speed; ";
+    network.reset();  // closes what the ofi backend opened
+  } else {
+    steps += "ofi unavailable (" + reason + "); ";
+  }
+  Status st = tryOpen(backends, TransportKind::kTcp, config, &network, &reason);
+  if (!st.isOk()) return Status(st.code(), steps + "tcp: " + st.message());
+  *why = steps + usingLine(*network);
+  *out = std::move(network);
+  return Status::ok();
+}
+
+}  // namespace
+
+const char* transportKindName(TransportKind kind) {
+  switch (kind) {
+    case TransportKind::kAuto:
+      return "auto";
+    case TransportKind::kTcp:
+      return "tcp";
+    case TransportKind::kOfi:
+      return "ofi";
+    case TransportKind::kVerbs:
+      return "verbs";
+  }
+  return "?";
+}
+
+Status parseTransportKind(const std::string& text, TransportKind* out) {
+  const std::string t = trim(text);
+  for (TransportKind kind : {TransportKind::kAuto, TransportKind::kTcp, TransportKind::kOfi,
+                             TransportKind::kVerbs}) {
+    if (t == transportKindName(kind)) {
+      *out = kind;
+      return Status::ok();
+    }
+  }
+  return Status::invalidUsage("transport '" + text + "' is not one of auto, tcp, ofi, verbs");
+}
+
+tcp::TcpOptions NetworkConfig::tcpOptions() const {
+  tcp::TcpOptions options = tcp;
+  options.connect_timeout_ms = connect_timeout_ms;
+  options.io_timeout_ms = timeout_ms;
+  options.max_requests = max_requests;
+  return options;
+}
+
+Status networkConfigFromParams(const Params& params, NetworkConfig* out) {
+  NetworkConfig c;
+  Status st = parseTransportKind(params.transport, &c.kind);
+  if (!st.isOk()) return Status::invalidUsage("TALLY_TRANSPORT: " + st.message());
+  if (params.socketNsocks < 1 || params.socketNsocks > kMaxSockets) {
+    return Status::invalidUsage("TALLY_SOCKET_NSOCKS=" + std::to_string(params.socketNsocks) +
+                                " is not valid: expected 1 to " + std::to_string(kMaxSockets));
+  }
+  if (params.ibQpsPerConnection < 1 || params.ibQpsPerConnection > kMaxQpsPerConnection) {
+    return Status::invalidUsage(
+        "TALLY_IB_QPS_PER_CONNECTION=" + std::to_string(params.ibQpsPerConnection) +
+        " is not valid: expected 1 to " + std::to_string(kMaxQpsPerConnection));
+  }
+  c.ifname_spec = params.socketIfname.empty() ? params.ncclSocketIfname : params.socketIfname;
+  c.tcp.sockets = static_cast<int>(params.socketNsocks);
+  c.tcp.min_stripe = params.socketMinStripe;
+  c.connect_timeout_ms = params.connectTimeout;
+  c.timeout_ms = params.timeout;
+  c.ib_hca = params.ibHca;
+  c.ib_qps_per_connection = static_cast<int>(params.ibQpsPerConnection);
+  *out = std::move(c);
+  return Status::ok();
+}
+
+const NetworkBackends& builtinBackends() {
+  // A backend whose headers were missing at build time (TALLY_WITH_OFI/VERBS) is left out.
+  static const NetworkBackends backends = {
+      openTcp,
+#if TALLY_HAVE_TRANSPORT_OFI
+      openOfi,
+#else
+      nullptr,
+#endif
+#if TALLY_HAVE_TRANSPORT_VERBS
+      openVerbs,
+#else
+      nullptr,
+#endif
+  };
+  return backends;
+}
+
+bool isHighSpeedProvider(const std::string& provider) {
+  static const char* const kSlowCores[] = {"tcp", "udp", "sockets", "net", "shm", "sm2"};
+  bool any_core = false;
+  size_t begin = 0;
+  while (begin <= provider.size()) {
+    size_t end = provider.find(';', begin);
+    if (end == std::string::npos) end = provider.size();
+    const std::string layer = trim(provider.substr(begin, end - begin));
+    begin = end + 1;
+    if (layer.empty()) continue;
+    // Utility providers (ofi_rxm, ofi_rxd, ...) run over a core provider; only cores say what
+    // the fabric is.
+    if (layer.rfind("ofi_", 0) == 0) continue;
+    for (const char* slow : kSlowCores) {
+      if (layer == slow) return false;
+    }
+    any_core = true;
+  }
+  return any_core;
+}
+
+Status openNetwork(const NetworkConfig& config, std::shared_ptr<Network>* out, std::string* why) {
+  return openNetwork(builtinBackends(), config, out, why);
+}
+
+Status openNetwork(const NetworkBackends& backends, const NetworkConfig& config,
+                   std::shared_ptr<Network>* out, std::string* why) {
+  if (config.kind == TransportKind::kAuto) return openAuto(backends, config, out, why);
+  const std::string name = transportKindName(config.kind);
+  std::shared_ptr<Network> network;
+  std::string reason;
+  Status st = tryOpen(backends, config.kind, config, &network, &reason);
+  if (!st.isOk()) {
+    if (config.kind == TransportKind::kTcp) return st;
+    return Status(st.code(), "transport " + name + " was asked for but cannot be used: " + reason);
+  }
+  *why = name + " as asked; " + usingLine(*network);
+  *out = std::move(network);
+  return Status::ok();
+}
+
+}  // namespace tally::transport
