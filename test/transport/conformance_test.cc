@@ -31,6 +31,8 @@ struct Backend {
       pair;
   // Empty, or why the backend cannot run on this host (its tests then skip, saying so).
   std::function<std::string()> unavailable;
+  // Optional: the backend's own checks after each test, once both connections are gone.
+  std::function<void()> after = nullptr;
 };
 
 // Names the parameter in test listings (gtest would print its bytes).
@@ -93,6 +95,12 @@ class ConformanceTest : public ::testing::TestWithParam<Backend> {
       if (!why.empty()) GTEST_SKIP() << why;
     }
     connect(0);
+  }
+
+  void TearDown() override {
+    a_.reset();
+    b_.reset();
+    if (GetParam().after && !IsSkipped()) GetParam().after();
   }
 
   void connect(int max_requests) {
@@ -483,7 +491,8 @@ Backend verbsFakeBackend(const std::string& name, uint8_t link_layer) {
                        std::unique_ptr<Connection>* b) {
             return verbsFakePair(link_layer, max_requests, a, b);
           },
-          [] { return std::string(); }};
+          [] { return std::string(); },
+          expectFakeVerbsClean};
 }
 
 INSTANTIATE_TEST_SUITE_P(Verbs, ConformanceTest,

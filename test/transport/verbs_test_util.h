@@ -51,4 +51,21 @@ inline Status verbsFakePair(uint8_t link, int max_requests, std::unique_ptr<Conn
   return verbsPair(network.get(), conn_options, client, server);
 }
 
+// After a test on the software device: what a real fabric would refuse, or only make slow,
+// never happened, and nothing leaked.
+inline void expectFakeVerbsClean() {
+  FakeVerbsStats stats = fakeVerbsStats();
+  EXPECT_EQ(stats.sent_before_rtr, 0) << "a queue pair was used before its peer was ready";
+  EXPECT_EQ(stats.rnr_waits, 0) << "a write or send found no receive posted";
+  EXPECT_EQ(stats.bad_access, 0);
+  EXPECT_EQ(stats.cq_overflows, 0);
+  EXPECT_EQ(stats.bad_transitions, 0);
+  EXPECT_EQ(stats.live_qps, 0);
+  EXPECT_EQ(stats.live_cqs, 0);
+  EXPECT_EQ(stats.live_mrs, 0);
+  EXPECT_EQ(stats.live_channels, 0);
+  EXPECT_EQ(stats.live_pds, 0);
+  EXPECT_EQ(stats.live_contexts, 0);
+}
+
 }  // namespace tally::transport::test
