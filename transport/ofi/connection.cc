@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "common/small_pool.h"
+#include "transport/core_adapters.h"
 #include "transport/ofi/core.h"
 #include "transport/ofi/internal.h"
 
@@ -18,45 +19,8 @@ namespace {
 // How long close() gives the farewell to reach the side channel's socket.
 constexpr int64_t kFarewellSendMs = 1000;
 
-class OfiRequest final : public Request {
- public:
-  TALLY_POOLED_NEW(OfiRequest);
-
-  OfiRequest(std::shared_ptr<Core> core, std::shared_ptr<Op> op)
-      : core_(std::move(core)), op_(std::move(op)) {}
-  Status test(bool* done, size_t* sizes) override { return core_->test(*op_, done, sizes); }
-  Status wait(int64_t timeout_ms, size_t* sizes) override {
-    return core_->wait(*op_, timeout_ms, sizes);
-  }
-
- private:
-  std::shared_ptr<Core> core_;
-  std::shared_ptr<Op> op_;
-};
-
-class OfiConnection final : public Connection {
- public:
-  explicit OfiConnection(std::shared_ptr<Core> core) : core_(std::move(core)) {}
-  ~OfiConnection() override { core_->close(); }
-
-  Status isend(const void* data, size_t size, int tag, MemoryRegion* mr,
-               std::unique_ptr<Request>* req) override {
-    return core_->isend(data, size, tag, mr, req);
-  }
-  Status irecv(int n, void* const* data, const size_t* sizes, const int* tags,
-               MemoryRegion* const* mrs, std::unique_ptr<Request>* req) override {
-    return core_->irecv(n, data, sizes, tags, mrs, req);
-  }
-  Status registerMemory(void* data, size_t size, MemoryType type,
-                        std::unique_ptr<MemoryRegion>* mr) override {
-    return core_->registerMemory(data, size, type, mr);
-  }
-  void close() override { core_->close(); }
-  std::string peerName() const override { return core_->peer(); }
-
- private:
-  std::shared_ptr<Core> core_;
-};
+using OfiRequest = CoreRequest<Core, Op>;
+using OfiConnection = CoreConnection<Core>;
 
 std::shared_ptr<Op> newOp() { return std::allocate_shared<Op>(PoolAllocator<Op>()); }
 

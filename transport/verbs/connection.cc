@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "common/log.h"
+#include "transport/core_adapters.h"
 #include "transport/verbs/core.h"
 
 namespace tally::transport::verbs {
@@ -15,45 +16,8 @@ namespace {
 
 std::shared_ptr<Op> newOp() { return std::allocate_shared<Op>(PoolAllocator<Op>()); }
 
-class VerbsRequest final : public Request {
- public:
-  TALLY_POOLED_NEW(VerbsRequest);
-
-  VerbsRequest(std::shared_ptr<Core> core, std::shared_ptr<Op> op)
-      : core_(std::move(core)), op_(std::move(op)) {}
-  Status test(bool* done, size_t* sizes) override { return core_->test(*op_, done, sizes); }
-  Status wait(int64_t timeout_ms, size_t* sizes) override {
-    return core_->wait(*op_, timeout_ms, sizes);
-  }
-
- private:
-  std::shared_ptr<Core> core_;
-  std::shared_ptr<Op> op_;
-};
-
-class VerbsConnection final : public Connection {
- public:
-  explicit VerbsConnection(std::shared_ptr<Core> core) : core_(std::move(core)) {}
-  ~VerbsConnection() override { core_->close(); }
-
-  Status isend(const void* data, size_t size, int tag, MemoryRegion* mr,
-               std::unique_ptr<Request>* req) override {
-    return core_->isend(data, size, tag, mr, req);
-  }
-  Status irecv(int n, void* const* data, const size_t* sizes, const int* tags,
-               MemoryRegion* const* mrs, std::unique_ptr<Request>* req) override {
-    return core_->irecv(n, data, sizes, tags, mrs, req);
-  }
-  Status registerMemory(void* data, size_t size, MemoryType type,
-                        std::unique_ptr<MemoryRegion>* mr) override {
-    return core_->registerMemory(data, size, type, mr);
-  }
-  void close() override { core_->close(); }
-  std::string peerName() const override { return core_->peer(); }
-
- private:
-  std::shared_ptr<Core> core_;
-};
+using VerbsRequest = CoreRequest<Core, Op>;
+using VerbsConnection = CoreConnection<Core>;
 
 }  // namespace
 
