@@ -20,8 +20,9 @@
 // The peer
 //   The side channel (side_channel.h) is the peer's liveness. kLost fails the connection at once
 //   (kRemote). A farewell (the peer closed in order) carries how many messages it posted: the
-//   connection fails (kRemote) once all of them have landed and no send of ours waits, or
-//   kFarewellGraceMs after the farewell, whichever comes first.
+//   connection fails (kRemote) once all of them have landed and no send of ours waits, or when
+//   a request of ours has waited kFarewellGraceMs after the farewell with no message landing
+//   (time with no request posted does not count: the caller may post its receives slowly).
 #pragma once
 
 #include <rdma/fabric.h>
@@ -133,7 +134,7 @@ class Core : public std::enable_shared_from_this<Core> {
 
   // How long the helper thread sleeps at most, and so how soon it sees a dead peer or a timeout.
   static constexpr int64_t kWatchMs = 50;
-  // After the peer's farewell, how long its messages still in flight may take to land.
+  // After the peer's farewell, how long a waiting receive may go without a message landing.
   static constexpr int64_t kFarewellGraceMs = 1000;
   // Most control receives kept posted (the receive window of headers).
   static constexpr int kMaxControlSlots = 128;
@@ -211,7 +212,8 @@ class Core : public std::enable_shared_from_this<Core> {
   uint64_t delivered_ = 0;                   // messages landed in receive buffers
   bool peer_closed_ = false;
   uint64_t peer_sent_ = 0;
-  Clock::time_point farewell_at_{};
+  Clock::time_point farewell_at_{};  // the farewell, or the last progress after it
+  uint64_t delivered_at_farewell_ = 0;  // delivered_ when farewell_at_ was last set
   Clock::time_point next_watch_{};
   Clock::time_point next_timeout_check_{};
 };

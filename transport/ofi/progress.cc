@@ -239,13 +239,24 @@ void Core::watchPeer() {
         }
         peer_closed_ = true;
         farewell_at_ = now;
+        delivered_at_farewell_ = delivered_;
       }
       break;
   }
   bool sending = false;
-  for (const std::shared_ptr<Op>& op : active_) sending = sending || op->is_send;
+  bool receiving = false;
+  for (const std::shared_ptr<Op>& op : active_) {
+    sending = sending || op->is_send;
+    receiving = receiving || !op->is_send;
+  }
   const std::string closed = "peer " + params_.peer + " closed the connection";
   if (!sending && delivered_ >= peer_sent_) return fail(Status::remote(closed), /*quiet=*/true);
+  // The grace runs only while a request of ours waits and nothing lands: a caller that posts
+  // its receives slowly still gets every message the peer sent before it closed.
+  if ((!receiving && !sending) || delivered_ != delivered_at_farewell_) {
+    farewell_at_ = now;
+    delivered_at_farewell_ = delivered_;
+  }
   if (msSince(farewell_at_, now) >= kFarewellGraceMs) {
     fail(Status::remote(closed + (sending ? " with sends of ours pending" : "") + "; " +
                         std::to_string(delivered_) + " of its " + std::to_string(peer_sent_) +
