@@ -80,7 +80,7 @@ ncclResult_t collGetProperties(int dev, ncclNetProperties_v11_t* props) {
     return reportError("collGetProperties", checkCollDevice(*state, dev));
   }
   // CollNet device i is net device i: same name, same everything (reference 12.2).
-  return fillProperties("collGetProperties", dev, kMaxCollBytes, props);
+  return fillProperties("collGetProperties", dev, kMaxCollBytes, /*device_memory=*/false, props);
 }
 
 ncclResult_t collListen(void* ctx, int dev, void* handle, void** listen_comm) {

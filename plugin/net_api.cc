@@ -51,7 +51,7 @@ ncclResult_t netDevices(int* ndev) {
   });
 }
 
-ncclResult_t fillProperties(const char* fn, int dev, uint64_t max_coll_bytes,
+ncclResult_t fillProperties(const char* fn, int dev, uint64_t max_coll_bytes, bool device_memory,
                             ncclNetProperties_v11_t* props) {
   return guard(fn, [&]() -> Status {
     TALLY_RETURN_IF_ERROR(checkPointer(props, "props"));
@@ -69,7 +69,8 @@ ncclResult_t fillProperties(const char* fn, int dev, uint64_t max_coll_bytes,
     p.name = const_cast<char*>(dp.name.c_str());
     p.pciPath = dp.pci_path.empty() ? nullptr : const_cast<char*>(dp.pci_path.c_str());
     p.guid = dp.guid;
-    p.ptrSupport = NCCL_PTR_HOST;
+    // CollNet's data passes through host code (checksums, the reducer protocol): host only.
+    p.ptrSupport = device_memory ? netPtrSupport(dp) : NCCL_PTR_HOST;
     p.regIsGlobal = 0;
     p.forceFlush = 0;
     p.speed = dp.speed_mbps > 0 ? dp.speed_mbps : 10000;
@@ -90,7 +91,7 @@ ncclResult_t fillProperties(const char* fn, int dev, uint64_t max_coll_bytes,
 }
 
 ncclResult_t netGetProperties(int dev, ncclNetProperties_v11_t* props) {
-  return fillProperties("getProperties", dev, kMaxCollBytes, props);
+  return fillProperties("getProperties", dev, kMaxCollBytes, /*device_memory=*/true, props);
 }
 
 ncclResult_t netListen(void* /*ctx*/, int dev, void* handle, void** listen_comm) {
@@ -104,7 +105,8 @@ ncclResult_t netListen(void* /*ctx*/, int dev, void* handle, void** listen_comm)
       return Status::internal("listen on unknown device " + std::to_string(dev));
     std::unique_ptr<transport::Listener> listener;
     TALLY_RETURN_IF_ERROR(device->listen(&listener));
-    auto comm = std::make_unique<NetListenComm>(dev, std::move(listener));
+    auto comm = std::make_unique<NetListenComm>(dev, netPtrSupport(device->properties()),
+                                                std::move(listener));
     NetHandle h;
     std::memset(&h, 0, sizeof(h));
     h.address = comm->handle();
@@ -201,11 +203,31 @@ ncclResult_t netIrecv(void* recv_comm, int n, void** data, size_t* sizes, int* t
   });
 }
 
-ncclResult_t netIflush(void* /*recv_comm*/, int /*n*/, void** /*data*/, int* /*sizes*/,
-                       void** /*mhandles*/, void** request) {
+ncclResult_t netRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset,
+                            int fd, void** mhandle) {
+  return guard("regMrDmaBuf", [&]() -> Status {
+    TALLY_RETURN_IF_ERROR(checkPointer(mhandle, "mhandle"));
+    NetComm* c = nullptr;
+    TALLY_RETURN_IF_ERROR(netCommOf(comm, &c));
+    NetMr* mr = nullptr;
+    TALLY_RETURN_IF_ERROR(c->registerDmaBuf(data, size, type, offset, fd, &mr));
+    *mhandle = mr;
+    return Status::ok();
+  });
+}
+
+ncclResult_t netIflush(void* recv_comm, int n, void** data, int* sizes, void** mhandles,
+                       void** request) {
   return guard("iflush", [&]() -> Status {
     TALLY_RETURN_IF_ERROR(checkPointer(request, "request"));
     *request = nullptr;
+    TALLY_RETURN_IF_ERROR(checkPointer(data, "data"));
+    TALLY_RETURN_IF_ERROR(checkPointer(sizes, "sizes"));
+    NetComm* c = nullptr;
+    TALLY_RETURN_IF_ERROR(netCommOf(recv_comm, &c));
+    NetRequest* req = nullptr;
+    TALLY_RETURN_IF_ERROR(c->iflush(n, data, sizes, mhandles, &req));
+    *request = req;
     return Status::ok();
   });
 }

@@ -35,7 +35,11 @@ ncclResult_t netIsend(void* send_comm, void* data, size_t size, int tag, void* m
                       void** request);
 ncclResult_t netIrecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags,
                       void** mhandles, void** request);
-// Host memory needs no flush: always a NULL request.
+// Only where NCCL_PTR_DMABUF is advertised (verbs with ibv_reg_dmabuf_mr).
+ncclResult_t netRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset,
+                            int fd, void** mhandle);
+// A NULL request (done) unless a buffer was registered as CUDA memory and the transport must
+// read it back through the NIC.
 ncclResult_t netIflush(void* recv_comm, int n, void** data, int* sizes, void** mhandles,
                        void** request);
 // sizes (may be NULL) gets one entry per buffer of the request once done. test() has kept int
@@ -49,8 +53,9 @@ ncclResult_t netFinalize(void* ctx);
 // Accepted and ignored.
 ncclResult_t netSetNetAttr(void* ctx, ncclNetAttr_v11_t* attr);
 
-// Fills every field of a v11 property struct for net device `dev` (CollNet reuses it).
-ncclResult_t fillProperties(const char* fn, int dev, uint64_t max_coll_bytes,
+// Fills every field of a v11 property struct for net device `dev` (CollNet reuses it with
+// device_memory false: host pointers only).
+ncclResult_t fillProperties(const char* fn, int dev, uint64_t max_coll_bytes, bool device_memory,
                             ncclNetProperties_v11_t* props);
 
 }  // namespace tally::plugin

@@ -39,13 +39,19 @@ Status NetListenComm::accept(std::unique_ptr<NetComm>* out) {
   if (!conn) return Status::ok();
   TALLY_INFO(log::kNet, "dev %d: accepted a connection from peer %s", dev_,
              conn->peerName().c_str());
-  *out = std::make_unique<NetComm>(NetComm::Kind::kRecv, dev_, std::move(conn));
+  *out = std::make_unique<NetComm>(NetComm::Kind::kRecv, dev_, ptr_support_, std::move(conn));
   return Status::ok();
 }
 
-NetComm::NetComm(Kind kind, int dev, std::unique_ptr<transport::Connection> conn)
+int netPtrSupport(const transport::DeviceProperties& props) {
+  return NCCL_PTR_HOST | (props.cuda_memory ? NCCL_PTR_CUDA : 0) |
+         (props.dmabuf ? NCCL_PTR_DMABUF : 0);
+}
+
+NetComm::NetComm(Kind kind, int dev, int ptr_support, std::unique_ptr<transport::Connection> conn)
     : kind_(kind),
       dev_(dev),
+      ptr_support_(ptr_support),
       conn_(std::move(conn)),
       requests_(kind == Kind::kSend ? kMaxSendRequests : kMaxNetRequests) {}
 
@@ -55,14 +61,40 @@ NetComm::~NetComm() {
   if (conn_) conn_->close();
 }
 
+namespace {
+
+// kInternal unless `type` is one NCCL_PTR_* bit that `ptr_support` advertises.
+Status checkAdvertised(const char* fn, int type, int ptr_support) {
+  const bool one_bit = type == NCCL_PTR_HOST || type == NCCL_PTR_CUDA || type == NCCL_PTR_DMABUF;
+  if (one_bit && (type & ptr_support) != 0) return Status::ok();
+  return Status::internal(std::string(fn) + ": memory type " + std::to_string(type) +
+                          " was not advertised (ptrSupport is " + std::to_string(ptr_support) +
+                          ")");
+}
+
+}  // namespace
+
 Status NetComm::registerMemory(void* data, size_t size, int type, NetMr** out) {
-  if (type != NCCL_PTR_HOST) {
-    return Status::internal("regMr: memory type " + std::to_string(type) +
-                            " was not advertised (ptrSupport is NCCL_PTR_HOST)");
+  TALLY_RETURN_IF_ERROR(checkAdvertised("regMr", type, ptr_support_));
+  if (type == NCCL_PTR_DMABUF) return Status::internal("regMr: NCCL_PTR_DMABUF needs regMrDmaBuf");
+  auto mr = std::make_unique<NetMr>();
+  const auto memory =
+      type == NCCL_PTR_CUDA ? transport::MemoryType::kCuda : transport::MemoryType::kHost;
+  TALLY_RETURN_IF_ERROR(conn_->registerMemory(data, size, memory, &mr->region));
+  *out = mr.release();
+  return Status::ok();
+}
+
+Status NetComm::registerDmaBuf(void* data, size_t size, int type, uint64_t offset, int fd,
+                               NetMr** out) {
+  TALLY_RETURN_IF_ERROR(checkAdvertised("regMrDmaBuf", NCCL_PTR_DMABUF, ptr_support_));
+  // NCCL passes the buffer's own type (CUDA) with the dma-buf; host memory has no dma-buf.
+  if (type != NCCL_PTR_CUDA) {
+    return Status::internal("regMrDmaBuf: memory type " + std::to_string(type) +
+                            " (only CUDA memory comes as a dma-buf)");
   }
   auto mr = std::make_unique<NetMr>();
-  TALLY_RETURN_IF_ERROR(
-      conn_->registerMemory(data, size, transport::MemoryType::kHost, &mr->region));
+  TALLY_RETURN_IF_ERROR(conn_->registerDmaBuf(data, size, fd, offset, &mr->region));
   *out = mr.release();
   return Status::ok();
 }
@@ -133,6 +165,43 @@ Status NetComm::irecv(int n, void* const* data, const size_t* sizes, const int* 
   return Status::ok();
 }
 
+Status NetComm::iflush(int n, void* const* data, const int* sizes, void* const* mhandles,
+                       NetRequest** out) {
+  *out = nullptr;
+  if (kind_ != Kind::kRecv) return Status::internal("iflush on a send comm");
+  if (n < 1 || n > kMaxRecvs) {
+    return Status::internal("iflush of " + std::to_string(n) + " buffers; maxRecvs is " +
+                            std::to_string(kMaxRecvs));
+  }
+  transport::MemoryRegion* regions[kMaxRecvs] = {};
+  size_t lengths[kMaxRecvs] = {};
+  bool any_cuda = false;
+  for (int i = 0; i < n; ++i) {
+    TALLY_RETURN_IF_ERROR(regionOf(mhandles ? mhandles[i] : nullptr, &regions[i]));
+    lengths[i] = sizes[i] > 0 ? static_cast<size_t>(sizes[i]) : 0;
+    // The transport reads back every buffer given a region: only the CUDA ones need it.
+    if (regions[i] != nullptr && regions[i]->type != transport::MemoryType::kCuda) {
+      regions[i] = nullptr;
+    }
+    any_cuda |= regions[i] != nullptr;
+  }
+  if (!any_cuda) return Status::ok();  // host memory is coherent: nothing to flush
+  std::unique_ptr<transport::Request> request;
+  TALLY_RETURN_IF_ERROR(conn_->iflush(n, data, lengths, regions, &request));
+  if (!request) return Status::ok();
+  NetRequest* slot = requests_.acquire();
+  if (slot == nullptr) {
+    // iflush cannot answer "no room" (a NULL request means done): finish it here, bounded.
+    return request->wait(kFlushWaitMs, nullptr);
+  }
+  slot->request = std::move(request);
+  slot->magic = kNetRequestMagic;
+  slot->owner = this;
+  slot->n = 0;  // a flush reports no sizes
+  *out = slot;
+  return Status::ok();
+}
+
 bool NetComm::ownsRequest(const NetRequest* req) const {
   return requests_.owns(req) && req->magic == kNetRequestMagic && req->owner == this;
 }
@@ -173,7 +242,8 @@ Status connectStep(transport::Device* device, const transport::ConnectionOptions
   if (conn) {
     clearProgress();
     TALLY_INFO(log::kNet, "dev %d: connected to peer %s", dev, conn->peerName().c_str());
-    *out = std::make_unique<NetComm>(NetComm::Kind::kSend, dev, std::move(conn));
+    *out = std::make_unique<NetComm>(NetComm::Kind::kSend, dev,
+                                     netPtrSupport(device->properties()), std::move(conn));
     return Status::ok();
   }
   h.progress_magic = kConnectProgressMagic;

@@ -57,10 +57,14 @@ inline constexpr uint32_t kNetCommMagic = 0x544c4e43;     // 'TLNC'
 inline constexpr uint32_t kNetMrMagic = 0x544c4e4d;       // 'TLNM'
 inline constexpr uint32_t kNetRequestMagic = 0x544c4e52;  // 'TLNR'
 
+// The NCCL_PTR_* bits a device's point-to-point connections take: host memory always; CUDA
+// memory and dma-buf where the transport carries them (transport::DeviceProperties).
+int netPtrSupport(const transport::DeviceProperties& props);
+
 class NetListenComm {
  public:
-  NetListenComm(int dev, std::unique_ptr<transport::Listener> listener)
-      : dev_(dev), listener_(std::move(listener)) {}
+  NetListenComm(int dev, int ptr_support, std::unique_ptr<transport::Listener> listener)
+      : dev_(dev), ptr_support_(ptr_support), listener_(std::move(listener)) {}
   ~NetListenComm() { magic_ = 0; }
   bool valid() const { return magic_ == kNetListenMagic; }
   int dev() const { return dev_; }
@@ -71,6 +75,7 @@ class NetListenComm {
  private:
   uint32_t magic_ = kNetListenMagic;
   int dev_;
+  int ptr_support_;
   std::unique_ptr<transport::Listener> listener_;
 };
 
@@ -93,7 +98,8 @@ class NetComm {
  public:
   enum class Kind { kSend, kRecv };
 
-  NetComm(Kind kind, int dev, std::unique_ptr<transport::Connection> conn);
+  // ptr_support: the NCCL_PTR_* bits advertised for this comm's device (netPtrSupport).
+  NetComm(Kind kind, int dev, int ptr_support, std::unique_ptr<transport::Connection> conn);
   // Closes the connection first (failing pending requests), then frees the request slots.
   ~NetComm();
   NetComm(const NetComm&) = delete;
@@ -103,8 +109,10 @@ class NetComm {
   Kind kind() const { return kind_; }
   int dev() const { return dev_; }
 
-  // Host memory only (we do not advertise NCCL_PTR_CUDA): other types are kInternal.
+  // NCCL_PTR_HOST, or NCCL_PTR_CUDA where advertised; any other type is kInternal.
   Status registerMemory(void* data, size_t size, int type, NetMr** out);
+  // CUDA memory exported as a dma-buf (regMrDmaBuf), where NCCL_PTR_DMABUF was advertised.
+  Status registerDmaBuf(void* data, size_t size, int type, uint64_t offset, int fd, NetMr** out);
   // Deletes an mhandle from registerMemory (any comm's; they are not tied to one).
   static Status deregister(void* mhandle);
 
@@ -112,6 +120,10 @@ class NetComm {
   Status isend(const void* data, size_t size, int tag, void* mhandle, NetRequest** out);
   Status irecv(int n, void* const* data, const size_t* sizes, const int* tags,
                void* const* mhandles, NetRequest** out);
+  // Makes received bytes in CUDA memory visible to the GPU (see transport::Connection::iflush).
+  // Success with *out null: nothing to flush, done already.
+  Status iflush(int n, void* const* data, const int* sizes, void* const* mhandles,
+                NetRequest** out);
   // Polls `req`. When done, writes req->n sizes (when sizes is non-null) and frees the slot:
   // NCCL never tests a finished request again.
   Status test(NetRequest* req, bool* done, size_t* sizes);
@@ -119,9 +131,13 @@ class NetComm {
   bool ownsRequest(const NetRequest* req) const;
 
  private:
+  // How long iflush waits in place when every request slot is taken.
+  static constexpr int64_t kFlushWaitMs = 10000;
+
   uint32_t magic_ = kNetCommMagic;
   Kind kind_;
   int dev_;
+  int ptr_support_;
   std::unique_ptr<transport::Connection> conn_;
   RequestPool<NetRequest> requests_;
 };

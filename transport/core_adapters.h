@@ -1,12 +1,16 @@
-// The Request and Connection the RDMA backends hand out: thin forwards to the backend's Core,
-// which owns every piece of state. A Request holds the Core by shared_ptr, so one that outlives
-// its Connection (allowed after close, transport.h) stays safe.
+// The Request every backend hands out and the Connection of the RDMA backends: thin forwards to
+// the backend's Core, which owns every piece of state. A Request holds the Core by shared_ptr, so
+// one that outlives its Connection (allowed after close, transport.h) stays safe.
 //
-// Core needs: test(const Op&, bool*, size_t*), wait(const Op&, int64_t, size_t*), isend,
-// irecv and registerMemory with Connection's signatures, close() and peer().
+// Core needs: sync() (a RequestSync<Op> for CoreRequest); for CoreConnection also isend, irecv,
+// registerMemory, registerDmaBuf and iflush with Connection's signatures, close() and peer().
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -15,6 +19,62 @@
 
 namespace tally::transport {
 
+// What a Core's requests finish under, as references to the Core's members: the lock that
+// guards each Op's `done` and the sticky error, the condition variable signalled when an Op
+// finishes or the connection fails, and the peer's name for the timeout's message. Op has
+// is_send, n, done and received[]; a send's size is op.*send_size.
+template <class Op>
+struct RequestSync {
+  std::mutex& mu;
+  std::condition_variable& done_cv;
+  const bool& failed;
+  const Status& error;
+  const std::string& peer;
+  uint64_t Op::*send_size;
+};
+
+// The sizes a finished Op reports: a send's size, or what landed in each of a receive's buffers.
+// Called under sync.mu.
+template <class Op>
+void copySizesLocked(const RequestSync<Op>& sync, const Op& op, size_t* sizes) {
+  if (sizes == nullptr) return;
+  if (op.is_send) {
+    sizes[0] = op.*sync.send_size;
+  } else {
+    for (int i = 0; i < op.n; ++i) sizes[i] = op.received[i];
+  }
+}
+
+// Request::test: a done Op reports done even after the connection failed.
+template <class Op>
+Status testOp(const RequestSync<Op>& sync, const Op& op, bool* done, size_t* sizes) {
+  std::lock_guard<std::mutex> lock(sync.mu);
+  if (op.done) {
+    copySizesLocked(sync, op, sizes);
+    *done = true;
+    return Status::ok();
+  }
+  if (sync.failed) return sync.error;
+  *done = false;
+  return Status::ok();
+}
+
+// Request::wait; timeout_ms < 0 waits for ever.
+template <class Op>
+Status waitOp(const RequestSync<Op>& sync, const Op& op, int64_t timeout_ms, size_t* sizes) {
+  std::unique_lock<std::mutex> lock(sync.mu);
+  auto finished = [&] { return op.done || sync.failed; };
+  if (timeout_ms < 0) {
+    sync.done_cv.wait(lock, finished);
+  } else if (!sync.done_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), finished)) {
+    return Status::timeout("request to peer " + sync.peer + " still pending after " +
+                           std::to_string(timeout_ms) + " ms");
+  }
+  if (!op.done) return sync.error;
+  copySizesLocked(sync, op, sizes);
+  return Status::ok();
+}
+
 template <class Core, class Op>
 class CoreRequest final : public Request {
  public:
@@ -22,9 +82,11 @@ class CoreRequest final : public Request {
 
   CoreRequest(std::shared_ptr<Core> core, std::shared_ptr<Op> op)
       : core_(std::move(core)), op_(std::move(op)) {}
-  Status test(bool* done, size_t* sizes) override { return core_->test(*op_, done, sizes); }
+  Status test(bool* done, size_t* sizes) override {
+    return testOp(core_->sync(), *op_, done, sizes);
+  }
   Status wait(int64_t timeout_ms, size_t* sizes) override {
-    return core_->wait(*op_, timeout_ms, sizes);
+    return waitOp(core_->sync(), *op_, timeout_ms, sizes);
   }
 
  private:
@@ -49,6 +111,14 @@ class CoreConnection final : public Connection {
   Status registerMemory(void* data, size_t size, MemoryType type,
                         std::unique_ptr<MemoryRegion>* mr) override {
     return core_->registerMemory(data, size, type, mr);
+  }
+  Status registerDmaBuf(void* data, size_t size, int fd, uint64_t offset,
+                        std::unique_ptr<MemoryRegion>* mr) override {
+    return core_->registerDmaBuf(data, size, fd, offset, mr);
+  }
+  Status iflush(int n, void* const* data, const size_t* sizes, MemoryRegion* const* mrs,
+                std::unique_ptr<Request>* req) override {
+    return core_->iflush(n, data, sizes, mrs, req);
   }
   void close() override { core_->close(); }
   std::string peerName() const override { return core_->peer(); }

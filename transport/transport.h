@@ -46,6 +46,8 @@ enum class MemoryType { kHost = 1, kCuda = 2 };
 class MemoryRegion {
  public:
   virtual ~MemoryRegion() = default;
+  // What was registered; a backend's regions set it.
+  MemoryType type = MemoryType::kHost;
 };
 
 // A posted send or receive. Owned by the caller. Destroying a request that is not done is
@@ -70,6 +72,11 @@ struct DeviceProperties {
   int speed_mbps = 0;     // link speed
   float latency_us = 0;
   uint64_t guid = 0;
+  // Connections can register and carry CUDA device memory (MemoryType::kCuda): verbs with a
+  // peer-memory client or dma-buf, libfabric with FI_HMEM. TCP never can.
+  bool cuda_memory = false;
+  // Connection::registerDmaBuf works (verbs with ibv_reg_dmabuf_mr on a kernel that has it).
+  bool dmabuf = false;
 };
 
 class Connection {
@@ -86,6 +93,19 @@ class Connection {
   // Registers [data, data+size). Repeated and overlapping registrations are allowed.
   virtual Status registerMemory(void* data, size_t size, MemoryType type,
                                 std::unique_ptr<MemoryRegion>* mr) = 0;
+  // Registers [data, data+size) of CUDA memory exported as the dma-buf `fd`, `offset` bytes into
+  // it. Only where DeviceProperties::dmabuf; elsewhere kInvalidUsage. The region is kCuda.
+  virtual Status registerDmaBuf(void* data, size_t size, int fd, uint64_t offset,
+                                std::unique_ptr<MemoryRegion>* mr);
+  // After receives into device memory completed: makes their bytes visible to the device by
+  // reading back through the NIC (PCIe orders the read behind the NIC's writes), which GPUs
+  // older than Hopper need before a kernel reads the buffer. n buffers as in irecv with their
+  // received sizes and the regions they were received with (null: skip the buffer). Every kCuda
+  // buffer is read back; verbs skips host ones, ofi reads back whatever it is given (which lets
+  // its tests run without a GPU). Success with *req == nullptr: nothing to read back (no such
+  // buffer, nothing received, or a backend without CUDA memory); otherwise a request to test.
+  virtual Status iflush(int n, void* const* data, const size_t* sizes, MemoryRegion* const* mrs,
+                        std::unique_ptr<Request>* req);
   // Stops the helper threads and closes the sockets; pending requests fail with kRemote.
   // Idempotent; the destructor calls it.
   virtual void close() = 0;

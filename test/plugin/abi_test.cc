@@ -40,7 +40,11 @@ TEST(PluginAbi, NetV11SlotsThatMustBeSetAreSet) {
         (void*)t.closeListen, (void*)t.finalize, (void*)t.setNetAttr}) {
     EXPECT_NE(fn, nullptr);
   }
-  EXPECT_EQ(t.regMrDmaBuf, nullptr);  // NCCL_PTR_DMABUF not advertised
+  // Set in every version: NCCL calls it only on devices that advertise NCCL_PTR_DMABUF.
+  EXPECT_NE(t.regMrDmaBuf, nullptr);
+  EXPECT_NE(ncclNetPlugin_v8.regMrDmaBuf, nullptr);
+  EXPECT_NE(ncclNetPlugin_v9.regMrDmaBuf, nullptr);
+  EXPECT_NE(ncclNetPlugin_v10.regMrDmaBuf, nullptr);
   EXPECT_EQ(t.getDeviceMr, nullptr);
   EXPECT_EQ(t.irecvConsumed, nullptr);
   EXPECT_EQ(t.makeVDevice, nullptr);

@@ -148,8 +148,15 @@ TEST(PluginNet, ValidatesArguments) {
   EXPECT_EQ(ncclNetPlugin_v11.closeSend(bogus), ncclInternalError);
   EXPECT_EQ(ncclNetPlugin_v11.closeSend(nullptr), ncclSuccess);
   void* flush = reinterpret_cast<void*>(1);
-  EXPECT_EQ(ncclNetPlugin_v11.iflush(nullptr, 1, nullptr, nullptr, nullptr, &flush), ncclSuccess);
+  EXPECT_EQ(ncclNetPlugin_v11.iflush(nullptr, 1, nullptr, nullptr, nullptr, &flush),
+            ncclInternalError);
   EXPECT_EQ(flush, nullptr);
+  int sizes[1] = {8};
+  void* data[1] = {handle};
+  EXPECT_EQ(ncclNetPlugin_v11.iflush(bogus, 1, data, sizes, nullptr, &flush), ncclInternalError);
+  void* mr = nullptr;
+  EXPECT_EQ(ncclNetPlugin_v11.regMrDmaBuf(bogus, handle, 8, NCCL_PTR_CUDA, 0, 3, &mr),
+            ncclInternalError);
   ncclNetAttr_v11_t attr;
   std::memset(&attr, 0xff, sizeof(attr));
   EXPECT_EQ(ncclNetPlugin_v11.setNetAttr(ctx, &attr), ncclSuccess);

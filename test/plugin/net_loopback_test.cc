@@ -169,9 +169,15 @@ TEST(PluginNetLoopback, V11EndToEnd) {
   ASSERT_EQ(t.irecv(recv, 1, data3, sizes3, tags3, mrs3, nullptr, &extra), ncclSuccess);
   EXPECT_EQ(extra, nullptr);
 
+  // Host memory needs no flush; a dma-buf is refused where it was not advertised.
   void* flush = reinterpret_cast<void*>(1);
-  EXPECT_EQ(t.iflush(recv, 1, data3, nullptr, mrs3, &flush), ncclSuccess);
+  int flush_sizes[1] = {50};
+  EXPECT_EQ(t.iflush(recv, 1, data3, flush_sizes, mrs3, &flush), ncclSuccess);
   EXPECT_EQ(flush, nullptr);
+  void* dmabuf_mr = nullptr;
+  EXPECT_EQ(t.regMrDmaBuf(recv, in.data(), in.size(), NCCL_PTR_CUDA, 0, 3, &dmabuf_mr),
+            ncclInternalError);
+  EXPECT_EQ(dmabuf_mr, nullptr);
 
   EXPECT_EQ(t.deregMr(send, send_mr), ncclSuccess);
   EXPECT_EQ(t.deregMr(recv, recv_mr_again), ncclSuccess);

@@ -10,6 +10,7 @@
 #include <functional>
 #include <thread>
 
+#include "test/transport/pair_test.h"
 #include "test/transport/test_util.h"
 #if TALLY_HAVE_TRANSPORT_VERBS
 #include "test/transport/verbs_test_util.h"
@@ -87,7 +88,7 @@ Backend ofiBackend() {
 }
 #endif
 
-class ConformanceTest : public ::testing::TestWithParam<Backend> {
+class ConformanceTest : public PairTest<Backend> {
  protected:
   void SetUp() override {
     if (GetParam().unavailable) {
@@ -109,49 +110,6 @@ class ConformanceTest : public ::testing::TestWithParam<Backend> {
     Status status = GetParam().pair(max_requests, &a_, &b_);
     ASSERT_TRUE(status.isOk()) << status.toString();
   }
-
-  std::unique_ptr<Request> send(Connection* conn, const void* data, size_t size, int tag) {
-    std::unique_ptr<Request> req;
-    Status status = conn->isend(data, size, tag, nullptr, &req);
-    EXPECT_TRUE(status.isOk()) << status.toString();
-    EXPECT_NE(req, nullptr);
-    return req;
-  }
-
-  std::unique_ptr<Request> recv(Connection* conn, void* data, size_t size, int tag) {
-    std::unique_ptr<Request> req;
-    void* buffers[1] = {data};
-    Status status = conn->irecv(1, buffers, &size, &tag, nullptr, &req);
-    EXPECT_TRUE(status.isOk()) << status.toString();
-    EXPECT_NE(req, nullptr);
-    return req;
-  }
-
-  static void expectDone(Request* req, size_t* sizes = nullptr) {
-    ASSERT_NE(req, nullptr);
-    Status status = req->wait(kWaitMs, sizes);
-    ASSERT_TRUE(status.isOk()) << status.toString();
-  }
-
-  // Waits for a request that must fail; returns its status.
-  static Status expectFailure(Request* req) {
-    EXPECT_NE(req, nullptr);
-    if (req == nullptr) return Status::internal("no request");
-    Status status = req->wait(kWaitMs, nullptr);
-    EXPECT_FALSE(status.isOk());
-    EXPECT_NE(status.code(), StatusCode::kTimeout) << "request hung: " << status.toString();
-    return status;
-  }
-
-  // A failed request's buffers may be touched until its connection is closed (transport.h):
-  // tests that end with failed requests close both sides before their buffers go away.
-  void closeBoth() {
-    a_->close();
-    b_->close();
-  }
-
-  std::unique_ptr<Connection> a_;
-  std::unique_ptr<Connection> b_;
 };
 
 TEST_P(ConformanceTest, MessageSizes) {
@@ -159,17 +117,10 @@ TEST_P(ConformanceTest, MessageSizes) {
   for (size_t size : sizes) {
     SCOPED_TRACE("size " + std::to_string(size));
     std::vector<uint8_t> data = pattern(size, static_cast<uint32_t>(size));
-    std::vector<uint8_t> got(size + 16, 0xee);
+    std::vector<uint8_t> got(size + 16, kUnwritten);
     auto r = recv(b_.get(), got.data(), got.size(), 3);
     auto s = send(a_.get(), data.data(), size, 3);
-    size_t sent = 0;
-    size_t received = 0;
-    expectDone(s.get(), &sent);
-    expectDone(r.get(), &received);
-    EXPECT_EQ(sent, size);
-    EXPECT_EQ(received, size);
-    EXPECT_TRUE(std::equal(data.begin(), data.end(), got.begin()));  // memcmp: UB on size 0
-    EXPECT_EQ(got[size], 0xee) << "wrote past the message";
+    expectDelivered(s.get(), r.get(), data, got);
   }
 }
 

@@ -86,6 +86,7 @@ TEST(OfiWire, SetupRoundTripsAndRejectsGarbage) {
   setup.provider = "tcp;ofi_rxm";
   setup.max_chunk = 1u << 30;
   setup.slot_bytes = 4096;
+  setup.no_inline = true;
   setup.endpoint = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
   std::vector<uint8_t> bytes = encodeSetup(setup);
   SetupMessage back;
@@ -93,7 +94,14 @@ TEST(OfiWire, SetupRoundTripsAndRejectsGarbage) {
   EXPECT_EQ(back.provider, setup.provider);
   EXPECT_EQ(back.max_chunk, setup.max_chunk);
   EXPECT_EQ(back.slot_bytes, setup.slot_bytes);
+  EXPECT_TRUE(back.no_inline);
   EXPECT_EQ(back.endpoint, setup.endpoint);
+  setup.no_inline = false;
+  ASSERT_TRUE(decodeSetup(encodeSetup(setup), "peer", &back).isOk());
+  EXPECT_FALSE(back.no_inline);
+  std::vector<uint8_t> bad_flag = encodeSetup(setup);
+  bad_flag[4 + 2 + 2 + 8 + 4] = 2;  // the no-inline byte is 0 or 1
+  EXPECT_FALSE(decodeSetup(bad_flag, "peer", &back).isOk());
 
   std::vector<uint8_t> shorter(bytes.begin(), bytes.end() - 1);
   Status status = decodeSetup(shorter, "10.0.0.9:1", &back);

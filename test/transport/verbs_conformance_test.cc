@@ -4,10 +4,10 @@
 // the software device of verbs_fake.h, which checks what a device would refuse.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstring>
 #include <thread>
 
+#include "test/transport/pair_test.h"
 #include "test/transport/test_util.h"
 #include "test/transport/verbs_fake.h"
 #include "test/transport/verbs_test_util.h"
@@ -28,7 +28,7 @@ struct VerbsBackend {
 
 void PrintTo(const VerbsBackend& backend, std::ostream* os) { *os << backend.name; }
 
-class VerbsConformanceTest : public ::testing::TestWithParam<VerbsBackend> {
+class VerbsConformanceTest : public PairTest<VerbsBackend> {
  protected:
   void SetUp() override {
     verbs::VerbsOptions options;
@@ -68,45 +68,7 @@ class VerbsConformanceTest : public ::testing::TestWithParam<VerbsBackend> {
     ASSERT_TRUE(status.isOk()) << status.toString();
   }
 
-  std::unique_ptr<Request> send(Connection* conn, const void* data, size_t size, int tag) {
-    std::unique_ptr<Request> req;
-    Status status = conn->isend(data, size, tag, nullptr, &req);
-    EXPECT_TRUE(status.isOk()) << status.toString();
-    EXPECT_NE(req, nullptr);
-    return req;
-  }
-
-  std::unique_ptr<Request> recv(Connection* conn, void* data, size_t size, int tag) {
-    std::unique_ptr<Request> req;
-    void* buffers[1] = {data};
-    Status status = conn->irecv(1, buffers, &size, &tag, nullptr, &req);
-    EXPECT_TRUE(status.isOk()) << status.toString();
-    EXPECT_NE(req, nullptr);
-    return req;
-  }
-
-  static void expectDone(Request* req, size_t* sizes = nullptr) {
-    ASSERT_NE(req, nullptr);
-    Status status = req->wait(kWaitMs, sizes);
-    ASSERT_TRUE(status.isOk()) << status.toString();
-  }
-
-  static Status expectFailure(Request* req) {
-    if (req == nullptr) return Status::internal("no request");
-    Status status = req->wait(kWaitMs, nullptr);
-    EXPECT_FALSE(status.isOk());
-    EXPECT_NE(status.code(), StatusCode::kTimeout) << "request hung: " << status.toString();
-    return status;
-  }
-
-  void closeBoth() {
-    a_->close();
-    b_->close();
-  }
-
   std::shared_ptr<Network> network_;
-  std::unique_ptr<Connection> a_;
-  std::unique_ptr<Connection> b_;
 };
 
 TEST_P(VerbsConformanceTest, MessageSizesWithAndWithoutRegions) {
@@ -115,7 +77,7 @@ TEST_P(VerbsConformanceTest, MessageSizesWithAndWithoutRegions) {
     for (size_t size : sizes) {
       SCOPED_TRACE("size " + std::to_string(size) + (registered ? " registered" : ""));
       std::vector<uint8_t> data = pattern(size, static_cast<uint32_t>(size));
-      std::vector<uint8_t> got(size + 16, 0xee);
+      std::vector<uint8_t> got(size + 16, kUnwritten);
       std::unique_ptr<MemoryRegion> send_mr;
       std::unique_ptr<MemoryRegion> recv_mr;
       if (registered) {
@@ -130,14 +92,7 @@ TEST_P(VerbsConformanceTest, MessageSizesWithAndWithoutRegions) {
       ASSERT_TRUE(b_->irecv(1, &buffer, &capacity, &tag, mrs, &r).isOk());
       std::unique_ptr<Request> s;
       ASSERT_TRUE(a_->isend(data.data(), size, 3, send_mr.get(), &s).isOk());
-      size_t sent = 0;
-      size_t received = 0;
-      expectDone(s.get(), &sent);
-      expectDone(r.get(), &received);
-      EXPECT_EQ(sent, size);
-      EXPECT_EQ(received, size);
-      EXPECT_TRUE(std::equal(data.begin(), data.end(), got.begin()));
-      EXPECT_EQ(got[size], 0xee) << "wrote past the message";
+      expectDelivered(s.get(), r.get(), data, got);
     }
   }
 }

@@ -95,34 +95,6 @@ int deallocPd(ibv_pd* pd) {
   return 0;
 }
 
-ibv_mr* regMr(ibv_pd* pd, void* addr, size_t length, int access) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  if (addr == nullptr || length == 0) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  auto* mr = new ibv_mr{};
-  mr->context = pd->context;
-  mr->pd = pd;
-  mr->addr = addr;
-  mr->length = length;
-  mr->lkey = g_next_key;
-  // Remote access needs the right; a key without it is never found by a remote check.
-  mr->rkey = (access & IBV_ACCESS_REMOTE_WRITE) != 0 ? g_next_key + 1 : 0;
-  g_next_key += 2;
-  g_mrs[mr->lkey] = mr;
-  ++g_stats.live_mrs;
-  return mr;
-}
-
-int deregMr(ibv_mr* mr) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_mrs.erase(mr->lkey);
-  delete mr;
-  --g_stats.live_mrs;
-  return 0;
-}
-
 ibv_comp_channel* createCompChannel(ibv_context* ctx) {
   std::lock_guard<std::mutex> lock(g_mu);
   ++g_stats.live_channels;
@@ -235,6 +207,7 @@ int modifyQp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     ++g_stats.bad_transitions;
     return EINVAL;
   }
+  if (to == IBV_QPS_INIT) fake->access = attr->qp_access_flags;
   if (to == IBV_QPS_RTR) fake->dest_qp = attr->dest_qp_num;
   fake->base.state = to;
   if (to == IBV_QPS_ERR) {
@@ -257,6 +230,8 @@ const char* wcStatusStr(ibv_wc_status status) {
       return "remote access error";
     case IBV_WC_LOC_PROT_ERR:
       return "local protection error";
+    case IBV_WC_REM_INV_REQ_ERR:
+      return "remote invalid request error";
     default:
       return "other error";
   }
@@ -275,6 +250,7 @@ verbs::VerbsApi* makeTable() {
   api->alloc_pd = allocPd;
   api->dealloc_pd = deallocPd;
   api->reg_mr = regMr;
+  api->reg_dmabuf_mr = regDmaBufMr;
   api->dereg_mr = deregMr;
   api->create_comp_channel = createCompChannel;
   api->destroy_comp_channel = destroyCompChannel;
@@ -305,11 +281,22 @@ const verbs::VerbsApi* fakeVerbsApi() {
   return api;
 }
 
+const verbs::VerbsApi* fakeVerbsApiWithoutDmaBuf() {
+  static const verbs::VerbsApi* api = [] {
+    verbs::VerbsApi* table = fake::makeTable();
+    table->reg_dmabuf_mr = nullptr;
+    return table;
+  }();
+  return api;
+}
+
 void resetFakeVerbs(const FakeVerbsConfig& config) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_config = config;
   FakeVerbsStats live = g_stats;
   g_stats = {};
+  fake::g_dmabuf_regs.clear();
+  fake::g_read_addrs.clear();
   g_stats.live_contexts = live.live_contexts;
   g_stats.live_qps = live.live_qps;
   g_stats.live_cqs = live.live_cqs;

@@ -35,19 +35,45 @@ void completeSendLocked(FakeQp* src, const Packet& p, ibv_wc_status status) {
   ibv_wc wc{};
   wc.wr_id = p.wr.wr_id;
   wc.status = status;
-  wc.opcode = p.wr.opcode == IBV_WR_SEND ? IBV_WC_SEND : IBV_WC_RDMA_WRITE;
+  wc.opcode = p.wr.opcode == IBV_WR_SEND        ? IBV_WC_SEND
+              : p.wr.opcode == IBV_WR_RDMA_READ ? IBV_WC_RDMA_READ
+                                                : IBV_WC_RDMA_WRITE;
+  if (p.wr.opcode == IBV_WR_RDMA_READ && status == IBV_WC_SUCCESS) wc.byte_len = p.sge.length;
   wc.qp_num = src->base.qp_num;
   pushLocked(src->base.send_cq, wc, true);
 }
 
-// The memory region holding [addr, addr+length) under `key`; null when a device would refuse.
-ibv_mr* checkLocked(uint32_t key, bool remote, uint64_t addr, uint64_t length) {
-  auto it = g_mrs.find(remote ? key - 1 : key);
-  if (it == g_mrs.end() || (remote && it->second->rkey != key)) return nullptr;
-  ibv_mr* mr = it->second;
-  const auto base = reinterpret_cast<uintptr_t>(mr->addr);
-  if (addr < base || addr + length > base + mr->length) return nullptr;
-  return mr;
+// An RDMA read `p` from `src` served by `dest`: from dest's region into src's local buffer.
+void serveReadLocked(FakeQp* dest, FakeQp* src, const Packet& p) {
+  const uint32_t length = p.has_sge ? p.sge.length : 0;
+  if ((dest->access & IBV_ACCESS_REMOTE_READ) == 0) {
+    ++g_stats.bad_access;  // the responder's queue pair does not allow reads
+    if (src != nullptr) completeSendLocked(src, p, IBV_WC_REM_INV_REQ_ERR);
+    return;
+  }
+  if (g_config.fail_reads) {
+    if (src != nullptr) completeSendLocked(src, p, IBV_WC_REM_ACCESS_ERR);
+    return;
+  }
+  const uint8_t* from = checkLocked(p.wr.wr.rdma.rkey, true, p.wr.wr.rdma.remote_addr, length,
+                                    IBV_ACCESS_REMOTE_READ);
+  if (from == nullptr) {
+    ++g_stats.bad_access;
+    if (src != nullptr) completeSendLocked(src, p, IBV_WC_REM_ACCESS_ERR);
+    return;
+  }
+  uint8_t* to = p.has_sge
+                    ? checkLocked(p.sge.lkey, false, p.sge.addr, length, IBV_ACCESS_LOCAL_WRITE)
+                    : nullptr;
+  if (p.has_sge && to == nullptr) {
+    ++g_stats.bad_access;
+    if (src != nullptr) completeSendLocked(src, p, IBV_WC_LOC_PROT_ERR);
+    return;
+  }
+  if (length > 0) std::memcpy(to, from, length);
+  ++g_stats.rdma_reads;
+  g_read_addrs.push_back(p.wr.wr.rdma.remote_addr);
+  if (src != nullptr) completeSendLocked(src, p, IBV_WC_SUCCESS);
 }
 
 }  // namespace
@@ -57,16 +83,25 @@ ibv_mr* checkLocked(uint32_t key, bool remote, uint64_t addr, uint64_t length) {
 void deliverLocked(FakeQp* dest) {
   while (!dest->pending.empty()) {
     if (dest->base.state != IBV_QPS_RTR && dest->base.state != IBV_QPS_RTS) return;
-    if (dest->recvs.empty()) return;  // receiver not ready: the sender's device retries
+    const bool read = dest->pending.front().wr.opcode == IBV_WR_RDMA_READ;
+    // Receiver not ready (reads need no receive): the sender's device retries.
+    if (!read && dest->recvs.empty()) return;
     if (g_config.stall_data && dest->pending.front().wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
       return;  // a fabric that takes the writes and never acknowledges them
     }
+    if (read && g_config.stall_reads) return;
     Packet p = dest->pending.front();
     dest->pending.pop_front();
     auto src_it = g_qps.find(p.src_qp);
     FakeQp* src = src_it == g_qps.end() ? nullptr : src_it->second;
+    if (read) {
+      serveReadLocked(dest, src, p);
+      continue;
+    }
     const uint32_t length = p.has_sge ? p.sge.length : 0;
-    if (p.has_sge && checkLocked(p.sge.lkey, false, p.sge.addr, length) == nullptr) {
+    const uint8_t* source =
+        p.has_sge ? checkLocked(p.sge.lkey, false, p.sge.addr, length, 0) : nullptr;
+    if (p.has_sge && source == nullptr) {
       ++g_stats.bad_access;
       if (src != nullptr) completeSendLocked(src, p, IBV_WC_LOC_PROT_ERR);
       continue;
@@ -82,30 +117,28 @@ void deliverLocked(FakeQp* dest) {
         if (src != nullptr) completeSendLocked(src, p, IBV_WC_REM_ACCESS_ERR);
         continue;
       }
-      if (length > 0 &&
-          checkLocked(p.wr.wr.rdma.rkey, true, p.wr.wr.rdma.remote_addr, length) == nullptr) {
+      uint8_t* target = length > 0 ? checkLocked(p.wr.wr.rdma.rkey, true, p.wr.wr.rdma.remote_addr,
+                                                 length, IBV_ACCESS_REMOTE_WRITE)
+                                   : nullptr;
+      if (length > 0 && target == nullptr) {
         ++g_stats.bad_access;
         if (src != nullptr) completeSendLocked(src, p, IBV_WC_REM_ACCESS_ERR);
         continue;
       }
-      if (length > 0) {
-        std::memcpy(reinterpret_cast<void*>(p.wr.wr.rdma.remote_addr),
-                    reinterpret_cast<const void*>(p.sge.addr), length);
-      }
+      if (length > 0) std::memcpy(target, source, length);
       wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
       wc.wc_flags = IBV_WC_WITH_IMM;
       wc.imm_data = p.wr.imm_data;
     } else {
-      if (length > (recv.has_sge ? recv.sge.length : 0) ||
-          (length > 0 && checkLocked(recv.sge.lkey, false, recv.sge.addr, length) == nullptr)) {
+      uint8_t* target = length > 0 ? checkLocked(recv.sge.lkey, false, recv.sge.addr, length,
+                                                 IBV_ACCESS_LOCAL_WRITE)
+                                   : nullptr;
+      if (length > (recv.has_sge ? recv.sge.length : 0) || (length > 0 && target == nullptr)) {
         ++g_stats.bad_access;
         if (src != nullptr) completeSendLocked(src, p, IBV_WC_REM_INV_REQ_ERR);
         continue;
       }
-      if (length > 0) {
-        std::memcpy(reinterpret_cast<void*>(recv.sge.addr),
-                    reinterpret_cast<const void*>(p.sge.addr), length);
-      }
+      if (length > 0) std::memcpy(target, source, length);
       wc.opcode = IBV_WC_RECV;
     }
     dest->recvs.pop_front();
@@ -159,7 +192,9 @@ int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     FakeQp* dest = it->second;
     if (dest->base.state != IBV_QPS_RTR && dest->base.state != IBV_QPS_RTS) {
       ++g_stats.sent_before_rtr;
-    } else if (!g_config.stall_data && (dest->recvs.empty() || !dest->pending.empty())) {
+    } else if (!g_config.stall_data && !g_config.stall_reads &&
+               ((wr->opcode != IBV_WR_RDMA_READ && dest->recvs.empty()) ||
+                !dest->pending.empty())) {
       ++g_stats.rnr_waits;
     }
     dest->pending.push_back(p);
@@ -217,3 +252,20 @@ int reqNotifyCq(ibv_cq* cq, int) {
 }
 
 }  // namespace tally::transport::test::fake
+
+namespace tally::transport::test {
+
+int breakFakeLoopbackQps() {
+  std::lock_guard<std::mutex> lock(fake::g_mu);
+  int broken = 0;
+  for (auto& [num, qp] : fake::g_qps) {
+    if (qp->dest_qp != num || qp->base.state == IBV_QPS_ERR) continue;
+    qp->base.state = IBV_QPS_ERR;
+    fake::flushLocked(qp);
+    fake::failPendingLocked(qp);
+    ++broken;
+  }
+  return broken;
+}
+
+}  // namespace tally::transport::test

@@ -33,22 +33,56 @@ inline Status verbsPair(Network* network, const ConnectionOptions& conn_options,
   return Status::ok();
 }
 
+// A network on a fresh software device (verbs_fake.h) configured by `config`, reached through
+// `api` (a table of verbs_fake.h), side channel on loopback. Resets the fake's counters.
+inline Status fakeVerbsNetwork(const FakeVerbsConfig& config, verbs::VerbsOptions options,
+                               std::shared_ptr<Network>* out,
+                               const verbs::VerbsApi* api = fakeVerbsApi()) {
+  resetFakeVerbs(config);
+  options.side_ifname = "lo";
+  return verbs::createNetworkWith(api, options, out);
+}
+
 // A connected pair on a fresh software device (verbs_fake.h) with `link` (IBV_LINK_LAYER_*),
 // allowing `max_requests` in flight per direction (0: the default). Resets the fake's counters.
 inline Status verbsFakePair(uint8_t link, int max_requests, std::unique_ptr<Connection>* client,
                             std::unique_ptr<Connection>* server) {
   FakeVerbsConfig config;
   config.link_layer = link;
-  resetFakeVerbs(config);
   verbs::VerbsOptions options;
-  options.side_ifname = "lo";
   options.min_stripe = 64 * 1024;  // so messages from 128 KiB are cut over the data queue pairs
   if (max_requests > 0) options.max_requests = max_requests;
   std::shared_ptr<Network> network;
-  TALLY_RETURN_IF_ERROR(verbs::createNetworkWith(fakeVerbsApi(), options, &network));
+  TALLY_RETURN_IF_ERROR(fakeVerbsNetwork(config, options, &network));
   ConnectionOptions conn_options;
   conn_options.max_requests = max_requests;
   return verbsPair(network.get(), conn_options, client, server);
+}
+
+// A connected pair on a fresh software device with `config` and `options`, plus the network
+// (for its properties). Use under ASSERT_NO_FATAL_FAILURE.
+struct FakePair {
+  std::shared_ptr<Network> network;
+  std::unique_ptr<Connection> client;
+  std::unique_ptr<Connection> server;
+};
+
+inline void makeFakePair(const FakeVerbsConfig& config, const verbs::VerbsOptions& options,
+                         FakePair* pair) {
+  ASSERT_TRUE(fakeVerbsNetwork(config, options, &pair->network).isOk());
+  Status status = verbsPair(pair->network.get(), {}, &pair->client, &pair->server);
+  ASSERT_TRUE(status.isOk()) << status.toString();
+}
+
+// Sends and waits (5 s at most) for the send to complete; use under ASSERT_NO_FATAL_FAILURE.
+inline void sendAndWait(Connection* conn, const void* data, size_t size, int tag,
+                        MemoryRegion* mr) {
+  std::unique_ptr<Request> req;
+  Status status = conn->isend(data, size, tag, mr, &req);
+  ASSERT_TRUE(status.isOk()) << status.toString();
+  ASSERT_NE(req, nullptr);
+  status = req->wait(5000, nullptr);
+  ASSERT_TRUE(status.isOk()) << status.toString();
 }
 
 // After a test on the software device: what a real fabric would refuse, or only make slow,

@@ -29,6 +29,7 @@ std::vector<uint8_t> localSetup(const Domain& domain, const Endpoint& endpoint) 
   setup.provider = domain.provider;
   setup.max_chunk = domain.max_chunk;
   setup.slot_bytes = static_cast<uint32_t>(kSlotBytes);
+  setup.no_inline = domain.no_inline;
   setup.endpoint = endpoint.name();
   return encodeSetup(setup);
 }

@@ -49,6 +49,12 @@ Status Core::start() {
                                                 &send_arena_mr_));
     recv_arena_desc_ = fi_mr_desc(recv_arena_mr_.get());
     send_arena_desc_ = fi_mr_desc(send_arena_mr_.get());
+    if (domain.rma_read) {
+      TALLY_RETURN_IF_ERROR(domain.registerMemory(flush_scratch_, sizeof(flush_scratch_),
+                                                  MemoryType::kHost, endpoint_->ep(),
+                                                  &flush_scratch_mr_));
+      flush_scratch_desc_ = fi_mr_desc(flush_scratch_mr_.get());
+    }
   }
   recv_pieces_ = std::make_unique<Piece[]>(control_slots_);
   arrived_length_.assign(control_slots_, SIZE_MAX);
@@ -124,10 +130,61 @@ Status Core::irecv(int n, void* const* data, const size_t* sizes, const int* tag
   return submit(std::move(op), req);
 }
 
+Status Core::iflush(int n, void* const* data, const size_t* sizes, MemoryRegion* const* mrs,
+                    std::unique_ptr<Request>* req) {
+  *req = nullptr;
+  const Domain& domain = *endpoint_->domain();
+  if (!domain.rma_read || n < 1 || n > kMaxRecvs || mrs == nullptr) return Status::ok();
+  auto op = newOp();
+  op->is_flush = true;
+  auto pieces = std::make_unique<Piece[]>(static_cast<size_t>(n));
+  int count = 0;
+  for (int i = 0; i < n; ++i) {
+    const auto* region = dynamic_cast<const OfiMemoryRegion*>(mrs[i]);
+    if (mrs[i] == nullptr || sizes[i] == 0) continue;
+    const auto* bytes = static_cast<const uint8_t*>(data[i]);
+    if (region == nullptr || region->mr == nullptr || region->domain.get() != &domain ||
+        bytes < region->base || bytes - region->base >= static_cast<ptrdiff_t>(region->size)) {
+      return Status::internal("iflush: buffer " + std::to_string(i) +
+                              " is not inside the ofi registration given with it");
+    }
+    const size_t length = std::min<size_t>({sizes[i], 4, region->size - (bytes - region->base)});
+    Piece& piece = pieces[count++];
+    piece.kind = Piece::kFlushRead;
+    piece.op = op.get();
+    piece.buffer = flush_scratch_ + 8 * i;
+    piece.length = length;
+    piece.desc = flush_scratch_desc_;
+    piece.remote_addr = (domain.mr_mode & FI_MR_VIRT_ADDR) != 0
+                            ? reinterpret_cast<uintptr_t>(bytes)
+                            : static_cast<uint64_t>(bytes - region->base);
+    piece.key = fi_mr_key(region->mr.get());
+  }
+  if (count == 0) return Status::ok();
+  op->n = count;
+  op->matched = count;  // a flush has nothing to match: done when its reads are
+  op->chunks[0] = std::move(pieces);
+  return submit(std::move(op), req);
+}
+
+Status Core::registerDmaBuf(void* /*data*/, size_t size, int fd, uint64_t /*offset*/,
+                            std::unique_ptr<MemoryRegion>* /*mr*/) {
+  return Status::invalidUsage("ofi provider " + endpoint_->domain()->provider +
+                              " connection to peer " + params_.peer + ": registering " +
+                              std::to_string(size) + " bytes of dma-buf fd " + std::to_string(fd) +
+                              " is not supported by Tally's ofi transport (use regMr)");
+}
+
 Status Core::submit(std::shared_ptr<Op> op, std::unique_ptr<Request>* req) {
   auto request = std::make_unique<OfiRequest>(shared_from_this(), op);
   std::lock_guard<std::mutex> lock(mu_);
   if (failed_) return error_;
+  if (op->is_flush) {
+    new_ops_.push_back(std::move(op));
+    wake();
+    *req = std::move(request);
+    return Status::ok();
+  }
   int& in_flight = op->is_send ? sends_in_flight_ : recvs_in_flight_;
   if (in_flight >= params_.max_requests) {
     *req = nullptr;
@@ -148,47 +205,13 @@ Status Core::registerMemory(void* data, size_t size, MemoryType type,
   region->base = static_cast<const uint8_t*>(data);
   region->size = size;
   region->ep = endpoint_->ep();
+  region->type = type;
   if (size > 0) {
     TALLY_RETURN_IF_ERROR(
         region->domain->registerMemory(data, size, type, endpoint_->ep(), &region->mr));
     region->desc = fi_mr_desc(region->mr.get());
   }
   *mr = std::move(region);
-  return Status::ok();
-}
-
-void Core::copySizesLocked(const Op& op, size_t* sizes) const {
-  if (sizes == nullptr) return;
-  if (op.is_send) {
-    sizes[0] = op.size;
-  } else {
-    for (int i = 0; i < op.n; ++i) sizes[i] = op.received[i];
-  }
-}
-
-Status Core::test(const Op& op, bool* done, size_t* sizes) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (op.done) {
-    copySizesLocked(op, sizes);
-    *done = true;
-    return Status::ok();
-  }
-  if (failed_) return error_;
-  *done = false;
-  return Status::ok();
-}
-
-Status Core::wait(const Op& op, int64_t timeout_ms, size_t* sizes) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto finished = [&] { return op.done || failed_; };
-  if (timeout_ms < 0) {
-    done_cv_.wait(lock, finished);
-  } else if (!done_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), finished)) {
-    return Status::timeout("request to peer " + params_.peer + " still pending after " +
-                           std::to_string(timeout_ms) + " ms");
-  }
-  if (!op.done) return error_;
-  copySizesLocked(op, sizes);
   return Status::ok();
 }
 
@@ -275,15 +298,21 @@ Status makeConnection(std::unique_ptr<Endpoint> endpoint, std::unique_ptr<side::
   params.io_timeout_ms = io_timeout_ms;
   params.chunk_bytes = std::min<uint64_t>(domain.max_chunk, peer.max_chunk);
   params.slot_bytes = kSlotBytes;
-  params.inline_bytes = std::min<size_t>(kSlotBytes, peer.slot_bytes) - kHeaderBytes;
+  // A payload inline in the control message is copied by the helper thread, which CUDA memory
+  // does not allow: none where either side's buffers may be CUDA memory.
+  params.inline_bytes = domain.no_inline || peer.no_inline
+                            ? 0
+                            : std::min<size_t>(kSlotBytes, peer.slot_bytes) - kHeaderBytes;
   auto core = std::make_shared<Core>(std::move(endpoint), std::move(side), params);
   Status status = core->start();
   if (!status.isOk()) {
     core->close();
     return status;
   }
-  TALLY_INFO(log::kNet, "ofi: connection to peer %s on %s domain %s", params.peer.c_str(),
-             domain.provider.c_str(), domain.name.c_str());
+  TALLY_INFO(log::kNet,
+             "ofi: connection to peer %s on %s domain %s (payloads inline up to %zu bytes)",
+             params.peer.c_str(), domain.provider.c_str(), domain.name.c_str(),
+             params.inline_bytes);
   *out = std::make_unique<OfiConnection>(std::move(core));
   return Status::ok();
 }

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "transport/core_adapters.h"
 #include "transport/ofi/endpoint.h"
 #include "transport/ofi/wire.h"
 #include "transport/side_channel.h"
@@ -52,19 +53,23 @@ struct Op;
 // in the connection's control slots) until the operation completes or the endpoint is closed.
 struct Piece {
   fi_context2 context;  // first member: the completion's op_context points here
-  enum Kind : uint8_t { kControlRecv, kControlSend, kChunkSend, kChunkRecv } kind = kChunkSend;
+  enum Kind : uint8_t { kControlRecv, kControlSend, kChunkSend, kChunkRecv, kFlushRead };
+  Kind kind = kChunkSend;
   Op* op = nullptr;
   uint32_t slot = 0;  // control slot; for chunks, the receive buffer index
   void* buffer = nullptr;
   size_t length = 0;
   void* desc = nullptr;
   uint64_t tag = 0;
+  uint64_t remote_addr = 0;  // kFlushRead: the address (or offset) and key read from
+  uint64_t key = 0;
 };
 
 // One isend or irecv. Fields set before the Op is queued are read-only afterwards; the helper
 // thread owns the rest, except `done` and the error, which mu_ guards.
 struct Op {
   bool is_send = false;
+  bool is_flush = false;  // iflush's read-backs: one kFlushRead piece per buffer, in chunks[0]
   int n = 1;
   // Send.
   uint64_t seq = 0;
@@ -127,8 +132,14 @@ class Core : public std::enable_shared_from_this<Core> {
                MemoryRegion* const* mrs, std::unique_ptr<Request>* req);
   Status registerMemory(void* data, size_t size, MemoryType type,
                         std::unique_ptr<MemoryRegion>* mr);
-  Status test(const Op& op, bool* done, size_t* sizes);
-  Status wait(const Op& op, int64_t timeout_ms, size_t* sizes);
+  Status registerDmaBuf(void* data, size_t size, int fd, uint64_t offset,
+                        std::unique_ptr<MemoryRegion>* mr);
+  // Reads a few bytes back from each buffer with a region, through this endpoint's own address
+  // (Domain::rma_read); nullptr when the domain cannot read.
+  Status iflush(int n, void* const* data, const size_t* sizes, MemoryRegion* const* mrs,
+                std::unique_ptr<Request>* req);
+  // What its requests (CoreRequest) test and wait under.
+  RequestSync<Op> sync() { return {mu_, done_cv_, failed_, error_, params_.peer, &Op::size}; }
   void close();
   const std::string& peer() const { return params_.peer; }
 
@@ -143,7 +154,6 @@ class Core : public std::enable_shared_from_this<Core> {
   // Caller side (core.cc).
   Status describe(void* data, size_t size, MemoryRegion* mr, Op* op, int index);
   Status submit(std::shared_ptr<Op> op, std::unique_ptr<Request>* req);
-  void copySizesLocked(const Op& op, size_t* sizes) const;
   void wake();
   // Makes `status` the sticky error (first wins), wakes every waiter and drops the side
   // channel so the peer learns. `quiet`: INFO instead of WARN (an orderly end).
@@ -154,6 +164,7 @@ class Core : public std::enable_shared_from_this<Core> {
   bool progressOnce();
   void takeNewOps(std::deque<std::shared_ptr<Op>>* ops);
   void queueSend(const std::shared_ptr<Op>& op);
+  void queueFlush(const std::shared_ptr<Op>& op);
   bool postQueued();
   bool drainCompletions();
   void handleCompletion(Piece* piece, size_t length);
@@ -200,6 +211,10 @@ class Core : public std::enable_shared_from_this<Core> {
   FidPtr<fid_mr> send_arena_mr_;
   void* recv_arena_desc_ = nullptr;
   void* send_arena_desc_ = nullptr;
+  // Where iflush's reads land (their bytes are not used); registered where reads need it.
+  uint8_t flush_scratch_[kMaxRecvs * 8] = {};
+  FidPtr<fid_mr> flush_scratch_mr_;
+  void* flush_scratch_desc_ = nullptr;
   std::unique_ptr<Piece[]> recv_pieces_;  // one per receive slot
   std::vector<size_t> arrived_length_;    // per receive slot; SIZE_MAX: not arrived
   std::unique_ptr<Piece[]> send_pieces_;  // one per send slot

@@ -40,7 +40,7 @@ Status Endpoint::open(std::shared_ptr<Domain> domain, size_t queue_depth,
   fi_av_attr av_attr{};
   av_attr.type =
       d.info->domain_attr->av_type != FI_AV_UNSPEC ? d.info->domain_attr->av_type : FI_AV_TABLE;
-  av_attr.count = 1;
+  av_attr.count = 2;  // the peer, and this endpoint itself for iflush's read-back
   fid_av* av = nullptr;
   int ret = fi_av_open(d.domain.get(), &av_attr, &av, nullptr);
   if (ret != 0) return Status::internal(d.errorText("fi_av_open", ret));
@@ -67,6 +67,13 @@ Status Endpoint::open(std::shared_ptr<Domain> domain, size_t queue_depth,
   ret = fi_getname(&ep->fid, endpoint->name_.data(), &length);
   if (ret != 0) return Status::internal(d.errorText("fi_getname", ret));
   endpoint->name_.resize(length);
+  if (d.rma_read) {
+    ret = fi_av_insert(av, endpoint->name_.data(), 1, &endpoint->self_, 0, nullptr);
+    if (ret != 1) {
+      return Status::internal(d.errorText("fi_av_insert", ret < 0 ? ret : -FI_EINVAL) +
+                              " of the endpoint's own name");
+    }
+  }
   *out = std::move(endpoint);
   return Status::ok();
 }

@@ -43,6 +43,9 @@ class Endpoint {
   // The queue's file descriptor to poll() on, -1 when the provider has none.
   int waitFd() const { return wait_fd_; }
   fi_addr_t peer() const { return peer_; }
+  // This endpoint's own address, for RMA reads of local memory; FI_ADDR_UNSPEC without
+  // Domain::rma_read.
+  fi_addr_t self() const { return self_; }
   const std::vector<uint8_t>& name() const { return name_; }
 
  private:
@@ -52,6 +55,7 @@ class Endpoint {
   FidPtr<fid_ep> ep_;  // declared last: closed first
   int wait_fd_ = -1;
   fi_addr_t peer_ = FI_ADDR_UNSPEC;
+  fi_addr_t self_ = FI_ADDR_UNSPEC;
   std::vector<uint8_t> name_;
 };
 

@@ -63,12 +63,14 @@ std::string realPath(const std::string& path) {
   return resolved;
 }
 
-// fi_getinfo for reliable tagged messaging, with FI_HMEM when `hmem`. No match: success with an
-// empty list.
-Status queryInfo(const FabricApi* api, const OfiOptions& options, bool hmem, InfoPtr* out) {
+// fi_getinfo for reliable tagged messaging, with FI_HMEM when `hmem` and RMA reads when `rma`
+// (the read-back of iflush). No match: success with an empty list.
+Status queryInfo(const FabricApi* api, const OfiOptions& options, bool hmem, bool rma,
+                 InfoPtr* out) {
   InfoPtr hints(api->dupinfo(nullptr), InfoDeleter{api});
   if (!hints) return Status::internal("fi_dupinfo could not allocate hints");
-  hints->caps = FI_TAGGED | FI_MSG | (hmem ? FI_HMEM : 0);
+  hints->caps = FI_TAGGED | FI_MSG | (hmem ? FI_HMEM : 0) |
+                (rma ? FI_RMA | FI_READ | FI_REMOTE_READ : 0);
   // Tally gives every operation its own fi_context2, so either context mode is fine.
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->ep_attr->type = FI_EP_RDM;
@@ -87,8 +89,8 @@ Status queryInfo(const FabricApi* api, const OfiOptions& options, bool hmem, Inf
   return Status::ok();
 }
 
-Status openOne(const FabricApi* api, const fi_info& chosen, bool hmem, const OfiOptions& options,
-               std::shared_ptr<Domain>* out) {
+Status openOne(const FabricApi* api, const fi_info& chosen, bool hmem, bool rma,
+               const OfiOptions& options, std::shared_ptr<Domain>* out) {
   auto domain = std::make_shared<Domain>();
   domain->api = api;
   domain->info = InfoPtr(api->dupinfo(&chosen), InfoDeleter{api});
@@ -99,7 +101,9 @@ Status openOne(const FabricApi* api, const fi_info& chosen, bool hmem, const Ofi
   domain->address = numericAddress(*info);
   domain->mr_mode = info->domain_attr->mr_mode;
   domain->hmem = hmem && (info->caps & FI_HMEM) != 0;
+  domain->rma_read = rma && (info->caps & FI_RMA) != 0 && (info->caps & FI_READ) != 0;
   domain->force_local_mr = options.force_local_mr;
+  domain->no_inline = domain->hmem || options.no_inline;
   const uint64_t provider_max = info->ep_attr->max_msg_size;
   domain->max_chunk = options.max_chunk_bytes > 0 ? options.max_chunk_bytes : kDefaultMaxChunk;
   if (provider_max > 0 && provider_max < domain->max_chunk) domain->max_chunk = provider_max;
@@ -140,7 +144,8 @@ Status Domain::registerMemory(void* data, size_t size, MemoryType type, fid_ep* 
   fi_mr_attr attr{};
   attr.mr_iov = &iov;
   attr.iov_count = 1;
-  attr.access = FI_SEND | FI_RECV;
+  // With RMA reads on, any buffer may be read back (iflush) or be the read's landing place.
+  attr.access = FI_SEND | FI_RECV | (rma_read ? FI_READ | FI_REMOTE_READ : 0);
   attr.requested_key = (mr_mode & FI_MR_PROV_KEY) ? 0 : next_key_.fetch_add(1);
   // Which CUDA device is not known here; providers with FI_HMEM look the pointer up themselves.
   attr.iface = type == MemoryType::kCuda ? FI_HMEM_CUDA : FI_HMEM_SYSTEM;
@@ -164,11 +169,15 @@ Status Domain::registerMemory(void* data, size_t size, MemoryType type, fid_ep* 
 Status openDomains(const FabricApi* api, const OfiOptions& options,
                    std::vector<std::shared_ptr<Domain>>* out) {
   InfoPtr list(nullptr, InfoDeleter{api});
+  // CUDA memory needs FI_HMEM for the data and RMA reads for iflush's read-back (GPUs before
+  // Hopper): a provider with FI_HMEM but no reads is used for host memory only.
   bool hmem = true;
-  TALLY_RETURN_IF_ERROR(queryInfo(api, options, /*hmem=*/true, &list));
+  bool rma = true;
+  TALLY_RETURN_IF_ERROR(queryInfo(api, options, /*hmem=*/true, /*rma=*/true, &list));
   if (!list) {
     hmem = false;
-    TALLY_RETURN_IF_ERROR(queryInfo(api, options, /*hmem=*/false, &list));
+    rma = options.read_back;
+    TALLY_RETURN_IF_ERROR(queryInfo(api, options, /*hmem=*/false, rma, &list));
   }
   if (!list) {
     return Status::invalidUsage(
@@ -210,7 +219,7 @@ Status openDomains(const FabricApi* api, const OfiOptions& options,
   std::vector<std::shared_ptr<Domain>> domains;
   for (const fi_info* info : picked) {
     std::shared_ptr<Domain> domain;
-    TALLY_RETURN_IF_ERROR(openOne(api, *info, hmem, options, &domain));
+    TALLY_RETURN_IF_ERROR(openOne(api, *info, hmem, rma, options, &domain));
     domains.push_back(std::move(domain));
   }
   TALLY_INFO(log::kNet | log::kInit,
@@ -243,6 +252,7 @@ DeviceProperties domainProperties(const Domain& domain) {
   }
   if (properties.speed_mbps <= 0) properties.speed_mbps = tcp::linkSpeedMbps(domain.name);
   if (properties.speed_mbps <= 0) properties.speed_mbps = kDefaultSpeedMbps;
+  properties.cuda_memory = domain.hmem && domain.rma_read;
   return properties;
 }
 

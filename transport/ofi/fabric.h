@@ -52,12 +52,15 @@ class Domain {
   std::string address;   // the numeric IP of its source address, "" when not IP
   uint64_t mr_mode = 0;  // what the provider asks of registrations
   bool hmem = false;     // the provider can send device (CUDA) memory
+  bool rma_read = false;  // the provider reads remote memory (FI_RMA, FI_READ): iflush
   bool force_local_mr = false;
+  // No payload inline in control messages (hmem: buffers may be CUDA memory, never copied).
+  bool no_inline = false;
   uint64_t max_chunk = 0;  // largest payload chunk this side sends or receives
 
   // Whether buffers must be registered before a send or receive (FI_MR_LOCAL, or forced).
   bool needsLocalRegistration() const { return force_local_mr || (mr_mode & FI_MR_LOCAL) != 0; }
-  // Registers [data, data+size) for sends and receives. `ep`: the endpoint to bind to under
+  // Registers [data, data+size) for sends and receives (and RMA reads where rma_read). `ep`: the endpoint to bind to under
   // FI_MR_ENDPOINT (may be null otherwise). On error *out is untouched.
   Status registerMemory(void* data, size_t size, MemoryType type, fid_ep* ep,
                         FidPtr<fid_mr>* out) const;

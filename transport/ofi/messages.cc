@@ -8,6 +8,11 @@
 
 namespace tally::transport::ofi {
 
+void Core::queueFlush(const std::shared_ptr<Op>& op) {
+  op->outstanding = static_cast<uint64_t>(op->n);
+  for (int i = 0; i < op->n; ++i) to_post_.push_back(&op->chunks[0][i]);
+}
+
 void Core::queueSend(const std::shared_ptr<Op>& op) {
   if (free_send_slots_.empty()) {
     // submit() caps sends in flight at max_requests, the number of slots.

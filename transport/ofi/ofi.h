@@ -42,6 +42,11 @@ struct OfiOptions {
   // Tests: register every unregistered buffer, as providers asking for FI_MR_LOCAL require,
   // even when the provider does not ask.
   bool force_local_mr = false;
+  // Tests: ask for RMA reads (FI_RMA) even from a provider without FI_HMEM, so that
+  // Connection::iflush's read-back runs on loopback.
+  bool read_back = false;
+  // Tests: carry no payload inline in control messages, as a provider with FI_HMEM does.
+  bool no_inline = false;
 };
 
 // Loads libfabric, picks the provider and opens a domain per device. Logs (INFO) the provider

@@ -2,6 +2,7 @@
 // the I/O timeout. core.h describes the design.
 #include <poll.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <unistd.h>
 
@@ -46,6 +47,8 @@ void Core::run() {
       track(op);
       if (op->is_send) {
         queueSend(op);
+      } else if (op->is_flush) {
+        queueFlush(op);
       } else {
         posted_recvs_.push_back(std::move(op));
       }
@@ -121,14 +124,21 @@ bool Core::postQueued() {
   while (!to_post_.empty()) {
     Piece* p = to_post_.front();
     const bool send = p->kind == Piece::kControlSend || p->kind == Piece::kChunkSend;
-    const ssize_t ret =
-        send ? fi_tsend(ep, p->buffer, p->length, p->desc, endpoint_->peer(), p->tag, &p->context)
-             : fi_trecv(ep, p->buffer, p->length, p->desc, FI_ADDR_UNSPEC, p->tag, 0, &p->context);
+    const bool read = p->kind == Piece::kFlushRead;
+    ssize_t ret = 0;
+    if (read) {
+      ret = fi_read(ep, p->buffer, p->length, p->desc, endpoint_->self(), p->remote_addr, p->key,
+                    &p->context);
+    } else if (send) {
+      ret = fi_tsend(ep, p->buffer, p->length, p->desc, endpoint_->peer(), p->tag, &p->context);
+    } else {
+      ret = fi_trecv(ep, p->buffer, p->length, p->desc, FI_ADDR_UNSPEC, p->tag, 0, &p->context);
+    }
     if (ret == -FI_EAGAIN) break;  // the queue is full: completions first
     if (ret != 0) {
-      fail(Status::system(
-          endpoint_->domain()->errorText(send ? "fi_tsend" : "fi_trecv", static_cast<int>(ret)) +
-          " (peer " + params_.peer + ")"));
+      const char* call = read ? "fi_read" : send ? "fi_tsend" : "fi_trecv";
+      fail(Status::system(endpoint_->domain()->errorText(call, static_cast<int>(ret)) +
+                          " (peer " + params_.peer + ")"));
       return false;
     }
     to_post_.pop_front();
@@ -191,6 +201,7 @@ void Core::handleCompletion(Piece* piece, size_t length) {
       free_send_slots_.push_back(piece->slot);
       return finishPiece(piece->op, -1);
     case Piece::kChunkSend:
+    case Piece::kFlushRead:
       return finishPiece(piece->op, -1);
     case Piece::kChunkRecv:
       if (length != piece->length) {
@@ -215,7 +226,7 @@ void Core::completeOp(Op* op) {
     op->done = true;
     if (op->is_send) {
       --sends_in_flight_;
-    } else {
+    } else if (!op->is_flush) {
       --recvs_in_flight_;
     }
     done_cv_.notify_all();
@@ -273,6 +284,10 @@ void Core::checkTimeouts() {
     if (msSince(op->last_progress, now) < params_.io_timeout_ms) continue;
     const std::string limit = " within the I/O timeout (TALLY_TIMEOUT_MS, " +
                               std::to_string(params_.io_timeout_ms) + " ms)";
+    if (op->is_flush) {
+      return fail(Status::timeout("ofi read-back (iflush) on the connection to peer " +
+                                  params_.peer + " did not complete" + limit));
+    }
     if (op->is_send) {
       return fail(Status::timeout("peer " + params_.peer + " took none of a " +
                                   std::to_string(op->size) + "-byte message" + limit +

@@ -73,6 +73,7 @@ std::vector<uint8_t> encodeSetup(const SetupMessage& setup) {
   put(&out, setup.provider.size(), 2);
   put(&out, setup.max_chunk, 8);
   put(&out, setup.slot_bytes, 4);
+  put(&out, setup.no_inline ? 1 : 0, 1);
   put(&out, setup.endpoint.size(), 2);
   out.insert(out.end(), setup.provider.begin(), setup.provider.end());
   out.insert(out.end(), setup.endpoint.begin(), setup.endpoint.end());
@@ -87,10 +88,12 @@ Status decodeSetup(const std::vector<uint8_t>& bytes, const std::string& peer, S
   SetupMessage setup;
   setup.max_chunk = reader.get(8);
   setup.slot_bytes = static_cast<uint32_t>(reader.get(4));
+  const uint64_t no_inline = reader.get(1);
+  setup.no_inline = no_inline == 1;
   const size_t endpoint_length = reader.get(2);
   const uint8_t* provider = reader.raw(provider_length);
   const uint8_t* endpoint = reader.raw(endpoint_length);
-  if (!reader.ok() || !reader.atEnd() || magic != kSetupMagic) {
+  if (!reader.ok() || !reader.atEnd() || magic != kSetupMagic || no_inline > 1) {
     return Status::remote("peer " + peer + " sent a malformed ofi setup (" +
                           std::to_string(bytes.size()) + " bytes)");
   }

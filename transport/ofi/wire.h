@@ -41,7 +41,7 @@ inline constexpr uint64_t kMaxChunks = 1ull << kChunkBits;
 
 inline constexpr uint32_t kHeaderMagic = 0x46796c54u;  // "TlyF"
 inline constexpr uint32_t kSetupMagic = 0x4f796c54u;   // "TlyO"
-inline constexpr uint16_t kWireVersion = 1;
+inline constexpr uint16_t kWireVersion = 2;
 inline constexpr size_t kHeaderBytes = 24;
 inline constexpr uint32_t kInline = 1;
 
@@ -65,6 +65,9 @@ struct SetupMessage {
   std::string provider;
   uint64_t max_chunk = 0;
   uint32_t slot_bytes = 0;
+  // This side takes no payload inline: its receive buffers may be CUDA memory (FI_HMEM), which
+  // the helper thread cannot copy into. The peer then sends every payload as chunks.
+  bool no_inline = false;
   std::vector<uint8_t> endpoint;  // fi_getname bytes
 };
 

@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "common/small_pool.h"
+#include "transport/core_adapters.h"
 #include "transport/tcp/socket.h"
 #include "transport/tcp/wire.h"
 
@@ -168,8 +169,8 @@ class Core : public std::enable_shared_from_this<Core> {
   Status isend(const void* data, size_t size, int tag, std::unique_ptr<Request>* req);
   Status irecv(int n, void* const* data, const size_t* sizes, const int* tags,
                std::unique_ptr<Request>* req);
-  Status test(const Op& op, bool* done, size_t* sizes);
-  Status wait(const Op& op, int64_t timeout_ms, size_t* sizes);
+  // What its requests (CoreRequest) test and wait under.
+  RequestSync<Op> sync() { return {mu_, done_cv_, failed_, error_, peer_, &Op::send_size}; }
   void close();
   const std::string& peer() const { return peer_; }
 
@@ -184,7 +185,6 @@ class Core : public std::enable_shared_from_this<Core> {
   void failLocked(Status status);
   void finishStripeLocked(Op& op);
   void completeLocked(Op& op);
-  void copySizesLocked(const Op& op, size_t* sizes) const;
   // Lands the early message in `op`; false (the reason in *why) when it has no room for it.
   bool takeEarlyLocked(Op& op, std::string* why);
   // Writes a one-stripe send from the caller's thread when stream 0 is idle and the socket takes
@@ -219,21 +219,7 @@ class Core : public std::enable_shared_from_this<Core> {
   Status error_;
 };
 
-class TcpRequest final : public Request {
- public:
-  TALLY_POOLED_NEW(TcpRequest);
-
-  TcpRequest(std::shared_ptr<Core> core, std::shared_ptr<Op> op)
-      : core_(std::move(core)), op_(std::move(op)) {}
-  Status test(bool* done, size_t* sizes) override { return core_->test(*op_, done, sizes); }
-  Status wait(int64_t timeout_ms, size_t* sizes) override {
-    return core_->wait(*op_, timeout_ms, sizes);
-  }
-
- private:
-  std::shared_ptr<Core> core_;
-  std::shared_ptr<Op> op_;
-};
+using TcpRequest = CoreRequest<Core, Op>;
 
 class TcpMemoryRegion final : public MemoryRegion {};
 
@@ -412,41 +398,6 @@ bool Core::takeEarlyLocked(Op& op, std::string* why) {
   ++op.matched;
   early_present_ = false;
   return true;
-}
-
-void Core::copySizesLocked(const Op& op, size_t* sizes) const {
-  if (sizes == nullptr) return;
-  if (op.is_send) {
-    sizes[0] = op.send_size;
-  } else {
-    for (int i = 0; i < op.n; ++i) sizes[i] = op.received[i];
-  }
-}
-
-Status Core::test(const Op& op, bool* done, size_t* sizes) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (op.done) {
-    copySizesLocked(op, sizes);
-    *done = true;
-    return Status::ok();
-  }
-  if (failed_) return error_;
-  *done = false;
-  return Status::ok();
-}
-
-Status Core::wait(const Op& op, int64_t timeout_ms, size_t* sizes) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto finished = [&] { return op.done || failed_; };
-  if (timeout_ms < 0) {
-    done_cv_.wait(lock, finished);
-  } else if (!done_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), finished)) {
-    return Status::timeout("request to peer " + peer_ + " still pending after " +
-                           std::to_string(timeout_ms) + " ms");
-  }
-  if (!op.done) return error_;
-  copySizesLocked(op, sizes);
-  return Status::ok();
 }
 
 void Core::completeLocked(Op& op) {

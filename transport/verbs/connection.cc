@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <system_error>
 
 #include "common/log.h"
@@ -21,10 +22,32 @@ using VerbsConnection = CoreConnection<Core>;
 
 }  // namespace
 
+VerbsMemoryRegion::VerbsMemoryRegion(RegistrationCache::Pin pin, MemoryType memory_type)
+    : pin_(std::move(pin)) {
+  type = memory_type;
+  if (pin_) {
+    base_ = pin_.base();
+    length_ = pin_.length();
+    lkey_ = pin_.lkey();
+    rkey_ = pin_.rkey();
+  }
+}
+
+VerbsMemoryRegion::VerbsMemoryRegion(std::shared_ptr<DeviceHandles> handles, ibv_mr* mr,
+                                     uint64_t base, uint64_t length)
+    : handles_(std::move(handles)), own_mr_(mr), base_(base), length_(length) {
+  type = MemoryType::kCuda;
+  lkey_ = mr->lkey;
+  rkey_ = mr->rkey;
+}
+
+VerbsMemoryRegion::~VerbsMemoryRegion() {
+  if (own_mr_ != nullptr) handles_->api->dereg_mr(own_mr_);
+}
+
 bool VerbsMemoryRegion::covers(const void* addr, size_t size) const {
-  if (!pin_) return false;
   const uint64_t first = reinterpret_cast<uintptr_t>(addr);
-  return first >= pin_.base() && first + size <= pin_.base() + pin_.length();
+  return length_ > 0 && first >= base_ && first + size <= base_ + length_;
 }
 
 Core::Core(std::unique_ptr<Endpoint> endpoint, std::unique_ptr<side::SideChannel> side,
@@ -62,8 +85,8 @@ Status Core::pin(const void* data, size_t size, MemoryRegion* mr, RegistrationCa
   auto* region = dynamic_cast<VerbsMemoryRegion*>(mr);
   if (region != nullptr && region->covers(data, size)) {
     // The caller keeps the region alive until the request is done (transport.h).
-    *lkey = region->pin().lkey();
-    *rkey = region->pin().rkey();
+    *lkey = region->lkey();
+    *rkey = region->rkey();
     return Status::ok();
   }
   // No region (or one that does not cover the buffer): host memory, through the cache.
@@ -163,43 +186,71 @@ Status Core::registerMemory(void* data, size_t size, MemoryType type,
                             std::unique_ptr<MemoryRegion>* mr) {
   RegistrationCache::Pin pin;
   if (size > 0) TALLY_RETURN_IF_ERROR(device_->cache().acquire(data, size, type, &pin));
-  *mr = std::make_unique<VerbsMemoryRegion>(std::move(pin));
+  *mr = std::make_unique<VerbsMemoryRegion>(std::move(pin), type);
   return Status::ok();
 }
 
-void Core::copySizesLocked(const Op& op, size_t* sizes) const {
-  if (sizes == nullptr) return;
-  if (op.is_send) {
-    sizes[0] = op.send_size;
-  } else {
-    for (int i = 0; i < op.n; ++i) sizes[i] = op.received[i];
+Status Core::registerDmaBuf(void* data, size_t size, int fd, uint64_t offset,
+                            std::unique_ptr<MemoryRegion>* mr) {
+  const DeviceProperties& properties = device_->properties();
+  if (!properties.dmabuf) {
+    return Status::invalidUsage(
+        "registerDmaBuf of " + std::to_string(size) + " bytes (fd " + std::to_string(fd) +
+        ") on peer " + peer_ + ": RDMA device " + properties.name +
+        " cannot register dma-buf memory (" +
+        (device_->api().reg_dmabuf_mr == nullptr
+             ? "libibverbs has no ibv_reg_dmabuf_mr, rdma-core 34+ has"
+             : "the provider or the kernel does not support ibv_reg_dmabuf_mr") +
+        "); use registerMemory with nvidia-peermem loaded");
   }
-}
-
-Status Core::test(const Op& op, bool* done, size_t* sizes) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (op.done) {
-    copySizesLocked(op, sizes);
-    *done = true;
+  if (size == 0) {
+    *mr = std::make_unique<VerbsMemoryRegion>(RegistrationCache::Pin(), MemoryType::kCuda);
     return Status::ok();
   }
-  if (failed_) return error_;
-  *done = false;
+  // The device addresses the region by the buffer's own pointer, as the data path names it.
+  const uint64_t iova = reinterpret_cast<uintptr_t>(data);
+  ibv_mr* raw = nullptr;
+  TALLY_RETURN_IF_ERROR(registerDmaBufRange(*device_->handles(), iova, size, fd, offset, &raw));
+  *mr = std::make_unique<VerbsMemoryRegion>(device_->handles(), raw, iova, size);
   return Status::ok();
 }
 
-Status Core::wait(const Op& op, int64_t timeout_ms, size_t* sizes) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto finished = [&] { return op.done || failed_; };
-  if (timeout_ms < 0) {
-    done_cv_.wait(lock, finished);
-  } else if (!done_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), finished)) {
-    return Status::timeout("request to peer " + peer_ + " still pending after " +
-                           std::to_string(timeout_ms) + " ms");
+Status Core::iflush(int n, void* const* data, const size_t* sizes, MemoryRegion* const* mrs,
+                    std::unique_ptr<Request>* req) {
+  if (n < 1 || n > kMaxRecvs) {
+    return Status::internal("iflush: " + std::to_string(n) + " buffers, expected 1 to " +
+                            std::to_string(kMaxRecvs));
   }
-  if (!op.done) return error_;
-  copySizesLocked(op, sizes);
-  return Status::ok();
+  FlushRead reads[kMaxRecvs];
+  int count = 0;
+  for (int i = 0; i < n && mrs != nullptr; ++i) {
+    const auto* region = dynamic_cast<const VerbsMemoryRegion*>(mrs[i]);
+    if (region == nullptr || region->type != MemoryType::kCuda || sizes[i] == 0) continue;
+    const auto length = static_cast<uint32_t>(std::min<size_t>(sizes[i], kFlushReadBytes));
+    if (!region->covers(data[i], length)) {
+      return Status::internal("iflush: buffer " + std::to_string(i) +
+                              " lies outside the region it was received with");
+    }
+    reads[count++] = {reinterpret_cast<uintptr_t>(data[i]), region->rkey(), length};
+  }
+  if (count == 0) {
+    *req = nullptr;
+    return Status::ok();
+  }
+  std::shared_ptr<FlushQp> flush;
+  {
+    std::lock_guard<std::mutex> flush_lock(flush_mu_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (failed_) return error_;  // closed, too
+    }
+    if (!flush_) {
+      TALLY_RETURN_IF_ERROR(FlushQp::create(device_, max_requests_ * kMaxRecvs,
+                                            options_.io_timeout_ms, peer_, &flush_));
+    }
+    flush = flush_;
+  }
+  return flush->post(count, reads, req);
 }
 
 void Core::close() {
@@ -226,6 +277,10 @@ void Core::close() {
   // Queue pairs go first: once they are destroyed the device writes no user memory.
   if (endpoint) endpoint->toError();
   endpoint.reset();
+  {
+    std::lock_guard<std::mutex> flush_lock(flush_mu_);
+    if (flush_) flush_->close();
+  }
   if (side_) {
     std::vector<uint8_t> farewell(8);
     for (int i = 0; i < 8; ++i) farewell[i] = static_cast<uint8_t>(delivered >> (8 * i));

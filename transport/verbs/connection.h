@@ -36,6 +36,13 @@
 //   chunks completed here, so a message sent just before close still arrives, then fails every
 //   pending request with kRemote. A failure found here (a bad completion, garbage from the peer)
 //   closes the side channel at once, so the peer learns of it within 20 ms.
+//
+// GPU memory
+//   kCuda memory is registered like host memory (ibv_reg_mr through nvidia-peermem) or, given a
+//   dma-buf fd, with ibv_reg_dmabuf_mr into a region of its own; both also allow remote read.
+//   iflush reads a few bytes back from each kCuda buffer of a completed receive through a queue
+//   pair connected to itself (FlushQp, flush.h), so the GPU sees the bytes before a kernel
+//   reads them. DeviceProperties::cuda_memory and ::dmabuf say which ways work (context.h).
 #pragma once
 
 #include <memory>
@@ -44,6 +51,7 @@
 #include "common/status.h"
 #include "transport/side_channel.h"
 #include "transport/transport.h"
+#include "transport/verbs/context.h"
 #include "transport/verbs/endpoint.h"
 #include "transport/verbs/verbs.h"
 
@@ -55,16 +63,32 @@ Status makeConnection(std::unique_ptr<Endpoint> endpoint, std::unique_ptr<side::
                       const std::string& peer, const VerbsOptions& options,
                       std::unique_ptr<Connection>* out);
 
-// The MemoryRegion of the verbs backend: a pinned registration-cache entry.
+// The MemoryRegion of the verbs backend: a pinned registration-cache entry (registerMemory), or
+// a dma-buf registration of its own (registerDmaBuf), deregistered with the region. The data path
+// uses either's keys the same way.
 class VerbsMemoryRegion final : public MemoryRegion {
  public:
-  explicit VerbsMemoryRegion(RegistrationCache::Pin pin) : pin_(std::move(pin)) {}
-  const RegistrationCache::Pin& pin() const { return pin_; }
-  // Whether [addr, addr+size) lies inside the registration.
+  VerbsMemoryRegion(RegistrationCache::Pin pin, MemoryType type);
+  // Takes `mr`, which covers [base, base+length) in the device's addressing.
+  VerbsMemoryRegion(std::shared_ptr<DeviceHandles> handles, ibv_mr* mr, uint64_t base,
+                    uint64_t length);
+  ~VerbsMemoryRegion() override;
+  VerbsMemoryRegion(const VerbsMemoryRegion&) = delete;
+  VerbsMemoryRegion& operator=(const VerbsMemoryRegion&) = delete;
+
+  uint32_t lkey() const { return lkey_; }
+  uint32_t rkey() const { return rkey_; }
+  // Whether [addr, addr+size) lies inside the registration (never for an empty one).
   bool covers(const void* addr, size_t size) const;
 
  private:
   RegistrationCache::Pin pin_;
+  std::shared_ptr<DeviceHandles> handles_;  // with own_mr_
+  ibv_mr* own_mr_ = nullptr;
+  uint64_t base_ = 0;
+  uint64_t length_ = 0;
+  uint32_t lkey_ = 0;
+  uint32_t rkey_ = 0;
 };
 
 }  // namespace tally::transport::verbs

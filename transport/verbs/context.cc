@@ -1,5 +1,8 @@
 #include "transport/verbs/context.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -13,29 +16,28 @@ DeviceHandles::~DeviceHandles() {
   if (context != nullptr) api->close_device(context);
 }
 
-// GPU memory: with a peer-memory client loaded (nvidia-peermem, or nv_peer_mem before it), the
-// kernel's ibv_reg_mr path resolves a CUDA device pointer to GPU pages itself, so kCuda takes the
-// same call as host memory. The alternative, ibv_reg_dmabuf_mr, needs a dma-buf file descriptor
-// for the allocation (cuMemGetHandleForAddressRange with CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD) and
-// the offset of the range in it; transport.h's registerMemory carries only a pointer and CUDA is
-// not a dependency below plugin/, so that path needs the fd passed down (NCCL's regMrDmaBuf
-// gives one) before it can be used. The loader already looks the symbol up for that.
+// GPU memory, two ways. With a peer-memory client loaded (nvidia-peermem, or nv_peer_mem before
+// it), the kernel's ibv_reg_mr path resolves a CUDA device pointer to GPU pages itself, so kCuda
+// takes the same call as host memory (registerRange). Without one, the GPU memory is exported as
+// a dma-buf file descriptor (cuMemGetHandleForAddressRange, done above transport/, which knows no
+// CUDA) and registered by fd and offset with ibv_reg_dmabuf_mr (registerDmaBufRange).
 Status registerRange(const DeviceHandles& handles, uint64_t addr, uint64_t length, MemoryType type,
                      Registered* out) {
   const VerbsApi& api = *handles.api;
   void* start = reinterpret_cast<void*>(static_cast<uintptr_t>(addr));
+  const int access = type == MemoryType::kCuda ? kCudaAccessFlags
+                                               : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
   ibv_mr* mr = nullptr;
   int err = 0;
   if (api.reg_mr_iova2 != nullptr) {
     // Relaxed ordering lets PCIe reorder the writes, which GPU memory in particular benefits
     // from; providers that do not support it ignore the optional bit.
-    mr = api.reg_mr_iova2(
-        handles.pd, start, length, addr,
-        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_RELAXED_ORDERING);
+    mr = api.reg_mr_iova2(handles.pd, start, length, addr,
+                          static_cast<unsigned>(access | IBV_ACCESS_RELAXED_ORDERING));
     err = errno;
   }
   if (mr == nullptr) {
-    mr = api.reg_mr(handles.pd, start, length, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    mr = api.reg_mr(handles.pd, start, length, access);
     err = errno;
   }
   if (mr == nullptr) {
@@ -52,10 +54,47 @@ Status registerRange(const DeviceHandles& handles, uint64_t addr, uint64_t lengt
   return Status::ok();
 }
 
+Status registerDmaBufRange(const DeviceHandles& handles, uint64_t iova, uint64_t length, int fd,
+                           uint64_t offset, ibv_mr** out) {
+  const VerbsApi& api = *handles.api;
+  const std::string what = "ibv_reg_dmabuf_mr of " + std::to_string(length) +
+                           " bytes of dma-buf fd " + std::to_string(fd) + " at offset " +
+                           std::to_string(offset);
+  if (api.reg_dmabuf_mr == nullptr) {
+    return Status::invalidUsage(what + ": libibverbs has no ibv_reg_dmabuf_mr (rdma-core 34+)");
+  }
+  errno = 0;
+  ibv_mr* mr = api.reg_dmabuf_mr(handles.pd, offset, length, iova, fd, kCudaAccessFlags);
+  if (mr == nullptr) return Status::fromErrno(what, errno != 0 ? errno : EINVAL);
+  *out = mr;
+  return Status::ok();
+}
+
+bool peerMemoryLoaded(const std::string& sysfs_root) {
+  for (const char* path : {"/kernel/mm/memory_peers/nv_mem/version", "/module/nvidia_peermem",
+                           "/module/nv_peer_mem"}) {
+    if (access((sysfs_root + path).c_str(), F_OK) == 0) return true;
+  }
+  return false;
+}
+
+bool dmabufSupported(const VerbsApi& api, ibv_pd* pd) {
+  if (api.reg_dmabuf_mr == nullptr) return false;
+  // fd -1 is never a dma-buf: a provider and kernel that support the call fail it for the fd
+  // (EBADF); one that does not says so before looking at the fd.
+  errno = 0;
+  ibv_mr* mr = api.reg_dmabuf_mr(pd, 0, 4096, 0, -1, kCudaAccessFlags);
+  if (mr != nullptr) {
+    api.dereg_mr(mr);
+    return true;
+  }
+  return errno != EOPNOTSUPP && errno != EPROTONOSUPPORT;
+}
+
 namespace {
 
-std::string pciPath(const std::string& device) {
-  std::string link = "/sys/class/infiniband/" + device + "/device";
+std::string pciPath(const std::string& sysfs_root, const std::string& device) {
+  std::string link = sysfs_root + "/class/infiniband/" + device + "/device";
   char resolved[PATH_MAX];
   if (realpath(link.c_str(), resolved) == nullptr) return "";
   return resolved;
@@ -131,7 +170,14 @@ Status DeviceContext::open(const VerbsApi* api, const PortRecord& port, const Ve
   ctx->qp_settings_.ack_timeout = options.ack_timeout;
   ctx->qp_settings_.retry_count = options.retry_count;
   ctx->properties_.name = where;
-  ctx->properties_.pci_path = pciPath(port.device);
+  ctx->properties_.pci_path = pciPath(options.sysfs_root, port.device);
+  const bool peer_memory = peerMemoryLoaded(options.sysfs_root);
+  ctx->properties_.dmabuf = dmabufSupported(*api, handles->pd);
+  ctx->properties_.cuda_memory = peer_memory || ctx->properties_.dmabuf;
+  TALLY_INFO(log::kNet | log::kInit,
+             "verbs: device %s GPU memory: %s (peer-memory client %s, dma-buf %s)", where.c_str(),
+             ctx->properties_.cuda_memory ? "yes" : "no", peer_memory ? "loaded" : "not loaded",
+             ctx->properties_.dmabuf ? "supported" : "not supported");
   ctx->properties_.speed_mbps = port.speed_mbps;
   ctx->properties_.guid = ctx->device_attr_.node_guid;
   ctx->options_ = options;
@@ -148,9 +194,9 @@ Status DeviceContext::open(const VerbsApi* api, const PortRecord& port, const Ve
       },
       limits);
   ctx->handles_ = std::move(handles);
-  TALLY_INFO(log::kNet | log::kInit, "verbs: device %s %s MTU %d speed %d Mbps%s%s",
-             where.c_str(), local.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
-             128 << local.mtu, port.speed_mbps, ctx->properties_.pci_path.empty() ? "" : " pci ",
+  TALLY_INFO(log::kNet | log::kInit, "verbs: device %s %s MTU %d speed %d Mbps%s%s", where.c_str(),
+             local.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand", 128 << local.mtu,
+             port.speed_mbps, ctx->properties_.pci_path.empty() ? "" : " pci ",
              ctx->properties_.pci_path.c_str());
   *out = std::move(ctx);
   return Status::ok();

@@ -27,10 +27,32 @@ struct DeviceHandles {
   ~DeviceHandles();
 };
 
-// Registers [addr, addr+length) for local and remote write. kCuda memory goes through plain
-// ibv_reg_mr, which works when a peer-memory client (nvidia-peermem) is loaded; see context.cc.
+// Registers [addr, addr+length) for local and remote write (kCuda: and remote read, which the
+// flush needs). kCuda memory goes through plain ibv_reg_mr, which works when a peer-memory client
+// (nvidia-peermem) is loaded; see context.cc.
 Status registerRange(const DeviceHandles& handles, uint64_t addr, uint64_t length, MemoryType type,
                      Registered* out);
+
+// The access rights of every GPU memory registration: the data path writes into it, the flush
+// reads from it.
+inline constexpr int kCudaAccessFlags =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+// Registers `length` bytes of the dma-buf `fd` from `offset`, addressed by the device as
+// [iova, iova+length), with kCudaAccessFlags. Fails with kInvalidUsage when libibverbs has no
+// ibv_reg_dmabuf_mr, else with the errno of the call (kSystem); *out is untouched then.
+Status registerDmaBufRange(const DeviceHandles& handles, uint64_t iova, uint64_t length, int fd,
+                           uint64_t offset, ibv_mr** out);
+
+// Whether a GPU peer-memory kernel client is loaded: nvidia-peermem (or nv_peer_mem before it)
+// shows in <sysfs_root>/kernel/mm/memory_peers/nv_mem/version, /module/nvidia_peermem or
+// /module/nv_peer_mem.
+bool peerMemoryLoaded(const std::string& sysfs_root);
+
+// Whether ibv_reg_dmabuf_mr works on `pd`: the loader found it and a registration of fd -1 is
+// refused for the fd (EBADF) rather than as unsupported (EOPNOTSUPP, EPROTONOSUPPORT) by the
+// provider or the kernel.
+bool dmabufSupported(const VerbsApi& api, ibv_pd* pd);
 
 class DeviceContext {
  public:

@@ -13,9 +13,11 @@
 #include <vector>
 
 #include "common/small_pool.h"
+#include "transport/core_adapters.h"
 #include "transport/side_channel.h"
 #include "transport/verbs/connection.h"
 #include "transport/verbs/endpoint.h"
+#include "transport/verbs/flush.h"
 #include "transport/verbs/reg_cache.h"
 #include "transport/verbs/wire.h"
 
@@ -93,8 +95,14 @@ class Core : public std::enable_shared_from_this<Core> {
                MemoryRegion* const* mrs, std::unique_ptr<Request>* req);
   Status registerMemory(void* data, size_t size, MemoryType type,
                         std::unique_ptr<MemoryRegion>* mr);
-  Status test(const Op& op, bool* done, size_t* sizes);
-  Status wait(const Op& op, int64_t timeout_ms, size_t* sizes);
+  // ibv_reg_dmabuf_mr, outside the registration cache; the region owns the registration.
+  Status registerDmaBuf(void* data, size_t size, int fd, uint64_t offset,
+                        std::unique_ptr<MemoryRegion>* mr);
+  // Reads back from each kCuda buffer through flush_ (flush.h).
+  Status iflush(int n, void* const* data, const size_t* sizes, MemoryRegion* const* mrs,
+                std::unique_ptr<Request>* req);
+  // What its requests (CoreRequest) test and wait under.
+  RequestSync<Op> sync() { return {mu_, done_cv_, failed_, error_, peer_, &Op::send_size}; }
   void close();
   const std::string& peer() const { return peer_; }
 
@@ -102,7 +110,6 @@ class Core : public std::enable_shared_from_this<Core> {
   // connection.cc
   Status pin(const void* data, size_t size, MemoryRegion* mr, RegistrationCache::Pin* pin,
              uint32_t* lkey, uint32_t* rkey);
-  void copySizesLocked(const Op& op, size_t* sizes) const;
 
   // datapath.cc
   void pollLoop();
@@ -135,6 +142,11 @@ class Core : public std::enable_shared_from_this<Core> {
 
   std::mutex close_mu_;  // serializes close(); taken before mu_
   bool closed_ = false;  // guarded by close_mu_
+
+  // The flush queue pair, made by the first iflush; closed by close(). flush_mu_ is taken before
+  // mu_ (iflush), never while holding it.
+  std::mutex flush_mu_;
+  std::shared_ptr<FlushQp> flush_;  // guarded by flush_mu_
 
   std::mutex mu_;
   std::condition_variable done_cv_;

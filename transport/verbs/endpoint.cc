@@ -3,17 +3,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <random>
 
 namespace tally::transport::verbs {
-namespace {
-
-uint32_t randomPsn() {
-  std::random_device device;
-  return device() & 0xffffffu;
-}
-
-}  // namespace
 
 Status Endpoint::create(std::shared_ptr<DeviceContext> device, int data_qps, int max_requests,
                         std::unique_ptr<Endpoint>* out) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <string>
 
 namespace tally::transport::verbs {
@@ -35,14 +36,14 @@ Status QpStateMachine::expect(State wanted, const char* transition) const {
                           stateName(state_) + " (expected " + stateName(wanted) + ")");
 }
 
-Status QpStateMachine::toInit(const QpEndpoint& local, QpTransition* out) {
+Status QpStateMachine::toInit(const QpEndpoint& local, QpTransition* out, int access) {
   TALLY_RETURN_IF_ERROR(expect(State::kReset, "to INIT"));
   if (local.port == 0) return Status::internal("queue pair on port 0");
   QpTransition t;
   t.attr.qp_state = IBV_QPS_INIT;
   t.attr.pkey_index = settings_.pkey_index;
   t.attr.port_num = local.port;
-  t.attr.qp_access_flags = kQpAccessFlags;
+  t.attr.qp_access_flags = static_cast<unsigned>(access);
   t.mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
   *out = t;
   state_ = State::kInit;
@@ -72,7 +73,8 @@ Status QpStateMachine::toRtr(const QpEndpoint& local, const QpEndpoint& remote, 
   t.attr.path_mtu = std::min(local.mtu, remote.mtu);
   t.attr.dest_qp_num = remote.qp_num;
   t.attr.rq_psn = remote.psn;
-  // Tally never issues RDMA reads or atomics; one is the smallest legal value.
+  // Only the flush queue pair issues RDMA reads (a few bytes each, so one at a time is plenty);
+  // one is the smallest legal value.
   t.attr.max_dest_rd_atomic = 1;
   t.attr.min_rnr_timer = settings_.min_rnr_timer;
   t.attr.ah_attr.port_num = local.port;
@@ -116,6 +118,11 @@ void QpStateMachine::toError(QpTransition* out) {
   t.mask = IBV_QP_STATE;
   *out = t;
   state_ = State::kError;
+}
+
+uint32_t randomPsn() {
+  std::random_device device;
+  return device() & 0xffffffu;
 }
 
 }  // namespace tally::transport::verbs

@@ -61,8 +61,9 @@ class QpStateMachine {
 
   State state() const { return state_; }
 
-  // RESET -> INIT on local.port with the access flags above.
-  Status toInit(const QpEndpoint& local, QpTransition* out);
+  // RESET -> INIT on local.port, allowing the peer `access` (the flags above; the flush queue
+  // pair adds IBV_ACCESS_REMOTE_READ).
+  Status toInit(const QpEndpoint& local, QpTransition* out, int access = kQpAccessFlags);
   // INIT -> RTR towards `remote`. The path MTU is the smaller of both; RoCE (Ethernet link
   // layer) routes by the peer's GID from local.gid_index, InfiniBand by its LID. Fails
   // (kRemote) when the link layers differ or the peer's address is missing.
@@ -80,5 +81,8 @@ class QpStateMachine {
   QpSettings settings_;
   State state_ = State::kReset;
 };
+
+// A random 24-bit starting packet sequence number for a new queue pair.
+uint32_t randomPsn();
 
 }  // namespace tally::transport::verbs

@@ -42,6 +42,9 @@ struct VerbsOptions {
   // them at once. See reg_cache.h on freed memory before raising them.
   size_t reg_cache_entries = 0;
   uint64_t reg_cache_bytes = 0;
+  // Where sysfs is mounted: the NIC's PCI path and whether a GPU peer-memory client is loaded
+  // are read under it. Tests point it at a tree of their own.
+  std::string sysfs_root = "/sys";
 };
 
 // Opens every selected port as one Device and returns the Network over them (listenAt and
