@@ -1,19 +1,13 @@
 // Setting up ofi connections: each end opens its endpoint, the two exchange endpoint names over
 // the side channel, and each inserts the other's into its address vector.
 #include <algorithm>
-#include <chrono>
-#include <deque>
-#include <mutex>
-#include <thread>
 #include <vector>
 
-#include "common/log.h"
 #include "transport/ofi/internal.h"
+#include "transport/setup_listener.h"
 
 namespace tally::transport::ofi {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 size_t queueSize(int max_requests) {
   // Room for the control receives, every send's control message and a chunk per request.
@@ -111,127 +105,43 @@ class OfiPendingConnection final : public PendingConnection {
   Status error_;
 };
 
-// A side connection accepted, its setup under way.
-struct Incoming {
-  std::unique_ptr<Endpoint> endpoint;
-  std::unique_ptr<side::SideSetup> setup;
-};
-
-class OfiListener final : public Listener {
+// A side connection accepted, its setup under way. The endpoint is opened only once the peer's
+// setup is in and names the same provider.
+class OfiAcceptedSetup final : public AcceptedSetup {
  public:
-  OfiListener(std::shared_ptr<Domain> domain, std::unique_ptr<side::SideListener> side,
-              const ConnectHandle& handle, const ConnectContext& context)
-      : domain_(std::move(domain)), side_(std::move(side)), handle_(handle), context_(context) {}
+  OfiAcceptedSetup(std::shared_ptr<Domain> domain, const ConnectContext& context)
+      : domain_(std::move(domain)), context_(context) {}
 
-  const ConnectHandle& handle() const override { return handle_; }
-  std::string address() const override { return side_->address(); }
-
-  // Non-blocking: takes the side connections the kernel has queued, steps every setup under
-  // way, and hands out at most one finished connection per call. A peer whose setup fails is
-  // logged and dropped; the listener carries on.
-  Status accept(std::unique_ptr<Connection>* conn) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    *conn = nullptr;
-    for (;;) {
-      std::unique_ptr<Connection> tcp;
-      TALLY_RETURN_IF_ERROR(side_->accept(&tcp));
-      if (!tcp) break;
-      TALLY_RETURN_IF_ERROR(addIncoming(std::move(tcp)));
-    }
-    stepIncoming();
-    if (!ready_.empty()) {
-      *conn = std::move(ready_.front());
-      ready_.pop_front();
-    }
-    return Status::ok();
-  }
-
-  Status acceptWait(int64_t timeout_ms, std::unique_ptr<Connection>* conn) override {
-    const auto deadline =
-        Clock::now() + std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0));
-    int64_t nap_us = 50;
-    for (;;) {
-      TALLY_RETURN_IF_ERROR(accept(conn));
-      if (*conn) return Status::ok();
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (timeout_ms >= 0 && left <= 0) return Status::ok();
-      bool setting_up = false;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        setting_up = !incoming_.empty();
-      }
-      if (setting_up) {
-        // A setup is a round trip away: short naps, growing to a few milliseconds.
-        std::this_thread::sleep_for(std::chrono::microseconds(nap_us));
-        nap_us = std::min<int64_t>(nap_us * 2, 2000);
-        continue;
-      }
-      nap_us = 50;
-      std::unique_ptr<Connection> tcp;
-      const int64_t wait_ms = timeout_ms < 0 ? 100 : std::min<int64_t>(left, 100);
-      TALLY_RETURN_IF_ERROR(side_->acceptWait(wait_ms, &tcp));
-      if (tcp) {
-        std::lock_guard<std::mutex> lock(mu_);
-        TALLY_RETURN_IF_ERROR(addIncoming(std::move(tcp)));
-      }
-    }
-  }
-
- private:
-  // The endpoint is opened only once the peer's setup is in and names the same provider.
-  Status addIncoming(std::unique_ptr<Connection> tcp) {
-    auto in = std::make_unique<Incoming>();
-    Incoming* slot = in.get();
+  Status start(std::unique_ptr<Connection> tcp) {
     const std::string peer = tcp->peerName();
-    auto reply = [this, slot, peer](const std::vector<uint8_t>& bytes,
-                                    std::vector<uint8_t>* local) -> Status {
+    auto reply = [this, peer](const std::vector<uint8_t>& bytes,
+                              std::vector<uint8_t>* local) -> Status {
       SetupMessage setup;
       TALLY_RETURN_IF_ERROR(decodeSetup(bytes, peer, &setup));
       TALLY_RETURN_IF_ERROR(checkProvider(setup, *domain_, peer));
       TALLY_RETURN_IF_ERROR(
-          Endpoint::open(domain_, queueSize(context_.options.max_requests), &slot->endpoint));
-      *local = localSetup(*domain_, *slot->endpoint);
+          Endpoint::open(domain_, queueSize(context_.options.max_requests), &endpoint_));
+      *local = localSetup(*domain_, *endpoint_);
       return Status::ok();
     };
-    TALLY_RETURN_IF_ERROR(
-        side::SideSetup::accept(std::move(tcp), kBackendName, reply, context_.side, &in->setup));
-    incoming_.push_back(std::move(in));
-    return Status::ok();
+    return side::SideSetup::accept(std::move(tcp), kBackendName, reply, context_.side, &setup_);
   }
 
-  void stepIncoming() {
-    for (size_t i = 0; i < incoming_.size();) {
-      Incoming& in = *incoming_[i];
-      std::unique_ptr<side::SideChannel> channel;
-      Status status = in.setup->step(&channel);
-      if (status.isOk() && !channel) {
-        ++i;
-        continue;
-      }
-      const std::string peer = in.setup->peerName();
-      std::unique_ptr<Connection> conn;
-      if (status.isOk()) {
-        status = finish(std::move(in.endpoint), std::move(channel), context_.options.max_requests,
-                        context_, &conn);
-      }
-      if (status.isOk()) {
-        ready_.push_back(std::move(conn));
-      } else {
-        TALLY_WARN("ofi: listener %s dropped peer %s: %s", side_->address().c_str(),
-                   peer.c_str(), status.toString().c_str());
-      }
-      incoming_.erase(incoming_.begin() + static_cast<long>(i));
-    }
+  Status step(std::unique_ptr<Connection>* conn) override {
+    std::unique_ptr<side::SideChannel> channel;
+    TALLY_RETURN_IF_ERROR(setup_->step(&channel));
+    if (!channel) return Status::ok();
+    return finish(std::move(endpoint_), std::move(channel), context_.options.max_requests,
+                  context_, conn);
   }
 
+  std::string peerName() const override { return setup_->peerName(); }
+
+ private:
   const std::shared_ptr<Domain> domain_;
-  const std::unique_ptr<side::SideListener> side_;
-  const ConnectHandle handle_;
   const ConnectContext context_;
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Incoming>> incoming_;  // stable addresses for the replies
-  std::deque<std::unique_ptr<Connection>> ready_;
+  std::unique_ptr<Endpoint> endpoint_;
+  std::unique_ptr<side::SideSetup> setup_;
 };
 
 }  // namespace
@@ -250,7 +160,14 @@ Status makeListener(std::shared_ptr<Domain> domain, const std::string& host_port
   TALLY_RETURN_IF_ERROR(side::SideListener::listen(host_port, context.side, &side));
   ConnectHandle handle{};
   TALLY_RETURN_IF_ERROR(side::encodeHandle(kHandleMagic, side->address(), &handle));
-  *out = std::make_unique<OfiListener>(std::move(domain), std::move(side), handle, context);
+  auto admit = [domain, context](std::unique_ptr<Connection> tcp,
+                                 std::unique_ptr<AcceptedSetup>* setup) -> Status {
+    auto accepted = std::make_unique<OfiAcceptedSetup>(domain, context);
+    TALLY_RETURN_IF_ERROR(accepted->start(std::move(tcp)));
+    *setup = std::move(accepted);
+    return Status::ok();
+  };
+  *out = std::make_unique<SetupListener>(kBackendName, std::move(side), handle, std::move(admit));
   return Status::ok();
 }
 

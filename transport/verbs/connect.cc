@@ -9,12 +9,11 @@
 // peer running another transport fails with a message that says so.
 #include <chrono>
 #include <cstring>
-#include <deque>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "common/log.h"
+#include "transport/setup_listener.h"
 #include "transport/tcp/tcp.h"
 #include "transport/verbs/connection.h"
 #include "transport/verbs/endpoint.h"
@@ -234,94 +233,16 @@ class VerbsPendingConnection final : public PendingConnection {
   std::unique_ptr<Handshake> handshake_;
 };
 
-class VerbsListener final : public Listener {
+// An accepted peer's Handshake, as the shared listener steps it.
+class VerbsAcceptedSetup final : public AcceptedSetup {
  public:
-  VerbsListener(std::shared_ptr<DeviceContext> device, std::unique_ptr<side::SideListener> side,
-                const ConnectHandle& handle)
-      : device_(std::move(device)), side_(std::move(side)), handle_(handle) {}
-
-  const ConnectHandle& handle() const override { return handle_; }
-  std::string address() const override { return side_->address(); }
-
-  // Non-blocking: takes the TCP connections that came, steps every setup under way, and hands
-  // out at most one finished connection. A failed setup is logged and dropped; the listener
-  // carries on.
-  Status accept(std::unique_ptr<Connection>* conn) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (;;) {
-      std::unique_ptr<Connection> tcp;
-      TALLY_RETURN_IF_ERROR(side_->accept(&tcp));
-      if (!tcp) break;
-      admitLocked(std::move(tcp));
-    }
-    stepAllLocked();
-    *conn = nullptr;
-    if (!ready_.empty()) {
-      *conn = std::move(ready_.front());
-      ready_.pop_front();
-    }
-    return Status::ok();
-  }
-
-  Status acceptWait(int64_t timeout_ms, std::unique_ptr<Connection>* conn) override {
-    const auto deadline =
-        Clock::now() + std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0));
-    *conn = nullptr;
-    for (;;) {
-      TALLY_RETURN_IF_ERROR(accept(conn));
-      if (*conn) return Status::ok();
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (timeout_ms >= 0 && left <= 0) return Status::ok();
-      bool idle = false;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        idle = setups_.empty();
-      }
-      if (idle) {
-        // Nothing under way: sleep in the TCP listener until someone connects.
-        std::unique_ptr<Connection> tcp;
-        TALLY_RETURN_IF_ERROR(
-            side_->acceptWait(timeout_ms < 0 ? 100 : std::min<int64_t>(left, 100), &tcp));
-        std::lock_guard<std::mutex> lock(mu_);
-        if (tcp) admitLocked(std::move(tcp));
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-      }
-    }
-  }
+  explicit VerbsAcceptedSetup(std::unique_ptr<Handshake> handshake)
+      : handshake_(std::move(handshake)) {}
+  Status step(std::unique_ptr<Connection>* conn) override { return handshake_->step(conn); }
+  std::string peerName() const override { return handshake_->peer(); }
 
  private:
-  void admitLocked(std::unique_ptr<Connection> tcp) {
-    auto setup = std::make_unique<Handshake>(device_, device_->options().max_requests);
-    setup->startAccepted(std::move(tcp));
-    setups_.push_back(std::move(setup));
-  }
-
-  void stepAllLocked() {
-    for (size_t i = 0; i < setups_.size();) {
-      std::unique_ptr<Connection> conn;
-      Status status = setups_[i]->step(&conn);
-      if (!status.isOk()) {
-        TALLY_WARN("verbs: setup with peer %s on %s failed: %s",
-                   setups_[i]->peer().c_str(), side_->address().c_str(), status.toString().c_str());
-      } else if (conn) {
-        ready_.push_back(std::move(conn));
-      }
-      if (!status.isOk() || conn) {
-        setups_.erase(setups_.begin() + static_cast<std::ptrdiff_t>(i));
-      } else {
-        ++i;
-      }
-    }
-  }
-
-  const std::shared_ptr<DeviceContext> device_;
-  const std::unique_ptr<side::SideListener> side_;
-  const ConnectHandle handle_;
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Handshake>> setups_;
-  std::deque<std::unique_ptr<Connection>> ready_;
+  std::unique_ptr<Handshake> handshake_;
 };
 
 }  // namespace
@@ -367,7 +288,14 @@ Status makeListener(std::shared_ptr<DeviceContext> device, const std::string& ho
   TALLY_RETURN_IF_ERROR(side::encodeHandle(kHandleMagic, side->address(), &handle));
   TALLY_INFO(log::kNet, "verbs: %s listening on %s", device->properties().name.c_str(),
              side->address().c_str());
-  *out = std::make_unique<VerbsListener>(std::move(device), std::move(side), handle);
+  auto admit = [device](std::unique_ptr<Connection> tcp,
+                        std::unique_ptr<AcceptedSetup>* setup) -> Status {
+    auto handshake = std::make_unique<Handshake>(device, device->options().max_requests);
+    handshake->startAccepted(std::move(tcp));
+    *setup = std::make_unique<VerbsAcceptedSetup>(std::move(handshake));
+    return Status::ok();
+  };
+  *out = std::make_unique<SetupListener>(kBackendName, std::move(side), handle, std::move(admit));
   return Status::ok();
 }
 
