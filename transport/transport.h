@@ -72,8 +72,8 @@ struct DeviceProperties {
   int speed_mbps = 0;     // link speed
   float latency_us = 0;
   uint64_t guid = 0;
-  // Connections can register and carry CUDA device memory (MemoryType::kCuda): verbs with a
-  // peer-memory client or dma-buf, libfabric with FI_HMEM. TCP never can.
+  // registerMemory(kCuda) works, so connections carry CUDA device memory: verbs with a
+  // peer-memory client, libfabric with FI_HMEM and RMA reads. TCP never can.
   bool cuda_memory = false;
   // Connection::registerDmaBuf works (verbs with ibv_reg_dmabuf_mr on a kernel that has it).
   bool dmabuf = false;

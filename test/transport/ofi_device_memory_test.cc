@@ -198,20 +198,6 @@ TEST_F(OfiDeviceMemory, ReadBackAfterCloseFailsInsteadOfHanging) {
   EXPECT_EQ(status.code(), StatusCode::kRemote) << status.toString();
 }
 
-// Without inline payloads every message, even a byte, travels as chunks straight into the
-// receive buffer: what a CUDA buffer needs. Sizes around the old inline limit and empty ones.
-TEST_F(OfiDeviceMemory, EveryPayloadAsChunksWhenInlineIsOff) {
-  Pair pair;
-  if (!openPair(/*read_back=*/false, /*no_inline=*/true, &pair)) return;
-  for (size_t size : {size_t{0}, size_t{1}, size_t{17}, size_t{4000}, size_t{4096},
-                      size_t{65537}}) {
-    SCOPED_TRACE(size);
-    std::vector<uint8_t> got;
-    std::unique_ptr<MemoryRegion> mr;
-    roundTrip(&pair, size, &got, &mr);
-  }
-}
-
 std::mutex g_log_mu;
 std::vector<std::string> g_log;
 void captureSink(log::Level, unsigned long, const char*, int, const char* message) {
@@ -228,6 +214,28 @@ int connectionsWithoutInline() {
              line.find("inline up to 0 bytes") != std::string::npos;
   }
   return count;
+}
+
+// Without inline payloads every message, even a byte, travels as chunks straight into the
+// receive buffer: what a CUDA buffer needs. Sizes around the old inline limit and empty ones.
+TEST_F(OfiDeviceMemory, EveryPayloadAsChunksWhenInlineIsOff) {
+  Pair pair;
+  {
+    std::lock_guard<std::mutex> lock(g_log_mu);
+    g_log.clear();
+  }
+  log::setSink(&captureSink, log::Level::kInfo);
+  const bool opened = openPair(/*read_back=*/false, /*no_inline=*/true, &pair);
+  log::setSink(&log::stderrSink, log::Level::kWarn);
+  if (!opened) return;
+  EXPECT_EQ(connectionsWithoutInline(), 2);
+  for (size_t size : {size_t{0}, size_t{1}, size_t{17}, size_t{4000}, size_t{4096},
+                      size_t{65537}}) {
+    SCOPED_TRACE(size);
+    std::vector<uint8_t> got;
+    std::unique_ptr<MemoryRegion> mr;
+    roundTrip(&pair, size, &got, &mr);
+  }
 }
 
 TEST_F(OfiDeviceMemory, OneSideWithoutInlineTurnsItOffForBoth) {

@@ -99,12 +99,20 @@ TEST(OfiWire, SetupRoundTripsAndRejectsGarbage) {
   setup.no_inline = false;
   ASSERT_TRUE(decodeSetup(encodeSetup(setup), "peer", &back).isOk());
   EXPECT_FALSE(back.no_inline);
+  // A version 1 peer (no no-inline byte): its version is named, not "malformed".
+  std::vector<uint8_t> v1 = encodeSetup(setup);
+  v1.erase(v1.begin() + 4 + 2 + 2 + 8 + 4);
+  v1[4] = 1;
+  v1[5] = 0;
+  Status status = decodeSetup(v1, "peer", &back);
+  EXPECT_NE(status.message().find("wire version 1, this end 2"), std::string::npos)
+      << status.toString();
   std::vector<uint8_t> bad_flag = encodeSetup(setup);
   bad_flag[4 + 2 + 2 + 8 + 4] = 2;  // the no-inline byte is 0 or 1
   EXPECT_FALSE(decodeSetup(bad_flag, "peer", &back).isOk());
 
   std::vector<uint8_t> shorter(bytes.begin(), bytes.end() - 1);
-  Status status = decodeSetup(shorter, "10.0.0.9:1", &back);
+  status = decodeSetup(shorter, "10.0.0.9:1", &back);
   EXPECT_EQ(status.code(), StatusCode::kRemote);
   EXPECT_NE(status.message().find("10.0.0.9:1"), std::string::npos);
   std::vector<uint8_t> longer = bytes;

@@ -85,7 +85,7 @@ TEST(VerbsGpuMemory, PropertiesFollowPeerMemorySysfsAndDmaBufProbe) {
       {"", EOPNOTSUPP, true, false, false},
       {"", EPROTONOSUPPORT, true, false, false},
       {"", 0, false, false, false},
-      {"", 0, true, true, true},
+      {"", 0, true, false, true},  // dma-buf alone: NCCL_PTR_DMABUF, not NCCL_PTR_CUDA
       {"/kernel/mm/memory_peers/nv_mem/version", EOPNOTSUPP, true, true, false},
       {"/module/nvidia_peermem/", EOPNOTSUPP, true, true, false},
       {"/module/nv_peer_mem/", 0, false, true, false},

@@ -184,6 +184,7 @@ void Core::handleError() {
       fi_cq_strerror(endpoint_->cq(), entry.prov_errno, entry.err_data, nullptr, 0);
   const auto* piece = static_cast<const Piece*>(entry.op_context);
   const char* what = piece == nullptr ? "operation"
+                     : piece->kind == Piece::kFlushRead ? "read-back (iflush)"
                      : piece->kind == Piece::kChunkRecv || piece->kind == Piece::kControlRecv
                          ? "receive"
                          : "send";

@@ -84,6 +84,12 @@ Status decodeSetup(const std::vector<uint8_t>& bytes, const std::string& peer, S
   Reader reader(bytes);
   const uint64_t magic = reader.get(4);
   const uint64_t version = reader.get(2);
+  // The version first: another version's setup has other fields, so its length proves nothing.
+  if (reader.ok() && magic == kSetupMagic && version != kWireVersion) {
+    return Status::remote("peer " + peer + " speaks ofi wire version " + std::to_string(version) +
+                          ", this end " + std::to_string(kWireVersion) +
+                          ": run the same Tally version everywhere");
+  }
   const size_t provider_length = reader.get(2);
   SetupMessage setup;
   setup.max_chunk = reader.get(8);
@@ -96,10 +102,6 @@ Status decodeSetup(const std::vector<uint8_t>& bytes, const std::string& peer, S
   if (!reader.ok() || !reader.atEnd() || magic != kSetupMagic || no_inline > 1) {
     return Status::remote("peer " + peer + " sent a malformed ofi setup (" +
                           std::to_string(bytes.size()) + " bytes)");
-  }
-  if (version != kWireVersion) {
-    return Status::remote("peer " + peer + " speaks ofi wire version " + std::to_string(version) +
-                          ", this end " + std::to_string(kWireVersion));
   }
   if (setup.max_chunk == 0 || setup.slot_bytes <= kHeaderBytes) {
     return Status::remote("peer " + peer + " sent an ofi setup with a zero chunk or slot size");

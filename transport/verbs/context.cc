@@ -64,7 +64,8 @@ Status registerDmaBufRange(const DeviceHandles& handles, uint64_t iova, uint64_t
     return Status::invalidUsage(what + ": libibverbs has no ibv_reg_dmabuf_mr (rdma-core 34+)");
   }
   errno = 0;
-  ibv_mr* mr = api.reg_dmabuf_mr(handles.pd, offset, length, iova, fd, kCudaAccessFlags);
+  ibv_mr* mr = api.reg_dmabuf_mr(handles.pd, offset, length, iova, fd,
+                                 kCudaAccessFlags | IBV_ACCESS_RELAXED_ORDERING);
   if (mr == nullptr) return Status::fromErrno(what, errno != 0 ? errno : EINVAL);
   *out = mr;
   return Status::ok();
@@ -173,10 +174,12 @@ Status DeviceContext::open(const VerbsApi* api, const PortRecord& port, const Ve
   ctx->properties_.pci_path = pciPath(options.sysfs_root, port.device);
   const bool peer_memory = peerMemoryLoaded(options.sysfs_root);
   ctx->properties_.dmabuf = dmabufSupported(*api, handles->pd);
-  ctx->properties_.cuda_memory = peer_memory || ctx->properties_.dmabuf;
+  // NCCL_PTR_CUDA means regMr of a device pointer works, which needs peer memory; dma-buf is
+  // its own bit (NCCL uses it only where it can export dma-bufs itself).
+  ctx->properties_.cuda_memory = peer_memory;
   TALLY_INFO(log::kNet | log::kInit,
              "verbs: device %s GPU memory: %s (peer-memory client %s, dma-buf %s)", where.c_str(),
-             ctx->properties_.cuda_memory ? "yes" : "no", peer_memory ? "loaded" : "not loaded",
+             ctx->properties_.cuda_memory || ctx->properties_.dmabuf ? "yes" : "no", peer_memory ? "loaded" : "not loaded",
              ctx->properties_.dmabuf ? "supported" : "not supported");
   ctx->properties_.speed_mbps = port.speed_mbps;
   ctx->properties_.guid = ctx->device_attr_.node_guid;
