@@ -4,9 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "common/params.h"
 #include "plugin/abi/abi.h"
@@ -48,6 +52,56 @@ inline void installLoopbackState() {
   Status st = PluginState::create(paramsFrom(loopbackValues()), &state);
   ASSERT_TRUE(st.isOk()) << st.toString();
   PluginState::installGlobal(std::move(state));
+}
+
+using Clock = std::chrono::steady_clock;
+inline constexpr auto kDeadline = std::chrono::seconds(20);
+
+// Connects a send and a receive comm through table `t` (v11 signatures).
+inline void connectPair(const ncclNet_v11_t& t, void* ctx, void** send, void** recv) {
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  std::memset(handle, 0xab, sizeof(handle));
+  void* listen_comm = nullptr;
+  ASSERT_EQ(t.listen(ctx, 0, handle, &listen_comm), ncclSuccess);
+  ASSERT_NE(listen_comm, nullptr);
+  *send = nullptr;
+  *recv = nullptr;
+  auto start = Clock::now();
+  int calls = 0;
+  while ((*send == nullptr || *recv == nullptr) && Clock::now() - start < kDeadline) {
+    if (*send == nullptr) {
+      ASSERT_EQ(t.connect(ctx, 0, handle, send, nullptr), ncclSuccess);
+    }
+    if (*recv == nullptr) {
+      ASSERT_EQ(t.accept(listen_comm, recv, nullptr), ncclSuccess);
+    }
+    ++calls;
+    if (*send == nullptr || *recv == nullptr)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_NE(*send, nullptr) << "connect did not finish after " << calls << " calls";
+  ASSERT_NE(*recv, nullptr) << "accept did not finish after " << calls << " calls";
+  EXPECT_EQ(t.closeListen(listen_comm), ncclSuccess);
+}
+
+// Polls every request until done; returns false at the deadline.
+inline bool testAll(const std::vector<void*>& requests, std::vector<std::vector<int>>* sizes,
+             int (*test)(void*, int*, int*)) {
+  std::vector<bool> done(requests.size(), false);
+  size_t remaining = requests.size();
+  auto start = Clock::now();
+  while (remaining > 0 && Clock::now() - start < kDeadline) {
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (done[i]) continue;
+      int d = 0;
+      if (test(requests[i], &d, (*sizes)[i].data()) != 0) return false;
+      if (d) {
+        done[i] = true;
+        --remaining;
+      }
+    }
+  }
+  return remaining == 0;
 }
 
 }  // namespace tally::plugin::testing
