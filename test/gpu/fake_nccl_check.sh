@@ -29,6 +29,9 @@ if [[ "${NCCL_NET:-}" == Tally ]]; then
     exit 1
   fi
   say "Assigned NET plugin Tally to comm"
+  # Tally's provider line as on a libfabric without CUDA support.
+  [[ "${TALLY_TRANSPORT:-}" == ofi ]] &&
+    say "NET/Tally : ofi: provider tcp;ofi_rxm (libfabric 1.20; domains lo; no FI_HMEM: host memory only; mr_mode 0x0)"
   say "CollNet 00/0 : $rank [send] via COLLNET/Tally/0"
   say "AllReduce: 4 Bytes -> Algo CollNetChain proto SIMPLE channel{Lo..Hi}={0..0}"
   speed=2.000

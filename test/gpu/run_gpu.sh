@@ -50,6 +50,30 @@ else
   row "NCCL finds plugin 4 ways" FAIL "$(printf '%s; ' "${failed[@]}" | cut -c1-200)"
 fi
 
+# ---- GPUDirect RDMA through Tally's net: CUDA buffers on the ofi transport ------------------
+# A ring all-reduce over Tally's point-to-point net (CollNet off) on libfabric's tcp provider.
+# Tally offers CUDA memory where the provider has FI_HMEM (its provider line says so);
+# NCCL_NET_GDR_LEVEL=SYS lets NCCL use it with the loopback "NIC". NCCL then registers GPU
+# buffers, sends and receives from them and flushes: its channel lines say .../GDRDMA.
+mkdir -p "$RDV/gdr"
+run_ranks gdr 2 "$(budget_for 60)" env "${WORKER_ENV[@]}" NCCL_COLLNET_ENABLE=0 \
+  NCCL_ALGO=allreduce:ring NCCL_NET_GDR_LEVEL=SYS TALLY_TRANSPORT=ofi FI_PROVIDER=tcp "$CHECK" \
+  --rank @RANK@ --nranks 2 --dir "$RDV/gdr" --checks smoke --timeout-s 40
+rc=$?
+gdr_logs=("$OUT"/gdr.rank*.log)
+if grep -q "libfabric.so.1 not found" "${gdr_logs[@]}"; then
+  row "GPUDirect via Tally net (ofi)" SKIP "libfabric is not installed on this machine"
+elif grep -q "no FI_HMEM" "${gdr_logs[@]}"; then
+  row "GPUDirect via Tally net (ofi)" SKIP "libfabric's tcp provider here has no FI_HMEM (built without CUDA)"
+elif ((rc != 0)); then
+  row "GPUDirect via Tally net (ofi)" FAIL "exit $rc$(timed_out $rc)$(rank_error "$OUT/gdr.rank0.log")"
+elif grep -q "/GDRDMA" "${gdr_logs[@]}"; then
+  # shellcheck disable=SC2126  # counted over several files
+  row "GPUDirect via Tally net (ofi)" PASS "$(grep -h "/GDRDMA" "${gdr_logs[@]}" | wc -l) GDRDMA connections via NET/Tally; all-reduce exact"
+else
+  row "GPUDirect via Tally net (ofi)" FAIL "Tally offered CUDA memory, NCCL did not use it: $(grep -h -m1 "GPU Direct RDMA" "${gdr_logs[@]}" | sed 's/^.*NCCL INFO //' | cut -c1-120)"
+fi
+
 # ---- PyTorch DDP: the same training with Tally and with NCCL's Socket net ---------------------
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 if ! torch_info=$(timeout 90 python3 -c 'import torch; assert torch.cuda.is_available(), "no CUDA"; print("torch", torch.__version__, "NCCL", ".".join(map(str, torch.cuda.nccl.version())))' 2>&1); then
