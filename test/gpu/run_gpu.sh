@@ -68,8 +68,9 @@ elif grep -q "no FI_HMEM" "${gdr_logs[@]}"; then
 elif ((rc != 0)); then
   row "GPUDirect via Tally net (ofi)" FAIL "exit $rc$(timed_out $rc)$(rank_error "$OUT/gdr.rank0.log")"
 elif grep -q "/GDRDMA" "${gdr_logs[@]}"; then
+  IFS='|' read -r verdict detail <<<"$(check_verdict gdr smoke 2)"
   # shellcheck disable=SC2126  # counted over several files
-  row "GPUDirect via Tally net (ofi)" PASS "$(grep -h "/GDRDMA" "${gdr_logs[@]}" | wc -l) GDRDMA connections via NET/Tally; all-reduce exact"
+  row "GPUDirect via Tally net (ofi)" "$verdict" "$(grep -h "/GDRDMA" "${gdr_logs[@]}" | wc -l) GDRDMA connections via NET/Tally; $detail"
 else
   row "GPUDirect via Tally net (ofi)" FAIL "Tally offered CUDA memory, NCCL did not use it: $(grep -h -m1 "GPU Direct RDMA" "${gdr_logs[@]}" | sed 's/^.*NCCL INFO //' | cut -c1-120)"
 fi
