@@ -118,6 +118,19 @@ Status regionOf(void* mhandle, transport::MemoryRegion** out) {
   return Status::ok();
 }
 
+// A grouped call's (irecv, iflush) buffer count, and the regions of its n mhandles.
+Status groupRegions(const char* call, int n, void* const* mhandles,
+                    transport::MemoryRegion** out) {
+  if (n < 1 || n > kMaxRecvs) {
+    return Status::internal(std::string(call) + " of " + std::to_string(n) +
+                            " buffers; maxRecvs is " + std::to_string(kMaxRecvs));
+  }
+  for (int i = 0; i < n; ++i) {
+    TALLY_RETURN_IF_ERROR(regionOf(mhandles ? mhandles[i] : nullptr, &out[i]));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status NetComm::isend(const void* data, size_t size, int tag, void* mhandle, NetRequest** out) {
@@ -143,14 +156,8 @@ Status NetComm::irecv(int n, void* const* data, const size_t* sizes, const int* 
                       void* const* mhandles, NetRequest** out) {
   *out = nullptr;
   if (kind_ != Kind::kRecv) return Status::internal("irecv on a send comm");
-  if (n < 1 || n > kMaxRecvs) {
-    return Status::internal("irecv of " + std::to_string(n) + " buffers; maxRecvs is " +
-                            std::to_string(kMaxRecvs));
-  }
   transport::MemoryRegion* regions[kMaxRecvs] = {};
-  for (int i = 0; i < n; ++i) {
-    TALLY_RETURN_IF_ERROR(regionOf(mhandles ? mhandles[i] : nullptr, &regions[i]));
-  }
+  TALLY_RETURN_IF_ERROR(groupRegions("irecv", n, mhandles, regions));
   NetRequest* slot = requests_.acquire();
   if (slot == nullptr) return Status::ok();
   Status st = conn_->irecv(n, data, sizes, tags, regions, &slot->request);
@@ -169,15 +176,11 @@ Status NetComm::iflush(int n, void* const* data, const int* sizes, void* const* 
                        NetRequest** out) {
   *out = nullptr;
   if (kind_ != Kind::kRecv) return Status::internal("iflush on a send comm");
-  if (n < 1 || n > kMaxRecvs) {
-    return Status::internal("iflush of " + std::to_string(n) + " buffers; maxRecvs is " +
-                            std::to_string(kMaxRecvs));
-  }
   transport::MemoryRegion* regions[kMaxRecvs] = {};
+  TALLY_RETURN_IF_ERROR(groupRegions("iflush", n, mhandles, regions));
   size_t lengths[kMaxRecvs] = {};
   bool any_cuda = false;
   for (int i = 0; i < n; ++i) {
-    TALLY_RETURN_IF_ERROR(regionOf(mhandles ? mhandles[i] : nullptr, &regions[i]));
     lengths[i] = sizes[i] > 0 ? static_cast<size_t>(sizes[i]) : 0;
     // The transport reads back every buffer given a region: only the CUDA ones need it.
     if (regions[i] != nullptr && regions[i]->type != transport::MemoryType::kCuda) {

@@ -19,6 +19,35 @@
 
 namespace tally::transport {
 
+// The check of a grouped call's buffer count (irecv, iflush): 1 to kMaxRecvs, else kInternal
+// "<call>: <n> buffers, expected 1 to 8".
+inline Status checkBufferCount(const char* call, int n) {
+  if (n >= 1 && n <= kMaxRecvs) return Status::ok();
+  return Status::internal(std::string(call) + ": " + std::to_string(n) +
+                          " buffers, expected 1 to " + std::to_string(kMaxRecvs));
+}
+
+// Copies an irecv's buffers, capacities and tags into its Op (fields n, data[], capacity[],
+// tags[]), after checkRecvArgs.
+template <class Op>
+void fillRecvBuffers(Op* op, int n, void* const* data, const size_t* sizes, const int* tags) {
+  op->n = n;
+  for (int i = 0; i < n; ++i) {
+    op->data[i] = static_cast<uint8_t*>(data[i]);
+    op->capacity[i] = sizes[i];
+    op->tags[i] = tags[i];
+  }
+}
+
+// What every backend's irecv checks first: the count, and no null buffer of non-zero size.
+inline Status checkRecvArgs(int n, void* const* data, const size_t* sizes) {
+  TALLY_RETURN_IF_ERROR(checkBufferCount("irecv", n));
+  for (int i = 0; i < n; ++i) {
+    if (data[i] == nullptr && sizes[i] > 0) return Status::internal("irecv: null buffer");
+  }
+  return Status::ok();
+}
+
 // What a Core's requests finish under, as references to the Core's members: the lock that
 // guards each Op's `done` and the sticky error, the condition variable signalled when an Op
 // finishes or the connection fails, and the peer's name for the timeout's message. Op has

@@ -114,6 +114,8 @@ class Connection {
 };
 
 inline constexpr int kMaxRecvs = 8;
+// Bytes Connection::iflush reads back from each buffer.
+inline constexpr uint32_t kFlushReadBytes = 4;
 
 // Resumable connect: call step() until it sets *conn. Never blocks.
 class PendingConnection {

@@ -7,9 +7,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
-
 #include "plugin_test_util.h"
 #include "test/transport/verbs_test_util.h"
 
@@ -25,14 +22,11 @@ int testV11(void* r, int* d, int* s) { return ncclNetPlugin_v11.test(r, d, s); }
 // client present (and dma-buf supported by the fake). Keeps the sysfs tree while it lives.
 class VerbsGpuState {
  public:
-  VerbsGpuState() {
-    char name[] = "/tmp/tally-plugin-sysfs-XXXXXX";
-    if (mkdtemp(name) == nullptr) return;
-    root_ = name;
-    std::filesystem::create_directories(root_ + "/module/nvidia_peermem");
+  VerbsGpuState() : sysfs_("/module/nvidia_peermem/") {
+    if (sysfs_.root().empty()) return;
     transport::test::FakeVerbsConfig config;
     transport::verbs::VerbsOptions options;
-    options.sysfs_root = root_;
+    options.sysfs_root = sysfs_.root();
     Status st = transport::test::fakeVerbsNetwork(config, options, &network_);
     EXPECT_TRUE(st.isOk()) << st.toString();
     if (!st.isOk()) return;
@@ -40,13 +34,10 @@ class VerbsGpuState {
                                                network_->devices());
     ok_ = PluginState::installGlobal(std::move(state));
   }
-  ~VerbsGpuState() {
-    if (!root_.empty()) std::filesystem::remove_all(root_);
-  }
   bool ok() const { return ok_; }
 
  private:
-  std::string root_;
+  transport::test::FakeSysfs sysfs_;
   std::shared_ptr<transport::Network> network_;
   bool ok_ = false;
 };

@@ -50,6 +50,17 @@ Status exchange(SideListener* listener, SideSetup* connecting, const std::string
   return Status::ok();
 }
 
+// Steps `setup` every 5 ms until it yields a channel, fails (that Status), or kWaitMs pass.
+Status stepUntilDone(SideSetup* setup, std::unique_ptr<SideChannel>* channel) {
+  const auto start = Clock::now();
+  Status status;
+  while ((status = setup->step(channel)).isOk() && !*channel &&
+         Clock::now() - start < std::chrono::milliseconds(kWaitMs)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return status;
+}
+
 struct Pair {
   std::unique_ptr<SideListener> listener;
   std::unique_ptr<SideChannel> client;
@@ -213,11 +224,7 @@ TEST(SideChannel, SilentPeerTimesOut) {
   ASSERT_TRUE(SideSetup::accept(std::move(accepted), "test", reply, shortOptions(), &setup).isOk());
   auto start = Clock::now();
   std::unique_ptr<SideChannel> channel;
-  Status status;
-  while ((status = setup->step(&channel)).isOk() && !channel &&
-         Clock::now() - start < std::chrono::milliseconds(kWaitMs)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  Status status = stepUntilDone(setup.get(), &channel);
   EXPECT_EQ(status.code(), StatusCode::kTimeout) << status.toString();
   EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(290));
   EXPECT_EQ(setup->step(&channel).code(), StatusCode::kTimeout);  // final
@@ -239,11 +246,7 @@ TEST(SideChannel, NobodyListeningFailsAfterTheConnectTimeout) {
   ASSERT_TRUE(SideSetup::connect(address, "test", {1}, options, &setup).isOk());
   auto start = Clock::now();
   std::unique_ptr<SideChannel> channel;
-  Status status;
-  while ((status = setup->step(&channel)).isOk() && !channel &&
-         Clock::now() - start < std::chrono::milliseconds(kWaitMs)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  Status status = stepUntilDone(setup.get(), &channel);
   EXPECT_FALSE(status.isOk());
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
 }

@@ -8,8 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -44,27 +42,6 @@ class MemFd {
   size_t size_;
   int fd_ = -1;
   uint8_t* map_ = nullptr;
-};
-
-// A sysfs tree of its own under /tmp, holding `path` (a file, or a folder when it ends in '/').
-class FakeSysfs {
- public:
-  explicit FakeSysfs(const std::string& path) {
-    char name[] = "/tmp/tally-sysfs-XXXXXX";
-    if (mkdtemp(name) == nullptr) return;
-    root_ = name;
-    if (path.empty()) return;
-    const std::filesystem::path full = root_ + path;
-    std::filesystem::create_directories(path.back() == '/' ? full : full.parent_path());
-    if (path.back() != '/') std::ofstream(full) << "2.0\n";
-  }
-  ~FakeSysfs() {
-    if (!root_.empty()) std::filesystem::remove_all(root_);
-  }
-  const std::string& root() const { return root_; }
-
- private:
-  std::string root_;
 };
 
 std::vector<uint8_t> pattern(size_t size, uint8_t seed) {

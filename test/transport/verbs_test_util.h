@@ -3,7 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -14,6 +18,27 @@
 #include "transport/verbs/verbs.h"
 
 namespace tally::transport::test {
+
+// A sysfs tree of its own under /tmp, holding `path` (a file, or a folder when it ends in '/').
+class FakeSysfs {
+ public:
+  explicit FakeSysfs(const std::string& path) {
+    char name[] = "/tmp/tally-sysfs-XXXXXX";
+    if (mkdtemp(name) == nullptr) return;
+    root_ = name;
+    if (path.empty()) return;
+    const std::filesystem::path full = root_ + path;
+    std::filesystem::create_directories(path.back() == '/' ? full : full.parent_path());
+    if (path.back() != '/') std::ofstream(full) << "2.0\n";
+  }
+  ~FakeSysfs() {
+    if (!root_.empty()) std::filesystem::remove_all(root_);
+  }
+  const std::string& root() const { return root_; }
+
+ private:
+  std::string root_;
+};
 
 // A connected pair over `network`'s first device (side channel on loopback). Both ends step until
 // done or 20 s pass.

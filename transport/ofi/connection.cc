@@ -74,9 +74,7 @@ Status Core::describe(void* data, size_t size, MemoryRegion* mr, Op* op, int ind
   if (size == 0) return Status::ok();
   const Domain& domain = *endpoint_->domain();
   const auto* region = dynamic_cast<const OfiMemoryRegion*>(mr);
-  const auto* bytes = static_cast<const uint8_t*>(data);
-  if (region != nullptr && region->domain.get() == &domain && bytes >= region->base &&
-      size <= region->size && bytes - region->base <= static_cast<ptrdiff_t>(region->size - size) &&
+  if (region != nullptr && region->domain.get() == &domain && region->covers(data, size) &&
       ((domain.mr_mode & FI_MR_ENDPOINT) == 0 || region->ep == endpoint_->ep())) {
     op->desc[index] = region->desc;
     return Status::ok();
@@ -110,17 +108,10 @@ Status Core::isend(const void* data, size_t size, int tag, MemoryRegion* mr,
 
 Status Core::irecv(int n, void* const* data, const size_t* sizes, const int* tags,
                    MemoryRegion* const* mrs, std::unique_ptr<Request>* req) {
-  if (n < 1 || n > kMaxRecvs) {
-    return Status::internal("irecv: " + std::to_string(n) + " buffers, expected 1 to " +
-                            std::to_string(kMaxRecvs));
-  }
+  TALLY_RETURN_IF_ERROR(checkRecvArgs(n, data, sizes));
   auto op = newOp();
-  op->n = n;
+  fillRecvBuffers(op.get(), n, data, sizes, tags);
   for (int i = 0; i < n; ++i) {
-    if (data[i] == nullptr && sizes[i] > 0) return Status::internal("irecv: null buffer");
-    op->data[i] = static_cast<uint8_t*>(data[i]);
-    op->capacity[i] = sizes[i];
-    op->tags[i] = tags[i];
     // Payloads up to inline_bytes are copied out of a control slot and need no descriptor.
     if (sizes[i] > params_.inline_bytes) {
       TALLY_RETURN_IF_ERROR(
@@ -134,7 +125,8 @@ Status Core::iflush(int n, void* const* data, const size_t* sizes, MemoryRegion*
                     std::unique_ptr<Request>* req) {
   *req = nullptr;
   const Domain& domain = *endpoint_->domain();
-  if (!domain.rma_read || n < 1 || n > kMaxRecvs || mrs == nullptr) return Status::ok();
+  TALLY_RETURN_IF_ERROR(checkBufferCount("iflush", n));
+  if (!domain.rma_read || mrs == nullptr) return Status::ok();
   auto op = newOp();
   op->is_flush = true;
   auto pieces = std::make_unique<Piece[]>(static_cast<size_t>(n));
@@ -144,15 +136,16 @@ Status Core::iflush(int n, void* const* data, const size_t* sizes, MemoryRegion*
     if (mrs[i] == nullptr || sizes[i] == 0) continue;
     const auto* bytes = static_cast<const uint8_t*>(data[i]);
     if (region == nullptr || region->mr == nullptr || region->domain.get() != &domain ||
-        bytes < region->base || bytes - region->base >= static_cast<ptrdiff_t>(region->size)) {
+        !region->covers(bytes, 1)) {
       return Status::internal("iflush: buffer " + std::to_string(i) +
                               " is not inside the ofi registration given with it");
     }
-    const size_t length = std::min<size_t>({sizes[i], 4, region->size - (bytes - region->base)});
+    const size_t length =
+        std::min<size_t>({sizes[i], kFlushReadBytes, region->size - (bytes - region->base)});
     Piece& piece = pieces[count++];
     piece.kind = Piece::kFlushRead;
     piece.op = op.get();
-    piece.buffer = flush_scratch_ + 8 * i;
+    piece.buffer = flush_scratch_ + kFlushReadBytes * i;
     piece.length = length;
     piece.desc = flush_scratch_desc_;
     piece.remote_addr = (domain.mr_mode & FI_MR_VIRT_ADDR) != 0

@@ -105,6 +105,13 @@ class OfiMemoryRegion final : public MemoryRegion {
   const uint8_t* base = nullptr;
   size_t size = 0;
   const fid_ep* ep = nullptr;  // the endpoint it is bound to (FI_MR_ENDPOINT)
+
+  // Whether [data, data+length) lies inside the registration.
+  bool covers(const void* data, size_t length) const {
+    const auto* bytes = static_cast<const uint8_t*>(data);
+    return bytes >= base && length <= size &&
+           bytes - base <= static_cast<ptrdiff_t>(size - length);
+  }
 };
 
 struct CoreParams {
@@ -212,7 +219,7 @@ class Core : public std::enable_shared_from_this<Core> {
   void* recv_arena_desc_ = nullptr;
   void* send_arena_desc_ = nullptr;
   // Where iflush's reads land (their bytes are not used); registered where reads need it.
-  uint8_t flush_scratch_[kMaxRecvs * 8] = {};
+  uint8_t flush_scratch_[kMaxRecvs * kFlushReadBytes] = {};
   FidPtr<fid_mr> flush_scratch_mr_;
   void* flush_scratch_desc_ = nullptr;
   std::unique_ptr<Piece[]> recv_pieces_;  // one per receive slot

@@ -318,18 +318,9 @@ Status Core::isend(const void* data, size_t size, int tag, std::unique_ptr<Reque
 
 Status Core::irecv(int n, void* const* data, const size_t* sizes, const int* tags,
                    std::unique_ptr<Request>* req) {
-  if (n < 1 || n > kMaxRecvs) {
-    return Status::internal("irecv: " + std::to_string(n) + " buffers, expected 1 to " +
-                            std::to_string(kMaxRecvs));
-  }
+  TALLY_RETURN_IF_ERROR(checkRecvArgs(n, data, sizes));
   auto op = newOp();
-  op->n = n;
-  for (int i = 0; i < n; ++i) {
-    if (data[i] == nullptr && sizes[i] > 0) return Status::internal("irecv: null buffer");
-    op->data[i] = static_cast<uint8_t*>(data[i]);
-    op->capacity[i] = sizes[i];
-    op->tags[i] = tags[i];
-  }
+  fillRecvBuffers(op.get(), n, data, sizes, tags);
   auto request = std::make_unique<TcpRequest>(shared_from_this(), op);
 
   std::unique_lock<std::mutex> lock(mu_);

@@ -132,13 +132,7 @@ Status Core::isend(const void* data, size_t size, int tag, MemoryRegion* mr,
 
 Status Core::irecv(int n, void* const* data, const size_t* sizes, const int* tags,
                    MemoryRegion* const* mrs, std::unique_ptr<Request>* req) {
-  if (n < 1 || n > kMaxRecvs) {
-    return Status::internal("irecv: " + std::to_string(n) + " buffers, expected 1 to " +
-                            std::to_string(kMaxRecvs));
-  }
-  for (int i = 0; i < n; ++i) {
-    if (data[i] == nullptr && sizes[i] > 0) return Status::internal("irecv: null buffer");
-  }
+  TALLY_RETURN_IF_ERROR(checkRecvArgs(n, data, sizes));
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (failed_) return error_;
@@ -149,12 +143,9 @@ Status Core::irecv(int n, void* const* data, const size_t* sizes, const int* tag
     ++recvs_in_flight_;
   }
   auto op = newOp();
-  op->n = n;
+  fillRecvBuffers(op.get(), n, data, sizes, tags);
   Status status;
   for (int i = 0; i < n && status.isOk(); ++i) {
-    op->data[i] = static_cast<uint8_t*>(data[i]);
-    op->capacity[i] = sizes[i];
-    op->tags[i] = tags[i];
     uint32_t unused = 0;
     if (sizes[i] > 0) {
       status = pin(data[i], sizes[i], mrs != nullptr ? mrs[i] : nullptr, &op->pins[i], &unused,
@@ -217,10 +208,7 @@ Status Core::registerDmaBuf(void* data, size_t size, int fd, uint64_t offset,
 
 Status Core::iflush(int n, void* const* data, const size_t* sizes, MemoryRegion* const* mrs,
                     std::unique_ptr<Request>* req) {
-  if (n < 1 || n > kMaxRecvs) {
-    return Status::internal("iflush: " + std::to_string(n) + " buffers, expected 1 to " +
-                            std::to_string(kMaxRecvs));
-  }
+  TALLY_RETURN_IF_ERROR(checkBufferCount("iflush", n));
   FlushRead reads[kMaxRecvs];
   int count = 0;
   for (int i = 0; i < n && mrs != nullptr; ++i) {

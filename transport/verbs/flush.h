@@ -24,9 +24,6 @@ struct FlushRead {
   uint32_t length = 0;
 };
 
-// At most this many bytes are read back from each buffer a flush covers.
-inline constexpr uint32_t kFlushReadBytes = 4;
-
 // The flush of receives into GPU memory (Connection::iflush): a queue pair connected to itself
 // reads a few bytes back from each buffer into a small host scratch. PCIe does not let the read
 // pass the NIC's earlier writes to the same device, so once the read completed the received bytes
