@@ -202,6 +202,88 @@ ncclResult_t collIallreduce(void* coll_comm, void* send, void* recv, size_t coun
   });
 }
 
+namespace {
+
+// The one part NCCL passes, checked against the window.
+Status onePart(const char* what, int nparts, const CollPart* parts, size_t window_bytes,
+               void** address) {
+  if (nparts != 1) {
+    return Status::internal(std::string(what) + " with " + std::to_string(nparts) +
+                            " scatter-gather parts; Tally takes exactly one, as NCCL passes");
+  }
+  if (parts == nullptr) return Status::internal(std::string(what) + " with a NULL part list");
+  if (parts[0].size != window_bytes || parts[0].address == nullptr) {
+    return Status::internal(std::string(what) + ": part of " + std::to_string(parts[0].size) +
+                            " bytes for a window of " + std::to_string(window_bytes));
+  }
+  *address = parts[0].address;
+  return Status::ok();
+}
+
+// NCCL's byte window in elements of `elt` bytes; every size must be whole elements.
+Status windowOf(const char* what, size_t elt, size_t bytes_per_rank, size_t window_offset,
+                size_t window_bytes, reducer::CollWindow* out) {
+  if (bytes_per_rank % elt != 0 || window_offset % elt != 0 || window_bytes % elt != 0) {
+    return Status::internal(std::string(what) + ": window (offset " +
+                            std::to_string(window_offset) + ", " + std::to_string(window_bytes) +
+                            " bytes, " + std::to_string(bytes_per_rank) +
+                            " per rank) is not whole " + std::to_string(elt) + "-byte elements");
+  }
+  out->rank_count = bytes_per_rank / elt;
+  out->offset = window_offset / elt;
+  out->count = window_bytes / elt;
+  return Status::ok();
+}
+
+}  // namespace
+
+ncclResult_t collIallgather(void* coll_comm, void* send, int nparts, const CollPart* parts,
+                            size_t bytes_per_rank, size_t window_offset, size_t window_bytes,
+                            void** request) {
+  return guard("iallgather", [&]() -> Status {
+    TALLY_RETURN_IF_ERROR(checkPointer(request, "request"));
+    *request = nullptr;
+    CollComm* c = nullptr;
+    TALLY_RETURN_IF_ERROR(collCommOf(coll_comm, &c));
+    void* recv = nullptr;
+    TALLY_RETURN_IF_ERROR(onePart("iallgather", nparts, parts, window_bytes, &recv));
+    reducer::CollWindow window;
+    TALLY_RETURN_IF_ERROR(
+        windowOf("iallgather", 1, bytes_per_rank, window_offset, window_bytes, &window));
+    CollReq* req = nullptr;
+    TALLY_RETURN_IF_ERROR(c->iallgather(send, recv, window, &req));
+    *request = req;
+    return Status::ok();
+  });
+}
+
+ncclResult_t collIreducescatter(void* coll_comm, int nparts, const CollPart* parts, void* recv,
+                                size_t bytes_per_rank, size_t window_offset, size_t window_bytes,
+                                int type, int op, void** request) {
+  return guard("ireducescatter", [&]() -> Status {
+    TALLY_RETURN_IF_ERROR(checkPointer(request, "request"));
+    *request = nullptr;
+    CollComm* c = nullptr;
+    TALLY_RETURN_IF_ERROR(collCommOf(coll_comm, &c));
+    DataType t;
+    ReduceOp o;
+    if (!toDataType(type, &t))
+      return Status::internal("ireducescatter of unknown type " + std::to_string(type));
+    // ncclAvg and PreMulSum arrive as ncclSum (NCCL post-scales on the GPU).
+    if (!toReduceOp(op, &o))
+      return Status::internal("ireducescatter with unsupported op " + std::to_string(op));
+    void* send = nullptr;
+    TALLY_RETURN_IF_ERROR(onePart("ireducescatter", nparts, parts, window_bytes, &send));
+    reducer::CollWindow window;
+    TALLY_RETURN_IF_ERROR(windowOf("ireducescatter", dataTypeSize(t), bytes_per_rank,
+                                   window_offset, window_bytes, &window));
+    CollReq* req = nullptr;
+    TALLY_RETURN_IF_ERROR(c->ireducescatter(send, recv, window, t, o, &req));
+    *request = req;
+    return Status::ok();
+  });
+}
+
 ncclResult_t collIflush(void* /*coll_comm*/, void* /*data*/, int /*size*/, void* /*mhandle*/,
                         void** request) {
   return guard("collIflush", [&]() -> Status {
@@ -225,7 +307,7 @@ ncclResult_t collTest(void* request, int* done, int* size) {
     TALLY_RETURN_IF_ERROR(req->owner->test(req, &finished, &bytes));
     if (finished && size != nullptr) {
       if (bytes > static_cast<size_t>(INT_MAX)) {
-        return Status::internal("all-reduce of " + std::to_string(bytes) +
+        return Status::internal("collective of " + std::to_string(bytes) +
                                 " bytes does not fit test()'s int size");
       }
       *size = static_cast<int>(bytes);

@@ -28,6 +28,22 @@ ncclResult_t collDeregMr(void* coll_comm, void* mhandle);
 ncclResult_t collIallreduce(void* coll_comm, void* send, void* recv, size_t count, int type,
                             int op, void* send_mhandle,
                             void* recv_mhandle, void** request);
+// One entry of NCCL's scatter-gather list (ncclNetSGE_vN_t without its registration).
+struct CollPart {
+  void* address = nullptr;
+  size_t size = 0;
+};
+// NCCL's CollNet all-gather and reduce-scatter (reference v12 section 6): the window
+// [window_offset, window_offset + window_bytes) of a vector of nranks x bytes_per_rank bytes.
+// All-gather: send holds this rank's part of the window, parts[0] receives the whole window.
+// Reduce-scatter: parts[0] holds this rank's input for the whole window, recv receives the
+// reduction of this rank's part of it. NCCL always passes one part of window_bytes.
+ncclResult_t collIallgather(void* coll_comm, void* send, int nparts, const CollPart* parts,
+                            size_t bytes_per_rank, size_t window_offset, size_t window_bytes,
+                            void** request);
+ncclResult_t collIreducescatter(void* coll_comm, int nparts, const CollPart* parts, void* recv,
+                                size_t bytes_per_rank, size_t window_offset, size_t window_bytes,
+                                int type, int op, void** request);
 // Host memory needs no flush: always a NULL request.
 ncclResult_t collIflush(void* coll_comm, void* data, int size, void* mhandle, void** request);
 // size may be NULL; once done it gets count x element size.

@@ -27,6 +27,16 @@ std::string counted(uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
+// ", 3 all-gathers, 1 reduce-scatter", only for the kinds a communicator ran.
+std::string calls(const CollCommStats& s) {
+  std::string text;
+  if (s.allgathers > 0) text += ", " + counted(s.allgathers, "all-gather", "all-gathers");
+  if (s.reducescatters > 0) {
+    text += ", " + counted(s.reducescatters, "reduce-scatter", "reduce-scatters");
+  }
+  return text;
+}
+
 }  // namespace
 
 Status CollComm::connect(const reducer::CollOptions& options, int dev, const void* const* handles,
@@ -65,6 +75,8 @@ void CollComm::close() {
 CollCommStats CollComm::stats() const {
   CollCommStats s;
   s.allreduces = allreduces_.load();
+  s.allgathers = allgathers_.load();
+  s.reducescatters = reducescatters_.load();
   s.bytes = bytes_.load();
   s.errors = errors_.load();
   int64_t ns = closed_ns_.load();
@@ -90,27 +102,49 @@ std::string CollComm::summary() const {
   std::snprintf(seconds, sizeof(seconds), "%.1f s open", s.seconds_open);
   std::string origin = info_.reducer_origin.empty() ? "" : " from " + info_.reducer_origin;
   return who + (closed_ns_.load() < 0 ? " open: " : " closed: ") +
-         counted(s.allreduces, "all-reduce", "all-reduces") + ", " + humanBytes(s.bytes) + ", " +
+         counted(s.allreduces, "all-reduce", "all-reduces") + calls(s) + ", " +
+         humanBytes(s.bytes) + ", " +
          seconds + ", " + counted(reducers_, "reducer", "reducers") + origin + ", " +
          counted(s.errors, "error", "errors");
 }
 
-Status CollComm::iallreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
-                            CollReq** out) {
+template <typename Post>
+Status CollComm::postWith(std::atomic<uint64_t>* calls, CollReq** out, Post post) {
   *out = nullptr;
   CollReq* slot = requests_.acquire();
   if (slot == nullptr) return Status::ok();
-  Status st = client_->iallreduce(send, recv, count, type, op, &slot->request);
+  Status st = post(&slot->request);
   if (!st || !slot->request.posted()) {
     requests_.release(slot);
     if (!st) errors_.fetch_add(1);
     return st;
   }
-  allreduces_.fetch_add(1);
+  calls->fetch_add(1);
   slot->magic = kCollRequestMagic;
   slot->owner = this;
   *out = slot;
   return Status::ok();
+}
+
+Status CollComm::iallreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                            CollReq** out) {
+  return postWith(&allreduces_, out, [&](reducer::CollRequest* r) {
+    return client_->iallreduce(send, recv, count, type, op, r);
+  });
+}
+
+Status CollComm::iallgather(const void* send, void* recv, const reducer::CollWindow& window,
+                            CollReq** out) {
+  return postWith(&allgathers_, out, [&](reducer::CollRequest* r) {
+    return client_->iallgather(send, recv, window, r);
+  });
+}
+
+Status CollComm::ireducescatter(const void* send, void* recv, const reducer::CollWindow& window,
+                                DataType type, ReduceOp op, CollReq** out) {
+  return postWith(&reducescatters_, out, [&](reducer::CollRequest* r) {
+    return client_->ireducescatter(send, recv, window, type, op, r);
+  });
 }
 
 bool CollComm::ownsRequest(const CollReq* req) const {

@@ -52,7 +52,9 @@ struct CollCommInfo {
 // Counters of one communicator, as of the moment they are read.
 struct CollCommStats {
   uint64_t allreduces = 0;  // iallreduce calls that posted a request
-  uint64_t bytes = 0;       // bytes of all-reduces that completed (count x element size)
+  uint64_t allgathers = 0;      // iallgather calls that posted a request
+  uint64_t reducescatters = 0;  // ireducescatter calls that posted a request
+  uint64_t bytes = 0;       // bytes received by collectives that completed
   uint64_t errors = 0;      // non-ok Status returned by iallreduce or test
   double seconds_open = 0;  // from connect to now (or to close, once closed)
 };
@@ -90,7 +92,12 @@ class CollComm {
   // Success with *out null: no room now; NCCL retries.
   Status iallreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                     CollReq** out);
-  // When done, *bytes (if non-null) = count x element size, and the slot is freed.
+  // Same contract; reducer::CollClient's iallgather and ireducescatter say what they compute.
+  Status iallgather(const void* send, void* recv, const reducer::CollWindow& window,
+                    CollReq** out);
+  Status ireducescatter(const void* send, void* recv, const reducer::CollWindow& window,
+                        DataType type, ReduceOp op, CollReq** out);
+  // When done, *bytes (if non-null) = the bytes received, and the slot is freed.
   Status test(CollReq* req, bool* done, size_t* bytes);
   bool ownsRequest(const CollReq* req) const;
 
@@ -113,6 +120,11 @@ class CollComm {
   Clock::time_point opened_ = Clock::now();
   std::atomic<int64_t> closed_ns_{-1};  // time open, fixed by close(); -1 while open
   std::atomic<uint64_t> allreduces_{0};
+  std::atomic<uint64_t> allgathers_{0};
+  std::atomic<uint64_t> reducescatters_{0};
+  // Takes a request slot and posts through `post` (a call of client_); counts it in `calls`.
+  template <typename Post>
+  Status postWith(std::atomic<uint64_t>* calls, CollReq** out, Post post);
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint64_t> errors_{0};
   RequestPool<CollReq> requests_;

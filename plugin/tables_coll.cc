@@ -1,5 +1,6 @@
 // The exported ncclCollNet tables, v8 to v11 (STYLE 2, layer a). Same scheme as tables_net.cc.
-// iallgather and ireducescatter stay NULL: CollNet then serves AllReduce only (reference 14.4).
+// iallgather and ireducescatter are set in every table: NCCL 2.30 wraps v8 to v11 tables in
+// adapters that call these slots without checking them for NULL (reference v12 section 4.3).
 #include "plugin/abi/abi.h"
 #include "plugin/coll_api.h"
 #include "plugin/convert.h"
@@ -43,6 +44,40 @@ ncclResult_t iallreduceV8(void* coll_comm, void* send, void* recv, int count, nc
                         rawValue(op), send_mhandle, recv_mhandle, request);
 }
 
+// NCCL's scatter-gather list, any version (v8's size is 32 bits), as CollParts. More parts than
+// this are refused by coll_api all the same; the count passes through for its message.
+constexpr int kMaxParts = 8;
+template <typename Sge>
+bool toParts(int n, const Sge* sges, CollPart* parts) {
+  if (n < 0 || n > kMaxParts || (n > 0 && sges == nullptr)) return false;
+  for (int i = 0; i < n; ++i) {
+    parts[i].address = sges[i].address;
+    parts[i].size = sges[i].size;
+  }
+  return true;
+}
+
+template <typename Sge>
+ncclResult_t iallgather(void* coll_comm, void* send, int n_recv_parts, Sge* recv_parts,
+                        size_t bytes_per_rank, size_t window_offset, size_t window_bytes,
+                        void* /*send_mhandle*/, void** request) {
+  CollPart parts[kMaxParts];
+  const bool ok = toParts(n_recv_parts, recv_parts, parts);
+  return collIallgather(coll_comm, send, n_recv_parts, ok ? parts : nullptr, bytes_per_rank,
+                        window_offset, window_bytes, request);
+}
+
+template <typename Sge>
+ncclResult_t ireducescatter(void* coll_comm, int n_send_parts, Sge* send_parts, void* recv,
+                            size_t bytes_per_rank, size_t window_offset, size_t window_bytes,
+                            ncclDataType_t type, ncclRedOp_t op, void* /*recv_mhandle*/,
+                            void** request) {
+  CollPart parts[kMaxParts];
+  const bool ok = toParts(n_send_parts, send_parts, parts);
+  return collIreducescatter(coll_comm, n_send_parts, ok ? parts : nullptr, recv, bytes_per_rank,
+                            window_offset, window_bytes, rawValue(type), rawValue(op), request);
+}
+
 }  // namespace
 }  // namespace tally::plugin
 
@@ -60,8 +95,8 @@ extern "C" TALLY_EXPORT const ncclCollNet_v8_t ncclCollNetPlugin_v8 = {
     .regMrDmaBuf = nullptr,
     .deregMr = tp::collDeregMr,
     .iallreduce = tp::iallreduceV8,
-    .iallgather = nullptr,
-    .ireducescatter = nullptr,
+    .iallgather = tp::iallgather<ncclNetSGE_v8_t>,
+    .ireducescatter = tp::ireducescatter<ncclNetSGE_v8_t>,
     .iflush = tp::collIflush,
     .test = tp::collTest,
     .closeColl = tp::collCloseColl,
@@ -80,8 +115,8 @@ extern "C" TALLY_EXPORT const ncclCollNet_v9_t ncclCollNetPlugin_v9 = {
     .regMrDmaBuf = nullptr,
     .deregMr = tp::collDeregMr,
     .iallreduce = tp::iallreduce,
-    .iallgather = nullptr,
-    .ireducescatter = nullptr,
+    .iallgather = tp::iallgather<ncclNetSGE_v9_t>,
+    .ireducescatter = tp::ireducescatter<ncclNetSGE_v9_t>,
     .iflush = tp::collIflush,
     .test = tp::collTest,
     .closeColl = tp::collCloseColl,
@@ -101,8 +136,8 @@ extern "C" TALLY_EXPORT const ncclCollNet_v10_t ncclCollNetPlugin_v10 = {
     .regMrDmaBuf = nullptr,
     .deregMr = tp::collDeregMr,
     .iallreduce = tp::iallreduce,
-    .iallgather = nullptr,
-    .ireducescatter = nullptr,
+    .iallgather = tp::iallgather<ncclNetSGE_v10_t>,
+    .ireducescatter = tp::ireducescatter<ncclNetSGE_v10_t>,
     .iflush = tp::collIflush,
     .test = tp::collTest,
     .closeColl = tp::collCloseColl,
@@ -122,8 +157,8 @@ extern "C" TALLY_EXPORT const ncclCollNet_v11_t ncclCollNetPlugin_v11 = {
     .regMrDmaBuf = nullptr,
     .deregMr = tp::collDeregMr,
     .iallreduce = tp::iallreduce,
-    .iallgather = nullptr,
-    .ireducescatter = nullptr,
+    .iallgather = tp::iallgather<ncclNetSGE_v11_t>,
+    .ireducescatter = tp::ireducescatter<ncclNetSGE_v11_t>,
     .iflush = tp::collIflush,
     .test = tp::collTest,
     .closeColl = tp::collCloseColl,

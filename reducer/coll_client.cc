@@ -275,32 +275,113 @@ Status CollClientImpl::iallreduce(const void* send, void* recv, size_t count, Da
                                   ReduceOp op, CollRequest* req) {
   if (req == nullptr) return Status::internal("iallreduce: null request pointer");
   req->reset();
-  if (shared_->failed.load(std::memory_order_acquire)) return shared_->errorStatus();
-  if (closing()) return Status::internal("iallreduce after close");
   if (!isValidDataType(static_cast<int>(type)) || !isValidReduceOp(static_cast<int>(op))) {
     return Status::internal("iallreduce: bad data type or op");
   }
-  const size_t elt = dataTypeSize(type);
-  if (count == 0) {
+  if (count > 0 && (send == nullptr || recv == nullptr)) {
+    return Status::internal("iallreduce: null buffer");
+  }
+  if (count > SIZE_MAX / dataTypeSize(type)) return Status::internal("iallreduce: count overflows");
+  CallSpec spec;
+  spec.send = static_cast<const uint8_t*>(send);
+  spec.recv = static_cast<uint8_t*>(recv);
+  spec.count = count;
+  spec.type = type;
+  spec.op = op;
+  return post(spec, count * dataTypeSize(type), req);
+}
+
+namespace {
+
+// Checks a window against the rank count and computes this rank's part of it. `what` names
+// the call for errors.
+Status windowPart(const char* what, const CollWindow& w, int rank, int nranks, Span* part) {
+  if (w.rank_count == 0 || w.count == 0) {
+    return Status::internal(std::string(what) + ": empty window or rank part");
+  }
+  const uint64_t n = static_cast<uint64_t>(nranks);
+  if (w.rank_count > UINT64_MAX / 8 / n || w.offset > w.rank_count * n ||
+      w.count > w.rank_count * n - w.offset) {
+    return Status::internal(std::string(what) + ": window [" + std::to_string(w.offset) + ", +" +
+                            std::to_string(w.count) + ") passes the end of " +
+                            std::to_string(nranks) + " parts of " +
+                            std::to_string(w.rank_count));
+  }
+  *part = rankPart(static_cast<uint64_t>(rank), w.rank_count, w.offset, w.count);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status CollClientImpl::iallgather(const void* send, void* recv, const CollWindow& window,
+                                  CollRequest* req) {
+  if (req == nullptr) return Status::internal("iallgather: null request pointer");
+  req->reset();
+  Span part;
+  TALLY_RETURN_IF_ERROR(windowPart("iallgather", window, rank_, nranks_, &part));
+  if (recv == nullptr || (part.count > 0 && send == nullptr)) {
+    return Status::internal("iallgather: null buffer");
+  }
+  CallSpec spec;
+  spec.send = static_cast<const uint8_t*>(send);
+  spec.recv = static_cast<uint8_t*>(recv);
+  spec.count = window.count;
+  spec.type = DataType::kUint8;
+  spec.op = ReduceOp::kSum;
+  spec.kind = wire::CollKind::kAllGather;
+  spec.rank_count = window.rank_count;
+  spec.window_offset = window.offset;
+  spec.send_origin = part.offset;
+  return post(spec, window.count, req);
+}
+
+Status CollClientImpl::ireducescatter(const void* send, void* recv, const CollWindow& window,
+                                      DataType type, ReduceOp op, CollRequest* req) {
+  if (req == nullptr) return Status::internal("ireducescatter: null request pointer");
+  req->reset();
+  if (!isValidDataType(static_cast<int>(type)) || !isValidReduceOp(static_cast<int>(op))) {
+    return Status::internal("ireducescatter: bad data type or op");
+  }
+  Span part;
+  TALLY_RETURN_IF_ERROR(windowPart("ireducescatter", window, rank_, nranks_, &part));
+  if (send == nullptr || (part.count > 0 && recv == nullptr)) {
+    return Status::internal("ireducescatter: null buffer");
+  }
+  CallSpec spec;
+  spec.send = static_cast<const uint8_t*>(send);
+  spec.recv = static_cast<uint8_t*>(recv);
+  spec.count = window.count;
+  spec.type = type;
+  spec.op = op;
+  spec.kind = wire::CollKind::kReduceScatter;
+  spec.rank_count = window.rank_count;
+  spec.window_offset = window.offset;
+  spec.recv_origin = part.offset;
+  return post(spec, part.count * dataTypeSize(type), req);
+}
+
+Status CollClientImpl::post(const CallSpec& spec, size_t result_bytes, CollRequest* req) {
+  if (shared_->failed.load(std::memory_order_acquire)) return shared_->errorStatus();
+  if (closing()) return Status::internal("collective posted after close");
+  if (spec.count == 0) {
     *req = CollRequest::completed();
     return Status::ok();
   }
-  if (send == nullptr || recv == nullptr) return Status::internal("iallreduce: null buffer");
-  if (count > SIZE_MAX / elt) return Status::internal("iallreduce: count overflows");
-  const uint64_t per_slice = sliceElements(count, elt, options_.slice_bytes, links_.size());
-  const uint64_t nslices = (count + per_slice - 1) / per_slice;
-  if (nslices > UINT32_MAX) return Status::invalidUsage("iallreduce: too many slices");
+  const size_t elt = dataTypeSize(spec.type);
+  const uint64_t per_slice = sliceElements(spec.count, elt, options_.slice_bytes, links_.size());
+  const uint64_t nslices = (spec.count + per_slice - 1) / per_slice;
+  if (nslices > UINT32_MAX) return Status::invalidUsage("collective: too many slices");
   if (shared_->calls_in_flight.load(std::memory_order_acquire) >= options_.max_requests) {
     return Status::ok();  // no room: NCCL calls again
   }
+  const bool all_reduce = spec.kind == wire::CollKind::kAllReduce;
+  const Span part = all_reduce ? Span{0, spec.count}
+                               : rankPart(static_cast<uint64_t>(rank_), spec.rank_count,
+                                          spec.window_offset, spec.count);
   std::lock_guard<std::mutex> lock(post_mu_);
   std::shared_ptr<Call> call = freeCallLocked();
+  static_cast<CallSpec&>(*call) = spec;
   call->shared = shared_;
-  call->send = static_cast<const uint8_t*>(send);
-  call->recv = static_cast<uint8_t*>(recv);
-  call->count = count;
-  call->type = type;
-  call->op = op;
   call->remaining.store(static_cast<uint32_t>(nslices), std::memory_order_relaxed);
   call->seq = next_seq_++;
   shared_->calls_in_flight.fetch_add(1, std::memory_order_acq_rel);
@@ -309,12 +390,14 @@ Status CollClientImpl::iallreduce(const void* send, void* recv, size_t count, Da
     SliceTask t;
     t.call = call;
     t.slice = static_cast<uint32_t>(j);
-    t.offset = j * per_slice;
-    t.count = std::min<uint64_t>(per_slice, count - t.offset);
+    const Span slice = sliceSpan(spec.count, per_slice, j);
+    // Every rank sends every slice and gets a result for each (wire.h): pieces may be empty.
+    t.send = spec.kind == wire::CollKind::kAllGather ? pieceOf(slice, part) : slice;
+    t.recv = spec.kind == wire::CollKind::kReduceScatter ? pieceOf(slice, part) : slice;
     Link& link = *links_[(call->seq + j) % nlinks];
     if (!link.tryPostNow(t)) link.enqueue(std::move(t));
   }
-  *req = CollRequest(std::move(call), count * elt);
+  *req = CollRequest(std::move(call), result_bytes);
   return Status::ok();
 }
 

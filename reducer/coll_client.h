@@ -10,7 +10,10 @@
 //
 // iallreduce cuts the buffer into slices of `slice_bytes` (whole elements) and spreads them over
 // the reducers, rotating the first reducer with every call. Each reducer sums slice k from all
-// ranks in rank order and returns the same bytes to every rank.
+// ranks in rank order and returns the same bytes to every rank. iallgather and ireducescatter cut
+// their window the same way; the reducer assembles each all-gather slice from its owners' pieces
+// and returns it to every rank, and returns to each rank only its own part of a reduce-scatter
+// slice's sum (wire.h SliceHeader).
 #pragma once
 
 #include <cstddef>
@@ -25,6 +28,15 @@
 #include "transport/network.h"
 
 namespace tally::reducer {
+
+// An all-gather or reduce-scatter window, in elements: the window [offset, offset + count) of a
+// vector of nranks x rank_count elements in which rank r owns [r x rank_count,
+// (r + 1) x rank_count). NCCL's bytesPerRank, windowOffset and windowBytes over the element size.
+struct CollWindow {
+  uint64_t rank_count = 0;
+  uint64_t offset = 0;
+  uint64_t count = 0;
+};
 
 // Bytes of the connect handle; fits NCCL's 128-byte handle.
 inline constexpr size_t kCollHandleBytes = 64;
@@ -102,6 +114,16 @@ class CollClient {
   // flight); retry.
   virtual Status iallreduce(const void* send, void* recv, size_t count, DataType type,
                             ReduceOp op, CollRequest* req) = 0;
+
+  // Posts an all-gather of a window of bytes (rank_count, offset and count in bytes): send holds
+  // this rank's part of the window (nothing is read when the window misses it), recv receives
+  // the whole window. Same rules as iallreduce.
+  virtual Status iallgather(const void* send, void* recv, const CollWindow& window,
+                            CollRequest* req) = 0;
+  // Posts a reduce-scatter: send holds the whole window, recv receives the reduction over all
+  // ranks of this rank's part of it (nothing is written when the window misses it).
+  virtual Status ireducescatter(const void* send, void* recv, const CollWindow& window,
+                                DataType type, ReduceOp op, CollRequest* req) = 0;
 
   // Tells the reducers this member leaves, stops helper threads. Idempotent.
   virtual void close() = 0;

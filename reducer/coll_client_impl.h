@@ -37,6 +37,7 @@
 #include "common/small_pool.h"
 #include "reducer/coll_client.h"
 #include "reducer/coll_connect.h"
+#include "reducer/slicing.h"
 #include "reducer/wire.h"
 #include "transport/transport.h"
 
@@ -57,25 +58,39 @@ struct Shared {
   }
 };
 
-// One all-reduce call; records are reused (CollClientImpl::freeCallLocked).
-struct Call final : CollCall {
+// What a call computes and where its buffers are.
+struct CallSpec {
+  const uint8_t* send = nullptr;
+  uint8_t* recv = nullptr;
+  uint64_t count = 0;  // elements of the call (all-gather, reduce-scatter: of the window)
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  wire::CollKind kind = wire::CollKind::kAllReduce;
+  uint64_t rank_count = 0;     // all-gather, reduce-scatter: CollWindow::rank_count
+  uint64_t window_offset = 0;  // all-gather, reduce-scatter: CollWindow::offset
+  // The window-relative element that send[0] and recv[0] hold: 0, except for the side that
+  // holds only this rank's part (all-gather's send, reduce-scatter's recv).
+  uint64_t send_origin = 0;
+  uint64_t recv_origin = 0;
+};
+
+// One posted call; records are reused (CollClientImpl::freeCallLocked).
+struct Call final : CollCall, CallSpec {
   Status test(bool* done) override;
 
   std::shared_ptr<Shared> shared;
   uint64_t seq = 0;
-  const uint8_t* send = nullptr;
-  uint8_t* recv = nullptr;
-  uint64_t count = 0;
-  DataType type = DataType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;
   std::atomic<uint32_t> remaining{0};  // slices whose result has not arrived
 };
 
+// One slice of a call on its link: the piece this rank sends and the piece of the result it
+// gets back (the same for all-reduce; either may be empty for all-gather and reduce-scatter,
+// then only a header travels).
 struct SliceTask {
   std::shared_ptr<Call> call;
   uint32_t slice = 0;
-  uint64_t offset = 0;  // elements
-  uint64_t count = 0;
+  Span send;  // window-relative elements
+  Span recv;
 };
 
 class CollClientImpl;
@@ -175,6 +190,10 @@ class CollClientImpl final : public CollClient {
 
   Status iallreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                     CollRequest* req) override;
+  Status iallgather(const void* send, void* recv, const CollWindow& window,
+                    CollRequest* req) override;
+  Status ireducescatter(const void* send, void* recv, const CollWindow& window, DataType type,
+                        ReduceOp op, CollRequest* req) override;
   void close() override;
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }
@@ -198,6 +217,9 @@ class CollClientImpl final : public CollClient {
   // Calls kept for reuse (guarded by post_mu_): one only this list holds is free again.
   std::vector<std::shared_ptr<Call>> calls_;
   std::shared_ptr<Call> freeCallLocked();
+  // What every post shares: checks, numbering, cutting into slices, queueing. `result_bytes` is
+  // what the request reports when done.
+  Status post(const CallSpec& spec, size_t result_bytes, CollRequest* req);
   std::mutex fail_mu_;
   std::atomic<bool> closing_{false};
   std::mutex close_mu_;

@@ -183,16 +183,19 @@ Status Link::sendSlice(const SliceTask& task) {
   wire::SliceHeader h;
   h.seq = call.seq;
   h.slice = task.slice;
-  h.offset = task.offset;
-  h.count = task.count;
+  h.kind = call.kind;
+  h.offset = task.send.offset;
+  h.count = task.send.count;
   h.total_count = call.count;
   h.type = call.type;
   h.op = call.op;
+  h.rank_count = call.rank_count;
+  h.window_offset = call.window_offset;
   // Zero copy: the payload goes from the user's buffer. Its result can only come back (and be
   // written over this range, when send == recv) after the reducer has received all of it.
-  const void* payload = call.send + task.offset * elt;
-  const size_t bytes = task.count * elt;
-  if (crc_ != nullptr) h.crc = crc_->compute(payload, bytes);
+  const size_t bytes = task.send.count * elt;
+  const void* payload = bytes == 0 ? nullptr : call.send + (task.send.offset - call.send_origin) * elt;
+  if (crc_ != nullptr && bytes > 0) h.crc = crc_->compute(payload, bytes);
   sent->header = wire::encodeSlice(h);
   for (;;) {
     TALLY_RETURN_IF_ERROR(conn_->isend(sent->header.data(), sent->header.size, wire::kTagHeader,
@@ -201,7 +204,8 @@ Status Link::sendSlice(const SliceTask& task) {
     if (sends_.empty()) return Status::internal("transport has no room for a send");
     TALLY_RETURN_IF_ERROR(reapSends(true));
   }
-  for (;;) {
+  // An empty piece (all-gather) is its header alone.
+  while (bytes > 0) {
     TALLY_RETURN_IF_ERROR(
         conn_->isend(payload, bytes, wire::kTagPayload, nullptr, &sent->payload_req));
     if (sent->payload_req) break;
@@ -277,28 +281,32 @@ Status Link::receiveResult(const uint8_t* header, size_t size) {
     task = it->second;
   }
   const Call& call = *task.call;
-  if (h.offset != task.offset || h.count != task.count || h.total_count != call.count ||
-      h.type != call.type || h.op != call.op) {
+  if (h.offset != task.recv.offset || h.count != task.recv.count || h.total_count != call.count ||
+      h.type != call.type || h.op != call.op || h.kind != call.kind ||
+      h.rank_count != call.rank_count || h.window_offset != call.window_offset) {
     return Status::remote("result " + wire::describeSlice(h) + " does not match the slice sent");
   }
   const size_t bytes = h.payloadBytes();
-  void* dst = call.recv + task.offset * dataTypeSize(call.type);
-  int tag = wire::kTagPayload;
-  transport::MemoryRegion* mr = nullptr;
-  std::unique_ptr<transport::Request> req;
-  TALLY_RETURN_IF_ERROR(conn_->irecv(1, &dst, &bytes, &tag, &mr, &req));
-  if (!req) return Status::internal("transport has no room for a receive");
-  size_t got = 0;
-  Status st = waitBounded(req.get(), &got);
-  if (!st.isOk()) {
-    conn_->close();  // the receive must not outlive an open connection
-    return st;
+  void* dst = call.recv + (task.recv.offset - call.recv_origin) * dataTypeSize(call.type);
+  // An empty piece (reduce-scatter: none of this rank's part) is its header alone.
+  if (bytes > 0) {
+    int tag = wire::kTagPayload;
+    transport::MemoryRegion* mr = nullptr;
+    std::unique_ptr<transport::Request> req;
+    TALLY_RETURN_IF_ERROR(conn_->irecv(1, &dst, &bytes, &tag, &mr, &req));
+    if (!req) return Status::internal("transport has no room for a receive");
+    size_t got = 0;
+    Status st = waitBounded(req.get(), &got);
+    if (!st.isOk()) {
+      conn_->close();  // the receive must not outlive an open connection
+      return st;
+    }
+    if (got != bytes) {
+      return Status::remote("result payload of " + std::to_string(got) + " bytes for " +
+                            wire::describeSlice(h) + ", expected " + std::to_string(bytes));
+    }
   }
-  if (got != bytes) {
-    return Status::remote("result payload of " + std::to_string(got) + " bytes for " +
-                          wire::describeSlice(h) + ", expected " + std::to_string(bytes));
-  }
-  if (crc_ != nullptr) {
+  if (crc_ != nullptr && bytes > 0) {
     // The bytes are in the user's buffer, but the call never completes: the error fails it.
     const uint32_t crc = crc_->compute(dst, bytes);
     if (crc != h.crc) {

@@ -55,17 +55,42 @@ void Comm::fail(const std::string& reason) {
 Status Comm::checkSlice(const wire::SliceHeader& h, int rank) const {
   // The worker cuts a call as reducer/slicing.h says; anything else means a different
   // TALLY_SLICE_BYTES or reducer list, or a broken client, and would pair up wrong inputs.
-  const uint64_t per_slice =
-      sliceElements(h.total_count, dataTypeSize(h.type), slice_bytes, nreducers);
-  const uint64_t want_offset = static_cast<uint64_t>(h.slice) * per_slice;
-  const uint64_t want_count =
-      want_offset < h.total_count ? std::min(per_slice, h.total_count - want_offset) : 0;
-  if (h.offset != want_offset || h.count != want_count) {
+  const Span slice = sliceOf(h);
+  if (slice.count == 0) {
+    return Status::remote("rank " + std::to_string(rank) + " sent " + wire::describeSlice(h) +
+                          ", past the last slice of its call");
+  }
+  if (h.kind != wire::CollKind::kAllReduce) {
+    // The window must lie inside the nranks x rank_count vector.
+    const uint64_t elt = dataTypeSize(h.type);
+    if (h.rank_count > UINT64_MAX / elt / nranks ||
+        h.window_offset + h.total_count > h.rank_count * nranks) {
+      return Status::remote("rank " + std::to_string(rank) + " sent " + wire::describeSlice(h) +
+                            ", whose window passes the end of " + std::to_string(nranks) +
+                            " ranks' parts");
+    }
+  }
+  Span want = slice;
+  if (h.kind == wire::CollKind::kAllGather) {
+    want = pieceOf(slice, rankPart(static_cast<uint64_t>(rank), h.rank_count, h.window_offset,
+                                   h.total_count));
+  }
+  if (h.offset != want.offset || h.count != want.count) {
     return Status::remote("rank " + std::to_string(rank) + " sent " + wire::describeSlice(h) +
                           ", which does not match " + std::to_string(slice_bytes) +
                           "-byte slices");
   }
   return Status::ok();
+}
+
+Span Comm::sliceOf(const wire::SliceHeader& h) const {
+  const uint64_t per_slice =
+      sliceElements(h.total_count, dataTypeSize(h.type), slice_bytes, nreducers);
+  return sliceSpan(h.total_count, per_slice, h.slice);
+}
+
+Span Comm::partOf(const wire::SliceHeader& h, uint32_t rank) const {
+  return rankPart(rank, h.rank_count, h.window_offset, h.total_count);
 }
 
 namespace {

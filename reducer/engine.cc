@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
+#include <cstring>
+#include <stdexcept>
 #include <exception>
 #include <map>
 #include <tuple>
@@ -39,26 +41,34 @@ struct Key {
 struct Pending {
   std::shared_ptr<Comm> comm;
   wire::SliceHeader header;  // from the first rank that sent it
+  Span slice;                // the whole slice (an all-gather input is only part of it)
   int first_rank = 0;
   // When the earliest of its inputs arrived (payload received).
   std::chrono::steady_clock::time_point first_arrival;
   // By rank. Pooled, like the map node holding them: no heap use per slice (up to
   // small_pool::kMaxBytes of pointers, i.e. 64 ranks).
+  // Inputs by rank; an empty all-gather piece has a null buffer, so peers[r] (non-null once
+  // rank r's input came) says who sent.
   std::vector<Buffer, PoolAllocator<Buffer>> inputs;
   std::vector<std::shared_ptr<Peer>, PoolAllocator<std::shared_ptr<Peer>>> peers;
   uint32_t have = 0;
 };
 
+// Every rank must send the same call. Pieces of one all-gather slice differ by sender (the
+// receiving Peer checked each against the slice), so only the call's fields are compared.
 bool sameCall(const wire::SliceHeader& a, const wire::SliceHeader& b) {
-  return a.offset == b.offset && a.count == b.count && a.total_count == b.total_count &&
-         a.type == b.type && a.op == b.op;
+  const bool same_piece = a.kind == wire::CollKind::kAllGather ||
+                          (a.offset == b.offset && a.count == b.count);
+  return same_piece && a.kind == b.kind && a.total_count == b.total_count && a.type == b.type &&
+         a.op == b.op && a.rank_count == b.rank_count && a.window_offset == b.window_offset;
 }
 
 void releaseAll(Pending* p) {
   for (size_t r = 0; r < p->peers.size(); ++r) {
-    if (p->inputs[r]) {
-      p->inputs[r].reset();
+    p->inputs[r].reset();
+    if (p->peers[r]) {
       p->peers[r]->releaseCredit();
+      p->peers[r].reset();
     }
   }
 }
@@ -81,6 +91,9 @@ struct Engine::Shard {
   void onInput(SliceInput in);
   void onDrop(const Comm* comm);
   void complete(Pending* p);
+  // The slice's result: the inputs reduced in rank order (all-reduce, reduce-scatter) or the
+  // pieces put in place (all-gather).
+  Buffer combine(Pending* p);
 };
 
 void Engine::Shard::run() {
@@ -130,14 +143,15 @@ void Engine::Shard::onInput(SliceInput in) {
   if (fresh) {
     p.comm = in.comm;
     p.header = in.header;
+    p.slice = comm.sliceOf(in.header);
     p.first_rank = in.rank;
     p.first_arrival = in.arrived;
     p.inputs.resize(comm.nranks);
     p.peers.resize(comm.nranks);
-  } else if (!sameCall(p.header, in.header) || p.inputs[in.rank]) {
+  } else if (!sameCall(p.header, in.header) || p.peers[in.rank]) {
     // Ranks must issue the same calls in the same order. Say who sent what.
     std::string reason =
-        p.inputs[in.rank]
+        p.peers[in.rank]
             ? "rank " + std::to_string(in.rank) + " sent " + wire::describeSlice(in.header) +
                   " twice"
             : "ranks disagree: rank " + std::to_string(p.first_rank) + " sent " +
@@ -162,29 +176,72 @@ void Engine::Shard::onInput(SliceInput in) {
   }
 }
 
-void Engine::Shard::complete(Pending* p) {
+Buffer Engine::Shard::combine(Pending* p) {
   const wire::SliceHeader& h = p->header;
   const uint32_t n = p->comm->nranks;
+  if (h.kind == wire::CollKind::kAllGather) {
+    // Each byte of the slice belongs to one rank's part: copy every piece into place.
+    const size_t bytes = p->slice.count * dataTypeSize(h.type);
+    Buffer out = pool->get(bytes);
+    size_t placed = 0;
+    for (uint32_t r = 0; r < n; ++r) {
+      const Span piece = pieceOf(p->slice, p->comm->partOf(h, r));
+      if (piece.count == 0) continue;
+      std::memcpy(out->data() + (piece.offset - p->slice.offset), p->inputs[r]->data(),
+                  piece.count);
+      placed += piece.count;
+    }
+    if (placed != bytes) throw std::logic_error("all-gather pieces do not cover their slice");
+    for (uint32_t r = 0; r < n; ++r) p->inputs[r].reset();
+    return out;
+  }
   srcs.resize(n);
   for (uint32_t r = 0; r < n; ++r) srcs[r] = p->inputs[r]->data();
   // In rank order whatever order the inputs came in, so every run gives the same bits. The sum
   // lands in rank 0's buffer, which becomes the result all ranks receive.
   if (n > 1) {
-    reduceMany(h.type, h.op, p->inputs[0]->data(), srcs.data(), static_cast<int>(n), h.count);
+    reduceMany(h.type, h.op, p->inputs[0]->data(), srcs.data(), static_cast<int>(n),
+               p->slice.count);
   }
   Buffer result = std::move(p->inputs[0]);
   for (uint32_t r = 1; r < n; ++r) p->inputs[r].reset();
+  return result;
+}
+
+void Engine::Shard::complete(Pending* p) {
+  const wire::SliceHeader& h = p->header;
+  const uint32_t n = p->comm->nranks;
+  const size_t elt = dataTypeSize(h.type);
+  Buffer result = combine(p);
   // Before the results go out, so a worker holding its result finds the slice counted.
-  observer->sliceReduced(static_cast<uint64_t>(h.payloadBytes()) * n,
+  observer->sliceReduced(static_cast<uint64_t>(p->slice.count * elt) * n,
                          std::chrono::steady_clock::now() - p->first_arrival);
   wire::SliceHeader result_header = h;
-  result_header.crc = p->comm->resultCrc(result->data(), h.payloadBytes());  // once, for all
-  const wire::Frame frame = wire::encodeResult(result_header);
+  result_header.offset = p->slice.offset;
+  result_header.count = p->slice.count;
+  result_header.crc = p->comm->resultCrc(result->data(), p->slice.count * elt);  // once, for all
+  wire::Frame frame = wire::encodeResult(result_header);
   for (uint32_t r = 0; r < n; ++r) {
     OutMsg m;
+    Span piece = p->slice;
+    if (h.kind == wire::CollKind::kReduceScatter) {
+      // Each rank gets only its own part of the sum: maybe nothing, then the bare header.
+      piece = pieceOf(p->slice, p->comm->partOf(h, r));
+      wire::SliceHeader mine = result_header;
+      mine.offset = piece.offset;
+      mine.count = piece.count;
+      mine.crc = piece.count == 0 ? 0
+                                  : p->comm->resultCrc(
+                                        result->data() + (piece.offset - p->slice.offset) * elt,
+                                        piece.count * elt);
+      frame = wire::encodeResult(mine);
+    }
     m.header = frame;
-    m.payload = result;
-    m.payload_bytes = h.payloadBytes();
+    if (piece.count > 0) {
+      m.payload = result;
+      m.payload_offset = (piece.offset - p->slice.offset) * elt;
+      m.payload_bytes = piece.count * elt;
+    }
     m.releases_credit = true;
     p->peers[r]->send(std::move(m));
   }

@@ -262,9 +262,12 @@ Status Peer::handleSlice(const uint8_t* data, size_t size) {
   }
   const int shard = ctx_->engine->shardOf(comm_->id, h.slice);
   const size_t bytes = h.payloadBytes();
-  Buffer buf = ctx_->engine->pool(shard).get(bytes);
+  Buffer buf;  // stays null for an empty piece (all-gather): no payload follows its header
   size_t got = 0;
-  TALLY_RETURN_IF_ERROR(recvOne(buf->data(), bytes, wire::kTagPayload, &got));
+  if (bytes > 0) {
+    buf = ctx_->engine->pool(shard).get(bytes);
+    TALLY_RETURN_IF_ERROR(recvOne(buf->data(), bytes, wire::kTagPayload, &got));
+  }
   if (got != bytes) {
     st = Status::remote("rank " + std::to_string(rank_) + " sent " + std::to_string(got) +
                         " payload bytes for " + wire::describeSlice(h) + ", expected " +
@@ -272,7 +275,7 @@ Status Peer::handleSlice(const uint8_t* data, size_t size) {
     comm_->fail(st.message());
     return st;
   }
-  if (comm_->checksum) {
+  if (comm_->checksum && bytes > 0) {
     // Before the input can reach a sum. The library loaded when the Hello was admitted.
     const uint32_t crc = crc32c::shared(nullptr)->compute(buf->data(), bytes);
     if (crc != h.crc && comm_->failed()) return Status::ok();  // dropped, as the engine would
@@ -386,7 +389,8 @@ void Peer::postLocked(OutMsg msg) {
     sendOne(f.msg.header.data(), f.msg.header.size, wire::kTagHeader, &f.header_req);
   }
   if (dead_.isOk() && f.msg.payload) {
-    sendOne(f.msg.payload->data(), f.msg.payload_bytes, wire::kTagPayload, &f.payload_req);
+    sendOne(f.msg.payload->data() + f.msg.payload_offset, f.msg.payload_bytes, wire::kTagPayload,
+            &f.payload_req);
   }
   if (dead_.isOk() && (f.header_req == nullptr || (f.msg.payload && !f.payload_req))) {
     markDeadLocked(Status::internal("transport has no room for a send with none in flight"));

@@ -24,6 +24,7 @@
 #include "common/small_pool.h"
 #include "reducer/buffer_pool.h"
 #include "reducer/observer.h"
+#include "reducer/slicing.h"
 #include "reducer/server.h"
 #include "reducer/wire.h"
 #include "transport/tcp/tcp.h"
@@ -47,6 +48,7 @@ struct ServerContext {
 struct OutMsg {
   wire::Frame header;
   Buffer payload;                // null: the header alone
+  size_t payload_offset = 0;     // where in `payload` the bytes sent start
   size_t payload_bytes = 0;
   bool releases_credit = false;  // a result: frees one window slot once sent (or dropped)
 };
@@ -168,6 +170,10 @@ class Comm : public std::enable_shared_from_this<Comm> {
   void fail(const std::string& reason);
   // Checks a slice header against this communicator's slicing; the reason names the rank.
   Status checkSlice(const wire::SliceHeader& h, int rank) const;
+  // The whole slice h belongs to (slicing.h), and `rank`'s part of h's window (all-gather and
+  // reduce-scatter). Headers that passed checkSlice only.
+  Span sliceOf(const wire::SliceHeader& h) const;
+  Span partOf(const wire::SliceHeader& h, uint32_t rank) const;
   // "3f2a...9c (4 ranks)"
   std::string describe() const;
 

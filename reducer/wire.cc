@@ -12,7 +12,9 @@ namespace {
 constexpr size_t kHelloBody = 16 + 4 * 4 + 8 + 4 + 4;  // comm, 4 x u32, slice_bytes, window, flags
 constexpr size_t kReadyBody = 16 + 4 + 4;
 constexpr size_t kReasonBody = 2 + 2 + kMaxReasonBytes;  // length, reserved, text
-constexpr size_t kSliceBody = 8 + 4 + 4 + 8 + 8 + 8 + 1 + 1 + 2 + 4;
+// seq, slice, kind, reserved (3), offset, count, total_count, type, op, reserved (2), crc,
+// rank_count, window_offset.
+constexpr size_t kSliceBody = 8 + 4 + 1 + 3 + 8 + 8 + 8 + 1 + 1 + 2 + 4 + 8 + 8;
 constexpr size_t kByeBody = 0;
 constexpr size_t kChallengeBody = 4 + 4 + auth::kNonceBytes;  // flags, reserved, nonce
 constexpr size_t kAnswerBody = auth::kNonceBytes + auth::kMacBytes;
@@ -126,7 +128,8 @@ Frame encodeSliceAs(MsgType t, const SliceHeader& m) {
   start(t, &w);
   w.u64(m.seq);
   w.u32(m.slice);
-  w.u32(0);
+  w.u8(static_cast<uint8_t>(m.kind));
+  w.zeros(3);
   w.u64(m.offset);
   w.u64(m.count);
   w.u64(m.total_count);
@@ -134,6 +137,8 @@ Frame encodeSliceAs(MsgType t, const SliceHeader& m) {
   w.u8(static_cast<uint8_t>(m.op));
   w.u16(0);
   w.u32(m.crc);
+  w.u64(m.rank_count);
+  w.u64(m.window_offset);
   return f;
 }
 
@@ -168,7 +173,8 @@ Status decodeSliceAs(const uint8_t* data, size_t size, MsgType t, SliceHeader* o
   SliceHeader m;
   m.seq = r.u64();
   m.slice = r.u32();
-  uint32_t pad1 = r.u32();
+  const uint8_t kind = r.u8();
+  const uint8_t* pad1 = r.take(3);
   m.offset = r.u64();
   m.count = r.u64();
   m.total_count = r.u64();
@@ -176,7 +182,9 @@ Status decodeSliceAs(const uint8_t* data, size_t size, MsgType t, SliceHeader* o
   uint8_t op = r.u8();
   uint16_t pad2 = r.u16();
   m.crc = r.u32();
-  if (pad1 != 0 || pad2 != 0) {
+  m.rank_count = r.u64();
+  m.window_offset = r.u64();
+  if (pad1[0] != 0 || pad1[1] != 0 || pad1[2] != 0 || pad2 != 0) {
     return Status::remote(std::string("malformed ") + msgTypeName(t) +
                           " header: reserved bytes are not zero");
   }
@@ -188,6 +196,11 @@ Status decodeSliceAs(const uint8_t* data, size_t size, MsgType t, SliceHeader* o
     return Status::remote(std::string(msgTypeName(t)) + " header has unknown reduction op " +
                           std::to_string(op));
   }
+  if (kind > static_cast<uint8_t>(CollKind::kReduceScatter)) {
+    return Status::remote(std::string(msgTypeName(t)) + " header has unknown kind " +
+                          std::to_string(kind));
+  }
+  m.kind = static_cast<CollKind>(kind);
   m.type = static_cast<DataType>(type);
   m.op = static_cast<ReduceOp>(op);
   TALLY_RETURN_IF_ERROR(validateSlice(m));
@@ -419,7 +432,23 @@ Status validateSlice(const SliceHeader& m) {
     return Status::remote("slice with unknown data type or op");
   }
   const uint64_t elt = dataTypeSize(m.type);
-  if (m.count == 0) return Status::remote("empty slice: " + describeSlice(m));
+  const bool all_reduce = m.kind == CollKind::kAllReduce;
+  if (m.count == 0 && all_reduce) return Status::remote("empty slice: " + describeSlice(m));
+  if (all_reduce && (m.rank_count != 0 || m.window_offset != 0)) {
+    return Status::remote("all-reduce slice with a window: " + describeSlice(m));
+  }
+  if (!all_reduce) {
+    if (m.rank_count == 0 || m.total_count == 0) {
+      return Status::remote("empty window or rank part: " + describeSlice(m));
+    }
+    if (m.kind == CollKind::kAllGather && (m.type != DataType::kUint8 || m.op != ReduceOp::kSum)) {
+      return Status::remote("all-gather slice that is not bytes: " + describeSlice(m));
+    }
+    if (m.window_offset > UINT64_MAX / elt - m.total_count ||
+        m.rank_count > UINT64_MAX / elt) {
+      return Status::remote("window overflows: " + describeSlice(m));
+    }
+  }
   if (m.count > kMaxSliceBytes / elt) {
     return Status::remote("slice larger than " + std::to_string(kMaxSliceBytes) +
                           " bytes: " + describeSlice(m));
@@ -433,8 +462,17 @@ Status validateSlice(const SliceHeader& m) {
   return Status::ok();
 }
 
+const char* collKindName(CollKind k) {
+  switch (k) {
+    case CollKind::kAllReduce: return "all-reduce";
+    case CollKind::kAllGather: return "all-gather";
+    case CollKind::kReduceScatter: return "reduce-scatter";
+  }
+  return "?";
+}
+
 std::string describeSlice(const SliceHeader& m) {
-  char buf[200];
+  char buf[300];
   const char* type = isValidDataType(static_cast<int>(m.type)) ? dataTypeName(m.type) : "?";
   const char* op = isValidReduceOp(static_cast<int>(m.op)) ? reduceOpName(m.op) : "?";
   std::snprintf(buf, sizeof(buf), "call %llu slice %u [offset %llu, count %llu of %llu] %s %s",
@@ -442,7 +480,14 @@ std::string describeSlice(const SliceHeader& m) {
                 static_cast<unsigned long long>(m.offset),
                 static_cast<unsigned long long>(m.count),
                 static_cast<unsigned long long>(m.total_count), type, op);
-  return buf;
+  std::string text = buf;
+  if (m.kind != CollKind::kAllReduce) {
+    std::snprintf(buf, sizeof(buf), " %s window at %llu, %llu per rank", collKindName(m.kind),
+                  static_cast<unsigned long long>(m.window_offset),
+                  static_cast<unsigned long long>(m.rank_count));
+    text += buf;
+  }
+  return text;
 }
 
 }  // namespace tally::reducer::wire

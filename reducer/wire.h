@@ -53,8 +53,9 @@ namespace tally::reducer::wire {
 
 inline constexpr uint32_t kMagic = 0x594c4154;  // bytes "TALY" on the wire
 // 2: slices cut as reducer/slicing.h says. 3: the authenticated opening (Challenge, Answer,
-// Proof), Hello.checksum and the slice CRC.
-inline constexpr uint16_t kVersion = 3;
+// Proof), Hello.checksum and the slice CRC. 4: all-gather and reduce-scatter (SliceHeader::kind,
+// rank_count, window_offset; empty pieces).
+inline constexpr uint16_t kVersion = 4;
 
 // Transport tags: a header, and the payload that follows a slice or result header.
 inline constexpr int kTagHeader = 0x7a11;
@@ -135,14 +136,31 @@ struct Reason {
   std::string text;
 };
 
-// A slice of one all-reduce call (kSlice), or its result (kResult): elements
+// What a call computes. The values are the wire's.
+enum class CollKind : uint8_t { kAllReduce = 0, kAllGather = 1, kReduceScatter = 2 };
+const char* collKindName(CollKind k);
+
+// A piece of one call (kSlice: worker -> reducer), or of its result (kResult): elements
 // [offset, offset + count) of a call of total_count elements.
+//
+// All-reduce: the call is the buffer, and a piece is always a whole slice (reducer/slicing.h).
+// All-gather and reduce-scatter: the call is a window of total_count elements starting at
+// element window_offset of a vector of nranks x rank_count elements, rank r owning elements
+// [r x rank_count, (r + 1) x rank_count). Offsets stay window-relative. A reduce-scatter input
+// and an all-gather result are whole slices; an all-gather input is the slice's intersection
+// with the sender's part and a reduce-scatter result the slice's intersection with the
+// receiver's part (slicing.h's pieceOf), so they may be empty (count 0, no payload follows).
+// Every rank still sends every slice and gets a result for every slice, so flow control and
+// completion work as for all-reduce. All-gather moves bytes: type kUint8, op kSum.
 struct SliceHeader {
   uint64_t seq = 0;          // the call's number within the communicator, from 0
   uint32_t slice = 0;        // slice index within the call
-  uint64_t offset = 0;       // first element
-  uint64_t count = 0;        // elements in this slice, >= 1
-  uint64_t total_count = 0;  // elements of the whole call
+  CollKind kind = CollKind::kAllReduce;
+  uint64_t offset = 0;       // first element of the piece
+  uint64_t count = 0;        // elements in this piece, >= 1 for all-reduce
+  uint64_t total_count = 0;  // elements of the whole call (the window)
+  uint64_t rank_count = 0;     // all-gather, reduce-scatter: elements each rank owns; else 0
+  uint64_t window_offset = 0;  // all-gather, reduce-scatter: where the window starts; else 0
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   uint32_t crc = 0;          // CRC32C of the payload when the communicator checksums, else 0
@@ -187,7 +205,8 @@ Status decodeProof(const uint8_t* data, size_t size, Proof* out);
 // Field checks used by decodeSlice/decodeResult, exposed for the server and tests.
 Status validateSlice(const SliceHeader& m);
 
-// "call 7 slice 3 [offset 196608, count 65536 of 300000] float32 sum", for error messages.
+// "call 7 slice 3 [offset 196608, count 65536 of 300000] float32 sum", for error messages;
+// all-gather and reduce-scatter add the kind and the window.
 std::string describeSlice(const SliceHeader& m);
 
 }  // namespace tally::reducer::wire

@@ -94,6 +94,22 @@ void wireSeeds(Out* out) {
   wire::SliceHeader crc = slice(100);
   crc.crc = 0x1edc6f41;
   out->write(t, "slice_crc", bytesOf(wire::encodeSlice(crc)));
+  // Wire v4: a reduce-scatter slice, an all-gather piece and an empty one, a narrowed result.
+  wire::SliceHeader rs = slice(500, DataType::kInt32, ReduceOp::kMax);
+  rs.kind = wire::CollKind::kReduceScatter;
+  rs.rank_count = 300;
+  rs.window_offset = 100;
+  out->write(t, "slice_reduce_scatter", bytesOf(wire::encodeSlice(rs)));
+  wire::SliceHeader ag = slice(200, DataType::kUint8);
+  ag.kind = wire::CollKind::kAllGather;
+  ag.total_count = 600;
+  ag.rank_count = 300;
+  out->write(t, "slice_all_gather", bytesOf(wire::encodeSlice(ag)));
+  ag.count = 0;
+  out->write(t, "slice_all_gather_empty", bytesOf(wire::encodeSlice(ag)));
+  rs.offset = 200;
+  rs.count = 0;
+  out->write(t, "result_reduce_scatter_empty", bytesOf(wire::encodeResult(rs)));
   wire::Challenge challenge;
   challenge.auth_required = true;
   for (size_t i = 0; i < challenge.nonce.size(); ++i) challenge.nonce[i] = static_cast<uint8_t>(i);
@@ -157,7 +173,9 @@ void frame(InputWriter* in, int conn, const wire::Frame& f) {
 
 // A whole call on `ranks` connections: the opening (with the job token when `guarded`), Hello,
 // Ready, one slice each, the result, Bye when `bye`.
-Bytes framedCall(int ranks, uint64_t comm, bool bye, bool guarded = false) {
+// With `gather`, the call is an all-gather of 1000 bytes per rank over the whole vector: each
+// rank's piece of the one slice is its own part, and each gets the whole slice back.
+Bytes framedCall(int ranks, uint64_t comm, bool bye, bool guarded = false, bool gather = false) {
   InputWriter in(false, guarded);
   for (int r = 0; r < ranks; ++r) {
     in.record(guarded ? Action::kAnswer : Action::kRecvHeader, r);  // the Challenge
@@ -167,10 +185,20 @@ Bytes framedCall(int ranks, uint64_t comm, bool bye, bool guarded = false) {
     if (guarded) in.record(Action::kRecvHeader, r);  // Proof
     in.record(Action::kRecvHeader, r);               // Ready
   }
-  const wire::SliceHeader s = slice(1000);
+  wire::SliceHeader s = slice(1000);
+  if (gather) {
+    s = slice(1000 * static_cast<uint64_t>(ranks), DataType::kUint8);
+    s.kind = wire::CollKind::kAllGather;
+    s.rank_count = 1000;
+  }
   for (int r = 0; r < ranks; ++r) {
-    frame(&in, r, wire::encodeSlice(s));
-    in.recordU32(Action::kSendFill, r, static_cast<uint32_t>(s.payloadBytes()));
+    wire::SliceHeader mine = s;
+    if (gather) {
+      mine.offset = 1000 * static_cast<uint64_t>(r);
+      mine.count = 1000;
+    }
+    frame(&in, r, wire::encodeSlice(mine));
+    in.recordU32(Action::kSendFill, r, static_cast<uint32_t>(mine.payloadBytes()));
   }
   for (int r = 0; r < ranks; ++r) {
     in.record(Action::kRecvHeader, r);
@@ -195,6 +223,7 @@ void sessionSeeds(Out* out) {
   const std::string t = "fuzz_reducer_session";
   out->write(t, "one_rank_call", framedCall(1, 1, true));
   out->write(t, "two_rank_call", framedCall(2, 2, true));
+  out->write(t, "two_rank_all_gather", framedCall(2, 12, true, false, true));
   out->write(t, "two_rank_call_lost", framedCall(2, 3, false));
   out->write(t, "guarded_one_rank_call", framedCall(1, 8, true, true));
   out->write(t, "guarded_two_rank_call", framedCall(2, 9, true, true));

@@ -51,6 +51,14 @@ class FakeClient : public reducer::CollClient {
         count * dataTypeSize(type));
     return Status::ok();
   }
+  Status iallgather(const void*, void*, const reducer::CollWindow& window,
+                    reducer::CollRequest* req) override {
+    return iallreduce(nullptr, nullptr, window.count, DataType::kUint8, ReduceOp::kSum, req);
+  }
+  Status ireducescatter(const void*, void*, const reducer::CollWindow& window, DataType type,
+                        ReduceOp op, reducer::CollRequest* req) override {
+    return iallreduce(nullptr, nullptr, window.count, type, op, req);
+  }
   void close() override { ++*closes_; }
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }

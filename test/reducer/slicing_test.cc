@@ -46,5 +46,54 @@ TEST(Slicing, ZeroReducersCountsAsOne) {
   EXPECT_EQ(sliceElements(1 << 20, 4, 256 << 10, 0), sliceElements(1 << 20, 4, 256 << 10, 1));
 }
 
+// All-gather and reduce-scatter windows: 3 ranks of 10 elements, the vector is [0, 30).
+TEST(Slicing, RankPartsOfAWindow) {
+  // The window [8, 23): rank 0 owns [8, 10), rank 1 all of [10, 20), rank 2 [20, 23); offsets
+  // are window-relative.
+  EXPECT_EQ(rankPart(0, 10, 8, 15), (Span{0, 2}));
+  EXPECT_EQ(rankPart(1, 10, 8, 15), (Span{2, 10}));
+  EXPECT_EQ(rankPart(2, 10, 8, 15), (Span{12, 3}));
+  // A window inside one rank's part misses the others.
+  EXPECT_EQ(rankPart(1, 10, 12, 5), (Span{0, 5}));
+  EXPECT_EQ(rankPart(0, 10, 12, 5).count, 0u);
+  EXPECT_EQ(rankPart(2, 10, 12, 5).count, 0u);
+  // Window edges on part edges.
+  EXPECT_EQ(rankPart(1, 10, 10, 10), (Span{0, 10}));
+  EXPECT_EQ(rankPart(0, 10, 10, 10).count, 0u);
+  EXPECT_EQ(rankPart(2, 10, 10, 10).count, 0u);
+  // The whole vector.
+  EXPECT_EQ(rankPart(2, 10, 0, 30), (Span{20, 10}));
+}
+
+TEST(Slicing, PiecesOfASliceAndSlicesOfACall) {
+  EXPECT_EQ(sliceSpan(10, 4, 0), (Span{0, 4}));
+  EXPECT_EQ(sliceSpan(10, 4, 2), (Span{8, 2}));
+  EXPECT_EQ(sliceSpan(10, 4, 3).count, 0u);
+  // The part [2, 12) cuts slices [0, 4), [4, 8), [8, 12), [12, 15).
+  const Span part{2, 10};
+  EXPECT_EQ(pieceOf(Span{0, 4}, part), (Span{2, 2}));
+  EXPECT_EQ(pieceOf(Span{4, 4}, part), (Span{4, 4}));
+  EXPECT_EQ(pieceOf(Span{8, 4}, part), (Span{8, 4}));
+  // An empty piece sits at its slice's start, whichever side it misses on.
+  EXPECT_EQ(pieceOf(Span{12, 3}, part), (Span{12, 0}));
+  EXPECT_EQ(pieceOf(Span{0, 2}, part), (Span{0, 0}));
+  EXPECT_EQ(pieceOf(Span{0, 4}, Span{4, 0}), (Span{0, 0}));
+  // Every element of a window belongs to exactly one rank's piece of its slice.
+  const uint64_t nranks = 4, rank_count = 7, offset = 5, total = 19, per_slice = 3;
+  for (uint64_t j = 0; j * per_slice < total; ++j) {
+    const Span slice = sliceSpan(total, per_slice, j);
+    uint64_t covered = 0;
+    for (uint64_t r = 0; r < nranks; ++r) {
+      const Span piece = pieceOf(slice, rankPart(r, rank_count, offset, total));
+      covered += piece.count;
+      if (piece.count > 0) {
+        EXPECT_GE(piece.offset, slice.offset);
+        EXPECT_LE(piece.offset + piece.count, slice.offset + slice.count);
+      }
+    }
+    EXPECT_EQ(covered, slice.count) << "slice " << j;
+  }
+}
+
 }  // namespace
 }  // namespace tally::reducer

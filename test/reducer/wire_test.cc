@@ -69,17 +69,99 @@ TEST(WireTest, HelloRoundTrip) {
   EXPECT_FALSE(d.checksum);
 }
 
-TEST(WireTest, VersionThree) {
-  EXPECT_EQ(kVersion, 3);
+TEST(WireTest, VersionFour) {
+  EXPECT_EQ(kVersion, 4);
   Frame f = encodeBye();
-  EXPECT_EQ(f.bytes[4], 3);
+  EXPECT_EQ(f.bytes[4], 4);
   EXPECT_EQ(f.bytes[5], 0);
-  // A version 2 peer is refused with a message that names both versions.
-  f.bytes[4] = 2;
-  MsgType t;
-  Status st = peekType(f.data(), f.size, &t);
-  EXPECT_FALSE(st.isOk());
-  EXPECT_NE(st.message().find("version 2"), std::string::npos) << st.message();
+  // A peer of version 3 (before all-gather and reduce-scatter) or 2 is refused with a message
+  // that names both versions.
+  for (uint8_t old : {uint8_t{3}, uint8_t{2}}) {
+    f.bytes[4] = old;
+    MsgType t;
+    Status st = peekType(f.data(), f.size, &t);
+    EXPECT_FALSE(st.isOk());
+    EXPECT_NE(st.message().find("version " + std::to_string(old)), std::string::npos)
+        << st.message();
+    EXPECT_NE(st.message().find("speaks 4"), std::string::npos) << st.message();
+  }
+}
+
+TEST(WireTest, WindowedSlicesRoundTrip) {
+  SliceHeader h = sampleSlice();
+  h.kind = CollKind::kReduceScatter;
+  h.rank_count = 1000003;
+  h.window_offset = 77777;
+  for (uint64_t count : {uint64_t{0}, uint64_t{5}}) {
+    h.count = count;
+    SliceHeader d;
+    Frame s = encodeSlice(h);
+    ASSERT_TRUE(decodeSlice(s.data(), s.size, &d).isOk());
+    EXPECT_EQ(d.kind, CollKind::kReduceScatter);
+    EXPECT_EQ(d.rank_count, h.rank_count);
+    EXPECT_EQ(d.window_offset, h.window_offset);
+    EXPECT_EQ(d.count, count);
+    EXPECT_EQ(d.payloadBytes(), count * dataTypeSize(h.type));
+    Frame r = encodeResult(h);
+    ASSERT_TRUE(decodeResult(r.data(), r.size, &d).isOk());
+    EXPECT_EQ(d.kind, CollKind::kReduceScatter);
+  }
+  h.kind = CollKind::kAllGather;
+  h.type = DataType::kUint8;
+  h.op = ReduceOp::kSum;
+  SliceHeader d;
+  Frame s = encodeSlice(h);
+  ASSERT_TRUE(decodeSlice(s.data(), s.size, &d).isOk());
+  EXPECT_EQ(d.kind, CollKind::kAllGather);
+  EXPECT_NE(describeSlice(d).find("all-gather window at 77777, 1000003 per rank"),
+            std::string::npos)
+      << describeSlice(d);
+}
+
+TEST(WireTest, RejectsBadWindowedSlices) {
+  auto decodes = [](const SliceHeader& h) {
+    Frame f = encodeSlice(h);
+    SliceHeader d;
+    return decodeSlice(f.data(), f.size, &d).isOk();
+  };
+  SliceHeader h = sampleSlice();
+  h.kind = CollKind::kReduceScatter;
+  h.rank_count = 100;
+  EXPECT_TRUE(decodes(h));
+  h.rank_count = 0;  // no rank part
+  EXPECT_FALSE(decodes(h));
+  h.rank_count = UINT64_MAX / 2;  // x 4 bytes overflows
+  EXPECT_FALSE(decodes(h));
+  h.rank_count = 100;
+  h.window_offset = UINT64_MAX - h.total_count;  // bytes of the window's end overflow
+  EXPECT_FALSE(decodes(h));
+  // An all-reduce has no window and no empty slice.
+  h = sampleSlice();
+  h.window_offset = 4;
+  EXPECT_FALSE(decodes(h));
+  h = sampleSlice();
+  h.rank_count = 4;
+  EXPECT_FALSE(decodes(h));
+  // An all-gather moves bytes.
+  h = sampleSlice();
+  h.kind = CollKind::kAllGather;
+  h.rank_count = 100;
+  EXPECT_FALSE(decodes(h));  // float32
+  h.type = DataType::kUint8;
+  h.op = ReduceOp::kMax;
+  EXPECT_FALSE(decodes(h));
+  h.op = ReduceOp::kSum;
+  EXPECT_TRUE(decodes(h));
+  // Unknown kinds and non-zero reserved bytes after the kind.
+  Frame f = encodeSlice(h);
+  Frame bad = f;
+  bad.bytes[kPreambleBytes + 12] = 3;
+  EXPECT_FALSE(decodeSlice(bad.data(), bad.size, &h).isOk());
+  for (size_t i = 13; i < 16; ++i) {
+    bad = f;
+    bad.bytes[kPreambleBytes + i] = 1;
+    EXPECT_FALSE(decodeSlice(bad.data(), bad.size, &h).isOk());
+  }
 }
 
 TEST(WireTest, OpeningMessagesRoundTrip) {
@@ -280,7 +362,7 @@ TEST(WireTest, RejectsBadSliceFields) {
   // Unknown type and op codes, non-zero reserved bytes: patched into a good frame.
   Frame f = encodeSlice(sampleSlice());
   SliceHeader d;
-  const size_t type_at = kPreambleBytes + 8 + 4 + 4 + 8 + 8 + 8;
+  const size_t type_at = kPreambleBytes + 8 + 4 + 1 + 3 + 8 + 8 + 8;
   Frame bad = f;
   bad.bytes[type_at] = kNumDataTypes;
   EXPECT_FALSE(decodeSlice(bad.data(), bad.size, &d).isOk());
@@ -288,7 +370,7 @@ TEST(WireTest, RejectsBadSliceFields) {
   bad.bytes[type_at + 1] = kNumReduceOps;
   EXPECT_FALSE(decodeSlice(bad.data(), bad.size, &d).isOk());
   bad = f;
-  bad.bytes[kPreambleBytes + 12] = 1;  // padding after the slice index
+  bad.bytes[kPreambleBytes + 13] = 1;  // padding after the kind
   EXPECT_FALSE(decodeSlice(bad.data(), bad.size, &d).isOk());
 }
 

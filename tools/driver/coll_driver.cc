@@ -134,26 +134,12 @@ bool CollComm::supported(DataType type, ReduceOp op) const {
   return support_[static_cast<int>(type)][static_cast<int>(op)];
 }
 
-Status CollComm::allreduce(const void* src, void* dst, size_t count, DataType type, ReduceOp op) {
-  if (closed_ || coll_comm_ == nullptr) return Status::internal("allreduce on a closed CollComm");
-  const size_t esize = dataTypeSize(type);
-  const size_t call_elems = options_.call_bytes / esize;
-  if (call_elems == 0) return Status::internal("call_bytes is smaller than one element");
-  const size_t npieces = (count + call_elems - 1) / call_elems;
-  // Elements passed to iallreduce for a piece of n: with whole_chunk_bytes, rounded up to whole
-  // chunks like NCCL's non-registered calls, so the tail reduces stale bytes nobody reads.
-  auto posted = [&](size_t n) {
-    if (options_.whole_chunk_bytes == 0) return n;
-    size_t chunk = std::max<size_t>(1, options_.whole_chunk_bytes / esize);
-    return std::min(call_elems, (n + chunk - 1) / chunk * chunk);
-  };
+Status CollComm::pipeline(const char* what, size_t npieces, const PostFn& post,
+                          const FinishFn& finish) {
+  if (closed_ || coll_comm_ == nullptr) {
+    return Status::internal(std::string(what) + " on a closed CollComm");
+  }
   const size_t slots = static_cast<size_t>(options_.max_inflight);
-  char* send_half = region_.data();
-  char* recv_half = region_.data() + half_bytes_;
-  // The send connector of channel 0 and the receive connector of channel 0, as NCCL passes them.
-  void* send_mh = mhandles_[0];
-  void* recv_mh = mhandles_[1];
-
   struct InFlight {
     void* request;
     size_t piece;
@@ -164,27 +150,15 @@ Status CollComm::allreduce(const void* src, void* dst, size_t count, DataType ty
   size_t staged = SIZE_MAX;  // piece whose input already sits in its slot
   IdleBackoff backoff;
   auto last_progress = Clock::now();
-  const auto* in = static_cast<const char*>(src);
-  auto* out = static_cast<char*>(dst);
-
   while (completed < npieces) {
     bool progressed = false;
     // Post: a slot is free once the piece `slots` before it completed (completion is in order).
     while (inflight.size() < slots && issued < npieces) {
-      size_t slot = issued % slots;
-      size_t first = issued * call_elems;
-      size_t n = std::min(call_elems, count - first);
-      char* sbuf = send_half + slot * options_.call_bytes;
-      char* rbuf = recv_half + slot * options_.call_bytes;
-      if (staged != issued) {
-        std::memcpy(sbuf, in + first * esize, n * esize);
-        staged = issued;
-      }
+      const size_t slot = issued % slots;
       void* request = nullptr;
-      ncclResult_t r =
-          api_->iallreduce(coll_comm_, sbuf, rbuf, posted(n), static_cast<ncclDataType_t>(type),
-                           static_cast<ncclRedOp_t>(op), send_mh, recv_mh, &request);
-      TALLY_RETURN_IF_ERROR(ncclStatus(r, "collnet iallreduce"));
+      TALLY_RETURN_IF_ERROR(post(issued, slotOf(true, slot), slotOf(false, slot),
+                                 staged != issued, &request));
+      staged = issued;
       if (request == nullptr) {  // no room now: NCCL calls again later
         ++stats_.null_requests;
         break;
@@ -198,18 +172,11 @@ Status CollComm::allreduce(const void* src, void* dst, size_t count, DataType ty
     while (!inflight.empty()) {
       int done = 0;
       int size = -1;
-      TALLY_RETURN_IF_ERROR(
-          ncclStatus(api_->test(inflight.front().request, &done, &size), "collnet test"));
+      TALLY_RETURN_IF_ERROR(ncclStatus(api_->test(inflight.front().request, &done, &size),
+                                       std::string("collnet test of ") + what));
       if (!done) break;
-      size_t piece = inflight.front().piece;
-      size_t first = piece * call_elems;
-      size_t n = std::min(call_elems, count - first);
-      if (size >= 0 && static_cast<size_t>(size) != posted(n) * esize) {
-        return Status::internal("collnet test reported " + std::to_string(size) +
-                                " bytes, expected " + std::to_string(posted(n) * esize));
-      }
-      std::memcpy(out + first * esize, recv_half + (piece % slots) * options_.call_bytes,
-                  n * esize);
+      const size_t piece = inflight.front().piece;
+      TALLY_RETURN_IF_ERROR(finish(piece, slotOf(false, piece % slots), size));
       inflight.pop_front();
       ++completed;
       progressed = true;
@@ -219,14 +186,142 @@ Status CollComm::allreduce(const void* src, void* dst, size_t count, DataType ty
       last_progress = Clock::now();
     } else {
       if (Clock::now() - last_progress > std::chrono::milliseconds(options_.timeout_ms)) {
-        return Status::timeout(
-            "collnet allreduce made no progress for " + std::to_string(options_.timeout_ms) +
-            " ms (" + std::to_string(completed) + "/" + std::to_string(npieces) + " calls done)");
+        return Status::timeout(std::string("collnet ") + what + " made no progress for " +
+                               std::to_string(options_.timeout_ms) + " ms (" +
+                               std::to_string(completed) + "/" + std::to_string(npieces) +
+                               " calls done)");
       }
       backoff.idle();
     }
   }
   return Status::ok();
+}
+
+char* CollComm::slotOf(bool send, size_t slot) {
+  return region_.data() + (send ? 0 : half_bytes_) + slot * options_.call_bytes;
+}
+
+Status CollComm::allreduce(const void* src, void* dst, size_t count, DataType type, ReduceOp op) {
+  const size_t esize = dataTypeSize(type);
+  const size_t call_elems = options_.call_bytes / esize;
+  if (call_elems == 0) return Status::internal("call_bytes is smaller than one element");
+  const size_t npieces = (count + call_elems - 1) / call_elems;
+  // Elements passed to iallreduce for a piece of n: with whole_chunk_bytes, rounded up to whole
+  // chunks like NCCL's non-registered calls, so the tail reduces stale bytes nobody reads.
+  auto posted = [&](size_t n) {
+    if (options_.whole_chunk_bytes == 0) return n;
+    size_t chunk = std::max<size_t>(1, options_.whole_chunk_bytes / esize);
+    return std::min(call_elems, (n + chunk - 1) / chunk * chunk);
+  };
+  auto elems = [&](size_t piece) { return std::min(call_elems, count - piece * call_elems); };
+  // The send connector of channel 0 and the receive connector of channel 0, as NCCL passes them.
+  void* send_mh = mhandles_[0];
+  void* recv_mh = mhandles_[1];
+  const auto* in = static_cast<const char*>(src);
+  auto* out = static_cast<char*>(dst);
+  auto post = [&](size_t piece, char* sbuf, char* rbuf, bool stage, void** request) {
+    const size_t n = elems(piece);
+    if (stage) std::memcpy(sbuf, in + piece * call_elems * esize, n * esize);
+    return ncclStatus(
+        api_->iallreduce(coll_comm_, sbuf, rbuf, posted(n), static_cast<ncclDataType_t>(type),
+                         static_cast<ncclRedOp_t>(op), send_mh, recv_mh, request),
+        "collnet iallreduce");
+  };
+  auto finish = [&](size_t piece, const char* rbuf, int size) {
+    const size_t n = elems(piece);
+    if (size >= 0 && static_cast<size_t>(size) != posted(n) * esize) {
+      return Status::internal("collnet test reported " + std::to_string(size) +
+                              " bytes, expected " + std::to_string(posted(n) * esize));
+    }
+    std::memcpy(out + piece * call_elems * esize, rbuf, n * esize);
+    return Status::ok();
+  };
+  return pipeline("allreduce", npieces, post, finish);
+}
+
+namespace {
+
+// [begin, end) of rank r's part of the global vector, clipped to the window [lo, hi): bytes.
+struct ByteRange {
+  size_t begin = 0;
+  size_t end = 0;
+  size_t size() const { return end > begin ? end - begin : 0; }
+};
+ByteRange clip(size_t lo, size_t hi, size_t part_begin, size_t part_end) {
+  return ByteRange{std::max(lo, part_begin), std::min(hi, part_end)};
+}
+
+}  // namespace
+
+Status CollComm::allgather(const void* src, void* dst, size_t bytes_per_rank) {
+  // NCCL's non-registered CollNetDirect all-gather: windows of call_bytes march over the global
+  // vector of nranks x bytes_per_rank; each sends this rank's bytes of the window from the send
+  // half and receives the whole window into the receive half.
+  const size_t total = bytes_per_rank * static_cast<size_t>(nranks_);
+  const size_t win = options_.call_bytes;
+  const size_t npieces = (total + win - 1) / win;
+  const size_t mine_begin = static_cast<size_t>(rank_) * bytes_per_rank;
+  const size_t mine_end = mine_begin + bytes_per_rank;
+  const auto* in = static_cast<const char*>(src);
+  auto* out = static_cast<char*>(dst);
+  auto post = [&](size_t piece, char* sbuf, char* rbuf, bool stage, void** request) {
+    const size_t lo = piece * win;
+    const size_t hi = std::min(total, lo + win);
+    const ByteRange mine = clip(lo, hi, mine_begin, mine_end);
+    if (stage && mine.size() > 0) {
+      std::memcpy(sbuf, in + (mine.begin - mine_begin), mine.size());
+    }
+    CollSge part{mhandles_[1], rbuf, hi - lo};
+    return ncclStatus(api_->iallgather(coll_comm_, sbuf, 1, &part, bytes_per_rank, lo, hi - lo,
+                                       mhandles_[0], request),
+                      "collnet iallgather");
+  };
+  auto finish = [&](size_t piece, const char* rbuf, int /*size*/) {
+    const size_t lo = piece * win;
+    std::memcpy(out + lo, rbuf, std::min(total, lo + win) - lo);
+    return Status::ok();
+  };
+  return pipeline("allgather", npieces, post, finish);
+}
+
+Status CollComm::reducescatter(const void* src, void* dst, size_t count, DataType type,
+                               ReduceOp op) {
+  // NCCL's non-registered CollNetDirect reduce-scatter: windows of whole elements march over the
+  // global vector; each sends this rank's input for the whole window and receives the reduction
+  // of its own part of the window (often nothing).
+  const size_t esize = dataTypeSize(type);
+  const size_t win = options_.call_bytes / esize * esize;
+  if (win == 0) return Status::internal("call_bytes is smaller than one element");
+  const size_t bytes_per_rank = count * esize;
+  const size_t total = bytes_per_rank * static_cast<size_t>(nranks_);
+  const size_t npieces = (total + win - 1) / win;
+  const size_t mine_begin = static_cast<size_t>(rank_) * bytes_per_rank;
+  const size_t mine_end = mine_begin + bytes_per_rank;
+  const auto* in = static_cast<const char*>(src);
+  auto* out = static_cast<char*>(dst);
+  auto post = [&](size_t piece, char* sbuf, char* rbuf, bool stage, void** request) {
+    const size_t lo = piece * win;
+    const size_t hi = std::min(total, lo + win);
+    if (stage) std::memcpy(sbuf, in + lo, hi - lo);
+    CollSge part{mhandles_[0], sbuf, hi - lo};
+    return ncclStatus(
+        api_->ireducescatter(coll_comm_, 1, &part, rbuf, bytes_per_rank, lo, hi - lo,
+                             static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op),
+                             mhandles_[1], request),
+        "collnet ireducescatter");
+  };
+  auto finish = [&](size_t piece, const char* rbuf, int size) {
+    const size_t lo = piece * win;
+    const ByteRange mine = clip(lo, std::min(total, lo + win), mine_begin, mine_end);
+    if (size >= 0 && static_cast<size_t>(size) != mine.size()) {
+      return Status::internal("collnet test of a reduce-scatter reported " +
+                              std::to_string(size) + " bytes, expected " +
+                              std::to_string(mine.size()));
+    }
+    if (mine.size() > 0) std::memcpy(out + (mine.begin - mine_begin), rbuf, mine.size());
+    return Status::ok();
+  };
+  return pipeline("reducescatter", npieces, post, finish);
 }
 
 Status CollComm::close() {

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,6 +63,15 @@ class CollComm {
   // call completing; in-flight calls are then abandoned (close() still works).
   Status allreduce(const void* src, void* dst, size_t count, DataType type, ReduceOp op);
 
+  // NCCL's CollNetDirect all-gather and reduce-scatter without registered buffers: windows of
+  // call_bytes (whole elements) march over the global vector of nranks parts, staged through the
+  // region like allreduce. allgather: dst (nranks x bytes_per_rank bytes) = every rank's src in
+  // rank order. reducescatter: dst (count elements) = the reduction over all ranks of elements
+  // [rank x count, (rank + 1) x count) of src (nranks x count elements). Windows may span ranks
+  // and miss this rank's part. The table must have the slot (CollNetApi::hasAllGather etc.).
+  Status allgather(const void* src, void* dst, size_t bytes_per_rank);
+  Status reducescatter(const void* src, void* dst, size_t count, DataType type, ReduceOp op);
+
   // The support matrix the plugin reported at setup.
   bool supported(DataType type, ReduceOp op) const;
   const NetProperties& properties() const { return props_; }
@@ -76,6 +86,14 @@ class CollComm {
   CollComm(CollNetApi* api, int rank, int nranks, const CollCommOptions& options)
       : api_(api), rank_(rank), nranks_(nranks), options_(options) {}
   Status setup(Store* store, const std::string& name);
+  // Posts pieces 0..npieces-1 (at most max_inflight in flight, each in its own send and receive
+  // slot of the region) and finishes them oldest first. post(piece, send slot, recv slot,
+  // stage, &request): stage is false when the piece's input is already in its slot (a retry
+  // after a NULL request). finish(piece, recv slot, size test reported).
+  using PostFn = std::function<Status(size_t, char*, char*, bool, void**)>;
+  using FinishFn = std::function<Status(size_t, const char*, int)>;
+  Status pipeline(const char* what, size_t npieces, const PostFn& post, const FinishFn& finish);
+  char* slotOf(bool send, size_t slot);
 
   CollNetApi* api_;
   int rank_;
