@@ -52,6 +52,7 @@ class FakeClient : public reducer::CollClient {
     return Status::ok();
   }
   void close() override { ++*closes_; }
+  void abort(const Status&) override { ++*closes_; }
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }
 
