@@ -343,7 +343,10 @@ void CollClientImpl::fail(const Status& st, int64_t wait_ms) {
     // not take the message in time is simply closed).
     const auto deadline = Clock::now() + std::chrono::milliseconds(wait_ms);
     for (auto& l : links_) l->postAbort(st.toString());
-    for (auto& l : links_) l->finishAbort(deadline);
+    // A fail() found by a link thread gives way to an abort() on the owner's thread, which
+    // waits on it; the abort's own short wait runs to its end.
+    const bool yield_to_abort = wait_ms > kAbortWaitMs;
+    for (auto& l : links_) l->finishAbort(deadline, yield_to_abort);
   }
   // Close first: once requests report the error, the caller may free its buffers, and no receive
   // may still be writing into them.

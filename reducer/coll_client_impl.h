@@ -108,11 +108,11 @@ class Link {
   // Closes the connection: pending transfers fail, both threads end soon. Any thread.
   // Best effort: tells the reducer why this worker gives up on the communicator (an Error
   // message), so the reducer can pass the cause on to the other ranks. postAbort posts it;
-  // finishAbort waits until the deadline (or until the client is in a hurry, see
-  // CollClientImpl::abort) for it to be out, else closes the connection. Called by
+  // finishAbort waits until the deadline (with yield_to_abort, only until an abort() is under
+  // way, see CollClientImpl::hurrying) for it to be out, else closes the connection. Called by
   // CollClientImpl::fail only, once.
   void postAbort(const std::string& reason);
-  void finishAbort(Clock::time_point deadline);
+  void finishAbort(Clock::time_point deadline, bool yield_to_abort);
   void closeConnection();
   // Stops and joins both threads (closes the connection first).
   void stopAndJoin();

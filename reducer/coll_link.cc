@@ -102,14 +102,14 @@ void Link::postAbort(const std::string& reason) {
                      &abort_req_);
 }
 
-void Link::finishAbort(Clock::time_point deadline) {
+void Link::finishAbort(Clock::time_point deadline, bool yield_to_abort) {
   if (!abort_req_) return;
-  // In steps of a millisecond, so that an abort() on the owner's thread cuts the wait short.
+  // In steps of a millisecond, so that an abort() on the owner's thread can cut the wait short.
   for (;;) {
     const int64_t left = msLeft(deadline);
     Status st = abort_req_->wait(std::min<int64_t>(left, 1), nullptr);
     if (st.isOk()) return;
-    if (st.code() != StatusCode::kTimeout || left <= 1 || client_->hurrying()) break;
+    if (st.code() != StatusCode::kTimeout || left <= 1 || (yield_to_abort && client_->hurrying())) break;
   }
   conn_->close();
 }
