@@ -166,11 +166,16 @@ ncclResult_t collRegMr(void* coll_comm, void* data, size_t size, int type, void*
   });
 }
 
-ncclResult_t collDeregMr(void* /*coll_comm*/, void* mhandle) {
+ncclResult_t collDeregMr(void* coll_comm, void* mhandle) {
   return guard("collDeregMr", [&]() -> Status {
     TALLY_RETURN_IF_ERROR(checkPointer(mhandle, "mhandle"));
     auto* mr = static_cast<CollMr*>(mhandle);
     if (mr->magic != kCollMrMagic) return Status::internal("not a Tally CollNet memory handle");
+    CollComm* c = nullptr;
+    TALLY_RETURN_IF_ERROR(collCommOf(coll_comm, &c));
+    // NCCL frees the memory next (before closeColl, on an abort): calls still using it abort
+    // the communicator, and nothing of Tally's touches the memory once this returns.
+    c->releaseMemory(mr->data, mr->size);
     mr->magic = 0;
     delete mr;
     return Status::ok();

@@ -56,7 +56,9 @@ CollComm::CollComm(int dev, int max_requests, std::unique_ptr<reducer::CollClien
       client_(std::move(client)),
       info_(std::move(info)),
       reducers_(reducers),
-      requests_(static_cast<size_t>(max_requests)) {}
+      requests_(static_cast<size_t>(max_requests)) {
+  tracked_.reserve(requests_.capacity());
+}
 
 CollComm::~CollComm() {
   close();
@@ -109,7 +111,8 @@ std::string CollComm::summary() const {
 }
 
 template <typename Post>
-Status CollComm::postWith(std::atomic<uint64_t>* calls, CollReq** out, Post post) {
+Status CollComm::postWith(std::atomic<uint64_t>* calls, MemRange reads, MemRange writes,
+                          CollReq** out, Post post) {
   *out = nullptr;
   CollReq* slot = requests_.acquire();
   if (slot == nullptr) return Status::ok();
@@ -122,27 +125,35 @@ Status CollComm::postWith(std::atomic<uint64_t>* calls, CollReq** out, Post post
   calls->fetch_add(1);
   slot->magic = kCollRequestMagic;
   slot->owner = this;
+  track(slot, reads, writes);
   *out = slot;
   return Status::ok();
 }
 
 Status CollComm::iallreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                             CollReq** out) {
-  return postWith(&allreduces_, out, [&](reducer::CollRequest* r) {
+  const size_t bytes = count * dataTypeSize(type);
+  return postWith(&allreduces_, MemRange::of(send, bytes), MemRange::of(recv, bytes), out,
+                  [&](reducer::CollRequest* r) {
     return client_->iallreduce(send, recv, count, type, op, r);
   });
 }
 
 Status CollComm::iallgather(const void* send, void* recv, const reducer::CollWindow& window,
                             CollReq** out) {
-  return postWith(&allgathers_, out, [&](reducer::CollRequest* r) {
+  // The part sent is at most the window: a larger span is safe (track's rule).
+  return postWith(&allgathers_, MemRange::of(send, window.count), MemRange::of(recv, window.count),
+                  out, [&](reducer::CollRequest* r) {
     return client_->iallgather(send, recv, window, r);
   });
 }
 
 Status CollComm::ireducescatter(const void* send, void* recv, const reducer::CollWindow& window,
                                 DataType type, ReduceOp op, CollReq** out) {
-  return postWith(&reducescatters_, out, [&](reducer::CollRequest* r) {
+  // The part received is at most the window.
+  const size_t bytes = window.count * dataTypeSize(type);
+  return postWith(&reducescatters_, MemRange::of(send, bytes), MemRange::of(recv, bytes), out,
+                  [&](reducer::CollRequest* r) {
     return client_->ireducescatter(send, recv, window, type, op, r);
   });
 }
@@ -163,8 +174,52 @@ Status CollComm::test(CollReq* req, bool* done, size_t* bytes) {
   if (!finished) return Status::ok();
   bytes_.fetch_add(got);
   if (bytes != nullptr) *bytes = got;
-  requests_.release(req);
+  untrackAndRelease(req);
   return Status::ok();
+}
+
+void CollComm::track(CollReq* req, MemRange reads, MemRange writes) {
+  std::lock_guard<std::mutex> lock(tracked_mu_);
+  req->reads = reads;
+  req->writes = writes;
+  tracked_.push_back(req);
+}
+
+void CollComm::untrackAndRelease(CollReq* req) {
+  {
+    std::lock_guard<std::mutex> lock(tracked_mu_);
+    for (size_t i = 0; i < tracked_.size(); ++i) {
+      if (tracked_[i] == req) {
+        tracked_[i] = tracked_.back();
+        tracked_.pop_back();
+        break;
+      }
+    }
+  }
+  requests_.release(req);
+}
+
+int CollComm::releaseMemory(const void* data, size_t size) {
+  const MemRange region = MemRange::of(data, size);
+  int in_flight = 0;
+  {
+    std::lock_guard<std::mutex> lock(tracked_mu_);
+    for (CollReq* r : tracked_) {
+      if (!r->reads.overlaps(region) && !r->writes.overlaps(region)) continue;
+      // Done but not yet tested: every result has landed and no thread touches it again.
+      bool done = false;
+      if (r->request.test(&done, nullptr).isOk() && done) continue;
+      ++in_flight;
+    }
+  }
+  if (in_flight == 0) return 0;
+  const Status why = Status::internal("CollNet comm aborted: memory deregistered with " +
+                                      std::to_string(in_flight) + " call" +
+                                      (in_flight == 1 ? "" : "s") + " in flight");
+  // The client WARNs with the cause, unless the communicator had failed before.
+  TALLY_INFO(log::kColl, "%s", why.message().c_str());
+  if (client_) client_->abort(why);
+  return in_flight;
 }
 
 }  // namespace tally::plugin

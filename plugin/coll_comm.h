@@ -13,7 +13,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "common/types.h"
@@ -66,10 +68,29 @@ struct CollMr {
   size_t size = 0;
 };
 
+// Bytes [begin, end) of caller memory. Empty when begin == end.
+struct MemRange {
+  uintptr_t begin = 0;
+  uintptr_t end = 0;
+
+  static MemRange of(const void* data, size_t bytes) {
+    const auto b = reinterpret_cast<uintptr_t>(data);
+    return MemRange{b, b + bytes};
+  }
+  bool overlaps(const MemRange& o) const {
+    return begin < end && o.begin < o.end && begin < o.end && o.begin < end;
+  }
+};
+
 struct CollReq {
   uint32_t magic = 0;  // kCollRequestMagic while in use
   CollComm* owner = nullptr;
   reducer::CollRequest request;  // a value: the pool slot holds it, nothing is allocated per call
+  // What the call reads (its send buffer) and writes (its recv buffer) while in flight: spans
+  // covering every byte it touches (a larger span is safe, a smaller one is not). Set by
+  // CollComm::track once posted.
+  MemRange reads;
+  MemRange writes;
 };
 
 class CollComm {
@@ -101,6 +122,13 @@ class CollComm {
   Status test(CollReq* req, bool* done, size_t* bytes);
   bool ownsRequest(const CollReq* req) const;
 
+  // NCCL's deregMr of [data, data+size): from here on NCCL may free that memory. When unfinished
+  // calls (not done, or failed) read or write any of it, the communicator is aborted first
+  // ("CollNet comm aborted: memory deregistered with N calls in flight", the sticky error their
+  // tests then return) and this returns once no Tally thread can touch caller memory any more.
+  // Returns the number of such calls (0: nothing to do).
+  int releaseMemory(const void* data, size_t size);
+
   // Closes the client (stopping its threads) and logs summary() at INFO. Idempotent; the
   // destructor calls it.
   void close();
@@ -111,6 +139,11 @@ class CollComm {
 
  private:
   using Clock = std::chrono::steady_clock;
+
+  // A posted request's ranges, recorded for releaseMemory (every posting function calls it once
+  // the call is posted, and test() drops it when done).
+  void track(CollReq* req, MemRange reads, MemRange writes);
+  void untrackAndRelease(CollReq* req);
 
   uint32_t magic_ = kCollCommMagic;
   int dev_;
@@ -124,10 +157,15 @@ class CollComm {
   std::atomic<uint64_t> reducescatters_{0};
   // Takes a request slot and posts through `post` (a call of client_); counts it in `calls`.
   template <typename Post>
-  Status postWith(std::atomic<uint64_t>* calls, CollReq** out, Post post);
+  Status postWith(std::atomic<uint64_t>* calls, MemRange reads, MemRange writes, CollReq** out,
+                  Post post);
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint64_t> errors_{0};
   RequestPool<CollReq> requests_;
+  // Posted requests not yet finished (tested done), with their ranges. Capacity is the pool's, so
+  // tracking allocates nothing.
+  std::mutex tracked_mu_;
+  std::vector<CollReq*> tracked_;
 };
 
 }  // namespace tally::plugin

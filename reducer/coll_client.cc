@@ -417,17 +417,19 @@ std::shared_ptr<Call> CollClientImpl::freeCallLocked() {
   return c;
 }
 
-void CollClientImpl::fail(const Status& st) {
+void CollClientImpl::fail(const Status& st, int64_t wait_ms) {
   std::lock_guard<std::mutex> lock(fail_mu_);
   if (shared_->failed.load(std::memory_order_acquire)) return;
   if (!closing()) {
     TALLY_WARN("CollNet rank %d: %s", rank_, st.toString().c_str());
     // Each reducer hears why, so the other ranks learn the cause (bounded: a reducer that does
     // not take the message in time is simply closed).
-    constexpr int64_t kAbortWaitMs = 200;
-    const auto deadline = Clock::now() + std::chrono::milliseconds(kAbortWaitMs);
+    const auto deadline = Clock::now() + std::chrono::milliseconds(wait_ms);
     for (auto& l : links_) l->postAbort(st.toString());
-    for (auto& l : links_) l->finishAbort(deadline);
+    // A fail() found by a link thread gives way to an abort() on the owner's thread, which
+    // waits on it; the abort's own short wait runs to its end.
+    const bool yield_to_abort = wait_ms > kAbortWaitMs;
+    for (auto& l : links_) l->finishAbort(deadline, yield_to_abort);
   }
   // Close first: once requests report the error, the caller may free its buffers, and no receive
   // may still be writing into them.
@@ -439,13 +441,39 @@ void CollClientImpl::fail(const Status& st) {
   shared_->failed.store(true, std::memory_order_release);
 }
 
+void CollClientImpl::abortLocked(const Status& why) {
+  closed_ = true;
+  // A link thread's fail() may be waiting for its Error messages: it stops at once.
+  hurry_.store(true, std::memory_order_release);
+  fail(why, kAbortWaitMs);
+  closing_.store(true, std::memory_order_release);
+  // The connections are closed, so the transport is out of the caller's buffers; joining the
+  // link threads (each may finish a CRC or a post first) and taking each send_mu_ once more
+  // (an iallreduce caller's tryPostNow) leaves nobody in them.
+  for (auto& l : links_) l->stopAndJoin();
+}
+
+void CollClientImpl::abort(const Status& why) {
+  std::lock_guard<std::mutex> lock(close_mu_);
+  if (closed_) return;
+  abortLocked(why);
+}
+
 void CollClientImpl::close() {
   std::lock_guard<std::mutex> lock(close_mu_);
   if (closed_) return;
+  const int in_flight = shared_->calls_in_flight.load(std::memory_order_acquire);
+  if (in_flight > 0) {
+    // The other ranks may never match these calls: no waiting for them.
+    abortLocked(Status::internal("the CollNet communicator was closed with " +
+                                 std::to_string(in_flight) + " call" +
+                                 (in_flight == 1 ? "" : "s") + " in flight"));
+    return;
+  }
   closed_ = true;
   closing_.store(true, std::memory_order_release);
-  // Bye follows every slice already queued, so the other ranks' reductions still complete.
-  constexpr int64_t kByeWaitMs = 5000;
+  hurry_.store(true, std::memory_order_release);
+  // Nothing is queued or outstanding: Bye goes out at once, and the reducers see a clean leave.
   const auto deadline = Clock::now() + std::chrono::milliseconds(kByeWaitMs);
   for (auto& l : links_) l->requestBye();
   for (auto& l : links_) l->waitSenderDone(msLeft(deadline));

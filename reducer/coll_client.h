@@ -125,8 +125,18 @@ class CollClient {
   virtual Status ireducescatter(const void* send, void* recv, const CollWindow& window,
                                 DataType type, ReduceOp op, CollRequest* req) = 0;
 
-  // Tells the reducers this member leaves, stops helper threads. Idempotent.
+  // Leaves the communicator and stops the helper threads; returns within about 100 ms whatever
+  // is in flight. With no call in flight it says Bye (waiting at most 50 ms for it to go out), so
+  // the reducers see a clean leave; with calls in flight it is abort(). Idempotent.
   virtual void close() = 0;
+
+  // Gives up on the communicator at once: `why` becomes its sticky error (unless it failed
+  // before), which every unfinished and later request returns; the reducers hear it (best
+  // effort, a few ms) and pass it on to the other ranks. Returns only once no thread of this
+  // client reads or writes caller memory any more: connections closed, helper threads joined.
+  // Then the caller may free every buffer of every call. Idempotent; close() after it only
+  // frees. Called by the owner's thread, never by a helper thread.
+  virtual void abort(const Status& why) = 0;
 
   virtual int rank() const = 0;
   virtual int nranks() const = 0;

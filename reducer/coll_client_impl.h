@@ -10,8 +10,14 @@
 // last slice's result has landed.
 //
 // Errors stick: the first one (an Error message, a lost connection, a timeout) closes every
-// connection (so nothing writes into user buffers afterwards) and is then returned by every
-// unfinished and later request.
+// connection (so the transport writes nothing more into user buffers) and is then returned by
+// every unfinished and later request.
+//
+// Caller memory: only a posted call's slices touch its buffers, on the sender (CRC, isend from
+// the send buffer; also the iallreduce caller through tryPostNow, under send_mu_), the receiver
+// (irecv into and CRC of the recv buffer) and the transport's threads. A link thread may still be
+// in such a step for a moment after fail() closed its connection; abort() joins the link threads
+// (and takes send_mu_ once more) after closing, so when it returns nothing touches them.
 //
 // A slice is posted by the iallreduce caller itself when its link has nothing queued, a free
 // credit and no send under way (tryPostNow); otherwise the link's sender thread posts it. Either
@@ -117,10 +123,11 @@ class Link {
   // Closes the connection: pending transfers fail, both threads end soon. Any thread.
   // Best effort: tells the reducer why this worker gives up on the communicator (an Error
   // message), so the reducer can pass the cause on to the other ranks. postAbort posts it;
-  // finishAbort waits until the deadline for it to be out, else closes the connection. Called
-  // by CollClientImpl::fail only, once.
+  // finishAbort waits until the deadline (with yield_to_abort, only until an abort() is under
+  // way, see CollClientImpl::hurrying) for it to be out, else closes the connection. Called by
+  // CollClientImpl::fail only, once.
   void postAbort(const std::string& reason);
-  void finishAbort(Clock::time_point deadline);
+  void finishAbort(Clock::time_point deadline, bool yield_to_abort);
   void closeConnection();
   // Stops and joins both threads (closes the connection first).
   void stopAndJoin();
@@ -195,6 +202,7 @@ class CollClientImpl final : public CollClient {
   Status ireducescatter(const void* send, void* recv, const CollWindow& window, DataType type,
                         ReduceOp op, CollRequest* req) override;
   void close() override;
+  void abort(const Status& why) override;
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }
 
@@ -202,8 +210,19 @@ class CollClientImpl final : public CollClient {
   void addLink(std::unique_ptr<Link> link) { links_.push_back(std::move(link)); }
   void start();
   // Makes `st` the client's sticky error (the first one wins), after closing every connection.
-  void fail(const Status& st);
+  // Before closing, each reducer is sent an Error with the cause, waiting at most wait_ms (or
+  // until abort() hurries) for them to go out.
+  void fail(const Status& st, int64_t wait_ms = kFailWaitMs);
   bool closing() const { return closing_.load(std::memory_order_acquire); }
+  // abort() is under way: a fail() on a link thread stops waiting for its Error messages.
+  bool hurrying() const { return hurry_.load(std::memory_order_acquire); }
+
+  // fail()'s wait for the Error messages: found by a link thread (no NCCL thread waits on it),
+  // and on the abort path (closeColl, deregMr), where NCCL's proxy thread waits.
+  static constexpr int64_t kFailWaitMs = 200;
+  static constexpr int64_t kAbortWaitMs = 5;
+  // close() with no call in flight: how long the Bye may take to go out.
+  static constexpr int64_t kByeWaitMs = 50;
   const std::shared_ptr<Shared>& shared() const { return shared_; }
 
  private:
@@ -220,10 +239,13 @@ class CollClientImpl final : public CollClient {
   // What every post shares: checks, numbering, cutting into slices, queueing. `result_bytes` is
   // what the request reports when done.
   Status post(const CallSpec& spec, size_t result_bytes, CollRequest* req);
+  // Fails with `why`, then joins every link's threads (close_mu_ held).
+  void abortLocked(const Status& why);
   std::mutex fail_mu_;
   std::atomic<bool> closing_{false};
+  std::atomic<bool> hurry_{false};
   std::mutex close_mu_;
-  bool closed_ = false;
+  bool closed_ = false;  // close() or abort() ran (guarded by close_mu_)
 };
 
 }  // namespace tally::reducer::client

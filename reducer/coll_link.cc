@@ -1,6 +1,7 @@
 // One reducer link of a CollClient: the sender thread (slice headers and payloads, straight from
 // the user's buffer, credit-limited) and the receiver thread (results, straight into the user's
 // buffer).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -101,9 +102,16 @@ void Link::postAbort(const std::string& reason) {
                      &abort_req_);
 }
 
-void Link::finishAbort(Clock::time_point deadline) {
+void Link::finishAbort(Clock::time_point deadline, bool yield_to_abort) {
   if (!abort_req_) return;
-  if (!abort_req_->wait(msLeft(deadline), nullptr).isOk()) conn_->close();
+  // In steps of a millisecond, so that an abort() on the owner's thread can cut the wait short.
+  for (;;) {
+    const int64_t left = msLeft(deadline);
+    Status st = abort_req_->wait(std::min<int64_t>(left, 1), nullptr);
+    if (st.isOk()) return;
+    if (st.code() != StatusCode::kTimeout || left <= 1 || (yield_to_abort && client_->hurrying())) break;
+  }
+  conn_->close();
 }
 
 void Link::closeConnection() {

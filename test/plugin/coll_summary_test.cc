@@ -60,6 +60,7 @@ class FakeClient : public reducer::CollClient {
     return iallreduce(nullptr, nullptr, window.count, type, op, req);
   }
   void close() override { ++*closes_; }
+  void abort(const Status&) override { ++*closes_; }
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }
 
