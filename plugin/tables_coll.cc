@@ -1,4 +1,4 @@
-// The exported ncclCollNet tables, v8 to v11 (STYLE 2, layer a). Same scheme as tables_net.cc.
+// The exported ncclCollNet tables, v8 to v12 (STYLE 2, layer a). Same scheme as tables_net.cc.
 // iallgather and ireducescatter stay NULL: CollNet then serves AllReduce only (reference 14.4).
 #include "plugin/abi/abi.h"
 #include "plugin/coll_api.h"
@@ -124,6 +124,29 @@ extern "C" TALLY_EXPORT const ncclCollNet_v11_t ncclCollNetPlugin_v11 = {
     .iallreduce = tp::iallreduce,
     .iallgather = nullptr,
     .ireducescatter = nullptr,
+    .iflush = tp::collIflush,
+    .test = tp::collTest,
+    .closeColl = tp::collCloseColl,
+    .closeListen = tp::collCloseListen,
+    .makeVDevice = nullptr,
+    .finalize = tp::collFinalize,
+};
+
+// v12 changes only the property layout; every other slot is v11's.
+extern "C" TALLY_EXPORT const ncclCollNet_v12_t ncclCollNetPlugin_v12 = {
+    .name = tp::kPluginName,
+    .init = tp::collInitV11,
+    .devices = tp::collDevices,
+    .getProperties = tp::getPropertiesV12<tp::collGetProperties>,
+    .listen = tp::collListen,
+    .connect = tp::collConnect,
+    .reduceSupport = tp::reduceSupport,
+    .regMr = tp::collRegMr,
+    .regMrDmaBuf = nullptr,
+    .deregMr = tp::collDeregMr,
+    .iallreduce = tp::iallreduce,
+    .iallgather = nullptr,      // set by the all-gather / reduce-scatter change
+    .ireducescatter = nullptr,  // set by the all-gather / reduce-scatter change
     .iflush = tp::collIflush,
     .test = tp::collTest,
     .closeColl = tp::collCloseColl,
