@@ -31,8 +31,7 @@ TEST(TableViews, LibraryExportsV8ToV12) {
   EXPECT_EQ(lib->collNetVersions(), all);
   std::unique_ptr<driver::CollNetApi> view;
   EXPECT_EQ(lib->collNet(13, &view).code(), StatusCode::kInvalidUsage);
-  EXPECT_EQ(lib->collNet(7, &view, driver::CallingNccl::k230).code(),
-            StatusCode::kInvalidUsage);
+  EXPECT_EQ(lib->collNet(7, &view, driver::CallingNccl::k230).code(), StatusCode::kInvalidUsage);
 }
 
 // k228 shows the slots as they are; k230 makes v8 to v11 always offer both collectives, as NCCL
@@ -49,8 +48,7 @@ TEST(TableViews, WhichViewsOfferAllGatherAndReduceScatter) {
     EXPECT_EQ(as_is->hasAllGather(), kTallyFillsAllGatherAndReduceScatter) << "v" << v;
     EXPECT_EQ(as_is->hasReduceScatter(), kTallyFillsAllGatherAndReduceScatter) << "v" << v;
     const bool wrapped = v <= 11;
-    EXPECT_EQ(nccl230->hasAllGather(), wrapped || kTallyFillsAllGatherAndReduceScatter)
-        << "v" << v;
+    EXPECT_EQ(nccl230->hasAllGather(), wrapped || kTallyFillsAllGatherAndReduceScatter) << "v" << v;
     EXPECT_EQ(nccl230->hasReduceScatter(), wrapped || kTallyFillsAllGatherAndReduceScatter)
         << "v" << v;
   }
@@ -71,8 +69,8 @@ TEST(TableViews, AViewWithoutTheSlotRefusesTheCall) {
     EXPECT_EQ(view->iallgather(nullptr, buf, 1, &part, 64, 0, 64, nullptr, &request),
               ncclInternalError)
         << "v" << v;
-    EXPECT_EQ(view->ireducescatter(nullptr, 1, &part, buf, 64, 0, 64, ncclFloat32, ncclSum,
-                                   nullptr, &request),
+    EXPECT_EQ(view->ireducescatter(nullptr, 1, &part, buf, 64, 0, 64, ncclFloat32, ncclSum, nullptr,
+                                   &request),
               ncclInternalError)
         << "v" << v;
     EXPECT_EQ(request, nullptr);
@@ -99,8 +97,8 @@ TEST(TableViews, V8TakesOnePartOfAtMost512MiB) {
   EXPECT_EQ(view->ireducescatter(nullptr, 2, two, buf, 32, 0, 64, ncclFloat32, ncclSum, nullptr,
                                  &request),
             ncclInternalError);
-  EXPECT_EQ(view->ireducescatter(nullptr, 1, &big, buf, big.size, 0, big.size, ncclFloat32,
-                                 ncclSum, nullptr, &request),
+  EXPECT_EQ(view->ireducescatter(nullptr, 1, &big, buf, big.size, 0, big.size, ncclFloat32, ncclSum,
+                                 nullptr, &request),
             ncclInternalError);
   EXPECT_EQ(request, nullptr);
 }

@@ -97,8 +97,7 @@ TEST(PluginAbi, V12DiffersFromV11OnlyInGetProperties) {
   net11.getProperties = nullptr;
   EXPECT_EQ(0, std::memcmp(&net12, &net11, sizeof(net12)));
 
-  EXPECT_NE((void*)ncclCollNetPlugin_v12.getProperties,
-            (void*)ncclCollNetPlugin_v11.getProperties);
+  EXPECT_NE((void*)ncclCollNetPlugin_v12.getProperties, (void*)ncclCollNetPlugin_v11.getProperties);
   EXPECT_NE(ncclCollNetPlugin_v12.getProperties, nullptr);
   ncclCollNet_v12_t coll12 = ncclCollNetPlugin_v12;
   ncclCollNet_v11_t coll11 = ncclCollNetPlugin_v11;

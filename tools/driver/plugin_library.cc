@@ -309,8 +309,8 @@ class CollView final : public CollNetApi {
     Parts parts;
     ncclResult_t r = parts.convert(n_send_parts, send_parts);
     if (r != ncclSuccess) return r;
-    return t_->ireducescatter(comm, n_send_parts, parts.data(), recv, bytes_per_rank,
-                              window_offset, window_bytes, type, op, recv_mhandle, request);
+    return t_->ireducescatter(comm, n_send_parts, parts.data(), recv, bytes_per_rank, window_offset,
+                              window_bytes, type, op, recv_mhandle, request);
   }
   bool hasAllGather() const override { return wrapped_ || t_->iallgather != nullptr; }
   bool hasReduceScatter() const override { return wrapped_ || t_->ireducescatter != nullptr; }
