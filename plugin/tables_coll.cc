@@ -1,6 +1,7 @@
-// The exported ncclCollNet tables, v8 to v11 (STYLE 2, layer a). Same scheme as tables_net.cc.
+// The exported ncclCollNet tables, v8 to v12 (STYLE 2, layer a). Same scheme as tables_net.cc.
 // iallgather and ireducescatter are set in every table: NCCL 2.30 wraps v8 to v11 tables in
-// adapters that call these slots without checking them for NULL (reference v12 section 4.3).
+// adapters that call these slots without checking them for NULL (reference v12 section 4.3),
+// and uses a v12 table's slots as they are.
 #include "plugin/abi/abi.h"
 #include "plugin/coll_api.h"
 #include "plugin/convert.h"
@@ -159,6 +160,29 @@ extern "C" TALLY_EXPORT const ncclCollNet_v11_t ncclCollNetPlugin_v11 = {
     .iallreduce = tp::iallreduce,
     .iallgather = tp::iallgather<ncclNetSGE_v11_t>,
     .ireducescatter = tp::ireducescatter<ncclNetSGE_v11_t>,
+    .iflush = tp::collIflush,
+    .test = tp::collTest,
+    .closeColl = tp::collCloseColl,
+    .closeListen = tp::collCloseListen,
+    .makeVDevice = nullptr,
+    .finalize = tp::collFinalize,
+};
+
+// v12 changes only the property layout; every other slot is v11's.
+extern "C" TALLY_EXPORT const ncclCollNet_v12_t ncclCollNetPlugin_v12 = {
+    .name = tp::kPluginName,
+    .init = tp::collInitV11,
+    .devices = tp::collDevices,
+    .getProperties = tp::getPropertiesV12<tp::collGetProperties>,
+    .listen = tp::collListen,
+    .connect = tp::collConnect,
+    .reduceSupport = tp::reduceSupport,
+    .regMr = tp::collRegMr,
+    .regMrDmaBuf = nullptr,
+    .deregMr = tp::collDeregMr,
+    .iallreduce = tp::iallreduce,
+    .iallgather = tp::iallgather<ncclNetSGE_v12_t>,
+    .ireducescatter = tp::ireducescatter<ncclNetSGE_v12_t>,
     .iflush = tp::collIflush,
     .test = tp::collTest,
     .closeColl = tp::collCloseColl,

@@ -1,4 +1,4 @@
-// The exported ncclNet tables, v8 to v11 (STYLE 2, layer a). One adapter per signature change,
+// The exported ncclNet tables, v8 to v12 (STYLE 2, layer a). One adapter per signature change,
 // named for the version that introduced it and reused by later tables; slots whose signature
 // never changed point straight at the version-free entry points in net_api.h.
 //
@@ -162,6 +162,33 @@ extern "C" TALLY_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
     .init = tp::initV11,
     .devices = tp::netDevices,
     .getProperties = tp::netGetProperties,
+    .listen = tp::netListen,
+    .connect = tp::netConnect,
+    .accept = tp::netAccept,
+    .regMr = tp::netRegMr,
+    .regMrDmaBuf = tp::netRegMrDmaBuf,
+    .deregMr = tp::netDeregMr,
+    .isend = tp::isendV10,
+    .irecv = tp::irecvV10,
+    .iflush = tp::netIflush,
+    .test = tp::netTest,
+    .closeSend = tp::netCloseSend,
+    .closeRecv = tp::netCloseRecv,
+    .closeListen = tp::netCloseListen,
+    .getDeviceMr = nullptr,
+    .irecvConsumed = nullptr,
+    .makeVDevice = nullptr,
+    .finalize = tp::netFinalize,
+    .setNetAttr = tp::netSetNetAttr,
+};
+
+// v12 changes only the property layout; every other slot is v11's. makeVDevice stays NULL (NCCL
+// then merges no NICs) and setNetAttr accepts any op, algo and proto bits.
+extern "C" TALLY_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
+    .name = tp::kPluginName,
+    .init = tp::initV11,
+    .devices = tp::netDevices,
+    .getProperties = tp::getPropertiesV12<tp::netGetProperties>,
     .listen = tp::netListen,
     .connect = tp::netConnect,
     .accept = tp::netAccept,

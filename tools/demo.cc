@@ -57,8 +57,8 @@ commands::Subcommand addDemoCommand(CLI::App& parent) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
   cmd->add_option("--table-version", o.table_version,
-                  "Plugin table version (8..11; default newest)")
-      ->check(CLI::Range(0, 11));
+                  "Plugin table version (8..12; default newest)")
+      ->check(CLI::Range(0, 12));
   cmd->add_option("--reducer-threads", o.reducer_threads,
                   "--threads for each tally-reducer (default: its own)");
   cmd->add_flag("!--no-ring", *ring, "Skip the ring all-reduce baseline");

@@ -1,9 +1,9 @@
 /* Everything of NCCL's net/CollNet plugin ABI that Tally declares: the basic types, and the v8,
- * v9, v10 and v11 tables with their structs. Self-contained C; include this one header.
+ * v9, v10, v11 and v12 tables with their structs. Self-contained C; include this one header.
  *
  * Exported symbol names (data objects, not functions):
- *   ncclNetPlugin_v8 .. ncclNetPlugin_v11          of type ncclNet_vN_t
- *   ncclCollNetPlugin_v8 .. ncclCollNetPlugin_v11  of type ncclCollNet_vN_t
+ *   ncclNetPlugin_v8 .. ncclNetPlugin_v12          of type ncclNet_vN_t
+ *   ncclCollNetPlugin_v8 .. ncclCollNetPlugin_v12  of type ncclCollNet_vN_t
  */
 #ifndef TALLY_PLUGIN_ABI_ABI_H_
 #define TALLY_PLUGIN_ABI_ABI_H_
@@ -13,14 +13,17 @@
 #include "plugin/abi/net_v9.h"
 #include "plugin/abi/net_v10.h"
 #include "plugin/abi/net_v11.h"
+#include "plugin/abi/net_v12.h"
 
 #define TALLY_NET_PLUGIN_SYMBOL_V8 "ncclNetPlugin_v8"
 #define TALLY_NET_PLUGIN_SYMBOL_V9 "ncclNetPlugin_v9"
 #define TALLY_NET_PLUGIN_SYMBOL_V10 "ncclNetPlugin_v10"
 #define TALLY_NET_PLUGIN_SYMBOL_V11 "ncclNetPlugin_v11"
+#define TALLY_NET_PLUGIN_SYMBOL_V12 "ncclNetPlugin_v12"
 #define TALLY_COLLNET_PLUGIN_SYMBOL_V8 "ncclCollNetPlugin_v8"
 #define TALLY_COLLNET_PLUGIN_SYMBOL_V9 "ncclCollNetPlugin_v9"
 #define TALLY_COLLNET_PLUGIN_SYMBOL_V10 "ncclCollNetPlugin_v10"
 #define TALLY_COLLNET_PLUGIN_SYMBOL_V11 "ncclCollNetPlugin_v11"
+#define TALLY_COLLNET_PLUGIN_SYMBOL_V12 "ncclCollNetPlugin_v12"
 
 #endif /* TALLY_PLUGIN_ABI_ABI_H_ */

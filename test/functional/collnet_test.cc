@@ -1,5 +1,5 @@
-// CollNet through the built plugin, across processes: forked workers drive ncclCollNetPlugin_v8
-// and _v11 exactly as NCCL's proxy does (tools/driver/coll_driver.h) against tally-reducer
+// CollNet through the built plugin, across processes: forked workers drive ncclCollNetPlugin_v8,
+// _v11 and _v12 exactly as NCCL's proxy does (tools/driver/coll_driver.h) against tally-reducer
 // processes on ephemeral loopback ports. Every result is compared with a reference the test
 // computes itself (tools/driver/reference.h), and every worker's output bytes must hash the same.
 #include <gtest/gtest.h>
@@ -143,8 +143,8 @@ TEST_P(CollNetMatrix, EveryTypeAndOpIsExactAndIdenticalOnAllWorkers) {
     if (!openCollNet(cfg.version, &lib, &api)) return 2;
     CollCommOptions options;
     options.call_bytes = 128 * 1024;  // the big counts take many calls, several in flight
-    // With v11, counts are rounded up to whole 8 KiB chunks as NCCL does: stale tails.
-    if (cfg.version == 11) options.whole_chunk_bytes = 8 * 1024;
+    // From v11 on, counts are rounded up to whole 8 KiB chunks as NCCL does: stale tails.
+    if (cfg.version >= 11) options.whole_chunk_bytes = 8 * 1024;
     std::unique_ptr<CollComm> comm;
     if (!check(rank, CollComm::create(api.get(), store, "coll", rank, cfg.workers, options, &comm),
                "setup"))
@@ -180,13 +180,15 @@ std::string matrixName(const ::testing::TestParamInfo<MatrixConfig>& p) {
          std::to_string(p.param.reducers);
 }
 
-// Each worker count (2, 3, 4, 8) and reducer count (1, 2, 3) appears, for both table versions.
+// Each worker count (2, 3, 4, 8) and reducer count (1, 2, 3) appears for v8 and v11; v12, which
+// differs from v11 only in its property layout, runs one of them.
 INSTANTIATE_TEST_SUITE_P(Spread, CollNetMatrix,
                          ::testing::Values(MatrixConfig{8, 2, 1}, MatrixConfig{8, 3, 2},
                                            MatrixConfig{8, 4, 3}, MatrixConfig{8, 8, 2},
                                            MatrixConfig{8, 2, 3}, MatrixConfig{11, 2, 1},
                                            MatrixConfig{11, 3, 2}, MatrixConfig{11, 4, 3},
-                                           MatrixConfig{11, 8, 2}, MatrixConfig{11, 2, 3}),
+                                           MatrixConfig{11, 8, 2}, MatrixConfig{11, 2, 3},
+                                           MatrixConfig{12, 3, 2}),
                          matrixName);
 
 // ---- Communicators at once, long call streams ----------------------------------------------
@@ -348,7 +350,7 @@ TEST_P(CollNetVersion, LostReducerIsARemoteError) {
   EXPECT_TRUE(s.isOk()) << "the surviving reducer: " << s.toString();
 }
 
-INSTANTIATE_TEST_SUITE_P(Tables, CollNetVersion, ::testing::Values(8, 11), versionName);
+INSTANTIATE_TEST_SUITE_P(Tables, CollNetVersion, ::testing::Values(8, 11, 12), versionName);
 
 }  // namespace
 }  // namespace tally::functional

@@ -1,6 +1,6 @@
-// The point-to-point ncclNet tables (v8 and v11) of the built plugin across processes: sizes from
-// 0 to 64 MiB, receives larger than the send, many requests in flight, grouped receives with tag
-// matching, and the ring all-reduce the demo uses as its baseline.
+// The point-to-point ncclNet tables (v8, v11 and v12) of the built plugin across processes: sizes
+// from 0 to 64 MiB, receives larger than the send, many requests in flight, grouped receives with
+// tag matching, and the ring all-reduce the demo uses as its baseline.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -300,7 +300,7 @@ TEST_P(NetVersion, RingAllReduceIsExact) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tables, NetVersion, ::testing::Values(8, 11), versionName);
+INSTANTIATE_TEST_SUITE_P(Tables, NetVersion, ::testing::Values(8, 11, 12), versionName);
 
 }  // namespace
 }  // namespace tally::functional

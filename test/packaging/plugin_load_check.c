@@ -1,5 +1,6 @@
 /* Loads a packaged libnccl-net-tally.so the way NCCL does and checks that it exports the
- * version 11 net and CollNet tables, each named "Tally".
+ * version 11 and 12 net and CollNet tables (those NCCL 2.28/2.29 and 2.30 pick), each named
+ * "Tally".
  *   tally_package_plugin_check PATH...     dlopen(PATH, RTLD_NOW | RTLD_LOCAL), for
  *                                          NCCL_NET_PLUGIN=PATH and the libnccl-net.so link
  *   tally_package_plugin_check --global    dlopen(NULL): the process's global scope, where NCCL
@@ -12,28 +13,36 @@
 
 #include "plugin/abi/abi.h"
 
+static const char* const kSymbols[] = {
+    TALLY_NET_PLUGIN_SYMBOL_V11,
+    TALLY_COLLNET_PLUGIN_SYMBOL_V11,
+    TALLY_NET_PLUGIN_SYMBOL_V12,
+    TALLY_COLLNET_PLUGIN_SYMBOL_V12,
+};
+enum { kNumSymbols = sizeof(kSymbols) / sizeof(kSymbols[0]) };
+
 static int checkOne(const char* path) {
   void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   const char* what = path != NULL ? path : "global scope";
-  const ncclNet_v11_t* net;
-  const ncclCollNet_v11_t* coll;
   int ok = 1;
+  int i;
   if (handle == NULL) {
     fprintf(stderr, "dlopen %s: %s\n", what, dlerror());
     return 0;
   }
-  net = (const ncclNet_v11_t*)dlsym(handle, TALLY_NET_PLUGIN_SYMBOL_V11);
-  coll = (const ncclCollNet_v11_t*)dlsym(handle, TALLY_COLLNET_PLUGIN_SYMBOL_V11);
-  if (net == NULL || net->name == NULL || strcmp(net->name, "Tally") != 0) {
-    fprintf(stderr, "%s: no %s table named Tally\n", what, TALLY_NET_PLUGIN_SYMBOL_V11);
-    ok = 0;
+  for (i = 0; i < kNumSymbols; ++i) {
+    /* Every table starts with its name. */
+    const char* const* table = (const char* const*)dlsym(handle, kSymbols[i]);
+    if (table == NULL || *table == NULL || strcmp(*table, "Tally") != 0) {
+      fprintf(stderr, "%s: no %s table named Tally\n", what, kSymbols[i]);
+      ok = 0;
+    }
   }
-  if (coll == NULL || coll->name == NULL || strcmp(coll->name, "Tally") != 0) {
-    fprintf(stderr, "%s: no %s table named Tally\n", what, TALLY_COLLNET_PLUGIN_SYMBOL_V11);
-    ok = 0;
+  if (ok) {
+    printf("%s:", what);
+    for (i = 0; i < kNumSymbols; ++i) printf(" %s", kSymbols[i]);
+    printf(" found\n");
   }
-  if (ok) printf("%s: %s and %s found\n", what, TALLY_NET_PLUGIN_SYMBOL_V11,
-                 TALLY_COLLNET_PLUGIN_SYMBOL_V11);
   dlclose(handle);
   return ok;
 }

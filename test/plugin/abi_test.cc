@@ -17,6 +17,16 @@ static_assert(sizeof(ncclNet_v8_t) == 152);
 static_assert(sizeof(ncclNet_v11_t) == 176);
 static_assert(sizeof(ncclCollNet_v11_t) == 152);
 static_assert(offsetof(ncclNetProperties_v11_t, maxCollBytes) == 96);
+static_assert(sizeof(ncclNet_v12_t) == 176);
+static_assert(sizeof(ncclCollNet_v12_t) == 152);
+static_assert(sizeof(ncclNetProperties_v12_t) == 128);
+static_assert(sizeof(ncclNetVDeviceProps_v12_t) == 36);
+static_assert(offsetof(ncclNetProperties_v12_t, maxP2pBytes) == 104);
+static_assert(offsetof(ncclNetProperties_v12_t, maxCollBytes) == 112);
+static_assert(offsetof(ncclNetProperties_v12_t, maxMultiRequestSize) == 120);
+static_assert(offsetof(ncclNetProperties_v12_t, railId) == 124);
+static_assert(offsetof(ncclNetProperties_v12_t, planeId) == 126);
+static_assert(NCCL_NET_ID_UNDEF == -1);
 static_assert(sizeof(tally::plugin::NetHandle) <= NCCL_NET_HANDLE_MAXSIZE);
 static_assert(tally::plugin::kMaxSendRequests == NCCL_NET_MAX_REQUESTS * 8);
 
@@ -25,10 +35,12 @@ TEST(PluginAbi, EveryTableIsNamedTally) {
   EXPECT_STREQ(ncclNetPlugin_v9.name, "Tally");
   EXPECT_STREQ(ncclNetPlugin_v10.name, "Tally");
   EXPECT_STREQ(ncclNetPlugin_v11.name, "Tally");
+  EXPECT_STREQ(ncclNetPlugin_v12.name, "Tally");
   EXPECT_STREQ(ncclCollNetPlugin_v8.name, "Tally");
   EXPECT_STREQ(ncclCollNetPlugin_v9.name, "Tally");
   EXPECT_STREQ(ncclCollNetPlugin_v10.name, "Tally");
   EXPECT_STREQ(ncclCollNetPlugin_v11.name, "Tally");
+  EXPECT_STREQ(ncclCollNetPlugin_v12.name, "Tally");
 }
 
 TEST(PluginAbi, NetV11SlotsThatMustBeSetAreSet) {
@@ -54,13 +66,27 @@ TEST(PluginAbi, CollNetV11SlotsThatMustBeSetAreSet) {
   const ncclCollNet_v11_t& t = ncclCollNetPlugin_v11;
   for (auto fn : {(void*)t.init, (void*)t.devices, (void*)t.getProperties, (void*)t.listen,
                   (void*)t.connect, (void*)t.reduceSupport, (void*)t.regMr, (void*)t.deregMr,
-                  (void*)t.iallreduce, (void*)t.iflush, (void*)t.test, (void*)t.closeColl,
-                  (void*)t.closeListen, (void*)t.finalize}) {
+                  (void*)t.iallreduce, (void*)t.iallgather, (void*)t.ireducescatter,
+                  (void*)t.iflush, (void*)t.test, (void*)t.closeColl, (void*)t.closeListen,
+                  (void*)t.finalize}) {
     EXPECT_NE(fn, nullptr);
   }
-  EXPECT_EQ(t.iallgather, nullptr);
-  EXPECT_EQ(t.ireducescatter, nullptr);
   EXPECT_EQ(t.makeVDevice, nullptr);
+}
+
+// NCCL 2.30 calls a v8 to v11 table's all-gather and reduce-scatter slots through adapters that
+// never check them for NULL (reference v12 section 4.3): no table may leave them empty.
+TEST(PluginAbi, EveryCollNetTableHasAllGatherAndReduceScatter) {
+  EXPECT_NE((void*)ncclCollNetPlugin_v8.iallgather, nullptr);
+  EXPECT_NE((void*)ncclCollNetPlugin_v8.ireducescatter, nullptr);
+  EXPECT_NE((void*)ncclCollNetPlugin_v9.iallgather, nullptr);
+  EXPECT_NE((void*)ncclCollNetPlugin_v9.ireducescatter, nullptr);
+  EXPECT_NE((void*)ncclCollNetPlugin_v10.iallgather, nullptr);
+  EXPECT_NE((void*)ncclCollNetPlugin_v10.ireducescatter, nullptr);
+  EXPECT_NE((void*)ncclCollNetPlugin_v11.iallgather, nullptr);
+  EXPECT_NE((void*)ncclCollNetPlugin_v11.ireducescatter, nullptr);
+  EXPECT_NE((void*)ncclCollNetPlugin_v12.iallgather, nullptr);
+  EXPECT_NE((void*)ncclCollNetPlugin_v12.ireducescatter, nullptr);
 }
 
 TEST(PluginAbi, AdaptersAreSharedAcrossVersionsWithoutSignatureChange) {
@@ -71,6 +97,27 @@ TEST(PluginAbi, AdaptersAreSharedAcrossVersionsWithoutSignatureChange) {
   EXPECT_EQ((void*)ncclNetPlugin_v11.isend, (void*)ncclNetPlugin_v10.isend);
   EXPECT_EQ((void*)ncclNetPlugin_v11.irecv, (void*)ncclNetPlugin_v10.irecv);
   EXPECT_EQ((void*)ncclNetPlugin_v8.test, (void*)ncclNetPlugin_v11.test);
+}
+
+// v12 changes only the property layout: every slot but getProperties is v11's, slot for slot.
+TEST(PluginAbi, V12DiffersFromV11OnlyInGetProperties) {
+  static_assert(sizeof(ncclNet_v12_t) == sizeof(ncclNet_v11_t));
+  static_assert(sizeof(ncclCollNet_v12_t) == sizeof(ncclCollNet_v11_t));
+  EXPECT_NE((void*)ncclNetPlugin_v12.getProperties, (void*)ncclNetPlugin_v11.getProperties);
+  EXPECT_NE(ncclNetPlugin_v12.getProperties, nullptr);
+  ncclNet_v12_t net12 = ncclNetPlugin_v12;
+  ncclNet_v11_t net11 = ncclNetPlugin_v11;
+  net12.getProperties = nullptr;
+  net11.getProperties = nullptr;
+  EXPECT_EQ(0, std::memcmp(&net12, &net11, sizeof(net12)));
+
+  EXPECT_NE((void*)ncclCollNetPlugin_v12.getProperties, (void*)ncclCollNetPlugin_v11.getProperties);
+  EXPECT_NE(ncclCollNetPlugin_v12.getProperties, nullptr);
+  ncclCollNet_v12_t coll12 = ncclCollNetPlugin_v12;
+  ncclCollNet_v11_t coll11 = ncclCollNetPlugin_v11;
+  coll12.getProperties = nullptr;
+  coll11.getProperties = nullptr;
+  EXPECT_EQ(0, std::memcmp(&coll12, &coll11, sizeof(coll12)));
 }
 
 }  // namespace

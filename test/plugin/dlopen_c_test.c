@@ -1,6 +1,6 @@
 /* Loads the built libnccl-net-tally.so the way NCCL does (dlopen RTLD_NOW | RTLD_LOCAL), finds
- * every table Tally claims, and checks that `nm -D --defined-only` lists those and nothing else.
- * Plain C, so it also proves plugin/abi/ compiles as C with its static asserts. */
+ * every table Tally claims (v8 to v12), and checks that `nm -D --defined-only` lists those and
+ * nothing else. Plain C, so it also proves plugin/abi/ compiles as C with its static asserts. */
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,8 +22,9 @@ static int failures = 0;
 static const char* const kSymbols[] = {
     TALLY_NET_PLUGIN_SYMBOL_V8,      TALLY_NET_PLUGIN_SYMBOL_V9,
     TALLY_NET_PLUGIN_SYMBOL_V10,     TALLY_NET_PLUGIN_SYMBOL_V11,
-    TALLY_COLLNET_PLUGIN_SYMBOL_V8,  TALLY_COLLNET_PLUGIN_SYMBOL_V9,
-    TALLY_COLLNET_PLUGIN_SYMBOL_V10, TALLY_COLLNET_PLUGIN_SYMBOL_V11,
+    TALLY_NET_PLUGIN_SYMBOL_V12,     TALLY_COLLNET_PLUGIN_SYMBOL_V8,
+    TALLY_COLLNET_PLUGIN_SYMBOL_V9,  TALLY_COLLNET_PLUGIN_SYMBOL_V10,
+    TALLY_COLLNET_PLUGIN_SYMBOL_V11, TALLY_COLLNET_PLUGIN_SYMBOL_V12,
 };
 enum { kNumSymbols = sizeof(kSymbols) / sizeof(kSymbols[0]) };
 
@@ -105,7 +106,7 @@ int main(void) {
       /* The minimum NCCL needs: finalize and the data-path slots are set. */
       CHECK(net->finalize != NULL && net->isend != NULL && net->test != NULL);
       CHECK(coll->finalize != NULL && coll->iallreduce != NULL);
-      CHECK(coll->iallgather == NULL && coll->ireducescatter == NULL);
+      CHECK(coll->iallgather != NULL && coll->ireducescatter != NULL);
       if (net->init(&ctx, 42, &config, logger, NULL) == ncclSuccess) {
         int ndev = 0;
         CHECK(ctx != NULL);
@@ -129,6 +130,30 @@ int main(void) {
       }
       /* finalize accepts a ctx init never set. */
       CHECK(net->finalize(NULL) == ncclSuccess);
+    }
+  }
+
+  {
+    /* v12, the table NCCL 2.30 picks: the same must-set slots, and getProperties writes the
+     * 128-byte layout with no rail or plane. */
+    const ncclNet_v12_t* net = (const ncclNet_v12_t*)dlsym(lib, TALLY_NET_PLUGIN_SYMBOL_V12);
+    const ncclCollNet_v12_t* coll =
+        (const ncclCollNet_v12_t*)dlsym(lib, TALLY_COLLNET_PLUGIN_SYMBOL_V12);
+    CHECK(net != NULL && coll != NULL);
+    if (net != NULL && coll != NULL) {
+      ncclNetCommConfig_v12_t config = {NCCL_NET_TRAFFIC_CLASS_UNDEF};
+      void* ctx = NULL;
+      CHECK(net->finalize != NULL && net->isend != NULL && net->test != NULL);
+      CHECK(coll->finalize != NULL && coll->iallreduce != NULL);
+      if (net->init(&ctx, 43, &config, logger, NULL) == ncclSuccess) {
+        ncclNetProperties_v12_t props;
+        memset(&props, 0xab, sizeof(props));
+        CHECK(net->getProperties(0, &props) == ncclSuccess);
+        CHECK(props.name != NULL && props.ptrSupport == NCCL_PTR_HOST);
+        CHECK(props.railId == NCCL_NET_ID_UNDEF && props.planeId == NCCL_NET_ID_UNDEF);
+        CHECK(props.vProps.ndevs == 1 && props.vProps.devs[0] == 0);
+        CHECK(net->finalize(ctx) == ncclSuccess);
+      }
     }
   }
 

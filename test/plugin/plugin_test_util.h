@@ -20,10 +20,12 @@ extern "C" const ncclNet_v8_t ncclNetPlugin_v8;
 extern "C" const ncclNet_v9_t ncclNetPlugin_v9;
 extern "C" const ncclNet_v10_t ncclNetPlugin_v10;
 extern "C" const ncclNet_v11_t ncclNetPlugin_v11;
+extern "C" const ncclNet_v12_t ncclNetPlugin_v12;
 extern "C" const ncclCollNet_v8_t ncclCollNetPlugin_v8;
 extern "C" const ncclCollNet_v9_t ncclCollNetPlugin_v9;
 extern "C" const ncclCollNet_v10_t ncclCollNetPlugin_v10;
 extern "C" const ncclCollNet_v11_t ncclCollNetPlugin_v11;
+extern "C" const ncclCollNet_v12_t ncclCollNetPlugin_v12;
 
 namespace tally::plugin::testing {
 

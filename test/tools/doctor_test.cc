@@ -267,7 +267,7 @@ TEST(DoctorHost, LinkSpeedFromSys) {
 TEST(DoctorHost, Plugin) {
   CheckResult r = checkPlugin(TALLY_PLUGIN_PATH);
   EXPECT_EQ(r.severity, P) << formatResult(r);
-  EXPECT_NE(r.detail.find("net v8..v11, CollNet v8..v11"), std::string::npos) << r.detail;
+  EXPECT_NE(r.detail.find("net v8..v12, CollNet v8..v12"), std::string::npos) << r.detail;
   r = checkPlugin("/nonexistent/libnccl-net-tally.so");
   EXPECT_EQ(r.severity, F);
   EXPECT_NE(r.detail.find("cannot load"), std::string::npos) << r.detail;

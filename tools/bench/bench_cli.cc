@@ -137,8 +137,8 @@ commands::Subcommand addBenchCommand(CLI::App& parent) {
   cmd->add_option("--reducer", o.reducer, "tally-reducer (default: next to tally)");
   cmd->add_option("--gloo-bench", o.gloo_bench, "tally-gloo-bench (default: next to tally)");
   cmd->add_option("--table-version", o.table_version,
-                  "Plugin table version (8..11; default newest)")
-      ->check(CLI::Range(0, 11));
+                  "Plugin table version (8..12; default newest)")
+      ->check(CLI::Range(0, 12));
   cmd->add_option("--reducer-threads", o.reducer_threads,
                   "--threads for each tally-reducer (default: its own)")
       ->check(CLI::Range(0, 256));

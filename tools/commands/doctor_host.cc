@@ -10,7 +10,7 @@
 namespace tally::commands::doctor {
 namespace {
 
-// "v8..v11", "v9, v11", "none".
+// "v8..v12", "v9, v11", "none".
 std::string versionList(const std::vector<int>& v) {
   if (v.empty()) return "none";
   bool contiguous = true;
@@ -61,7 +61,7 @@ CheckResult checkPlugin(const std::string& path) {
   const std::vector<int> coll = lib->collNetVersions();
   const std::string tables = "net " + versionList(net) + ", CollNet " + versionList(coll);
   if (net.empty() && coll.empty()) {
-    r.detail = path + " exports no ncclNetPlugin_v8..v11 or ncclCollNetPlugin_v8..v11 table";
+    r.detail = path + " exports no ncclNetPlugin_v8..v12 or ncclCollNetPlugin_v8..v12 table";
     return r;
   }
   if (coll.empty()) {
@@ -77,7 +77,7 @@ CheckResult checkPlugin(const std::string& path) {
   const size_t all = driver::kMaxTableVersion - driver::kMinTableVersion + 1;
   r.severity = (net.size() == all && coll.size() == all) ? Severity::kPass : Severity::kWarn;
   r.detail = path + " loads; \"Tally\" exports " + tables;
-  if (r.severity == Severity::kWarn) r.detail += " (expected v8..v11 for both: a partial build?)";
+  if (r.severity == Severity::kWarn) r.detail += " (expected v8..v12 for both: a partial build?)";
   return r;
 }
 

@@ -12,7 +12,7 @@
 namespace tally::commands::doctor {
 
 // dlopens `path` the way NCCL does and reports the ncclNetPlugin_vN and ncclCollNetPlugin_vN
-// tables it exports (8..11 expected) and their name ("Tally" expected).
+// tables it exports (8..12 expected) and their name ("Tally" expected).
 CheckResult checkPlugin(const std::string& path);
 
 // Whether dlopen(library) from this process (LD_LIBRARY_PATH, the loader cache, the default

@@ -6,6 +6,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <tuple>
 #include <type_traits>
 
 namespace tally::driver {
@@ -42,6 +43,23 @@ struct Tables<11> {
   using Coll = ncclCollNet_v11_t;
   using Props = ncclNetProperties_v11_t;
 };
+template <>
+struct Tables<12> {
+  using Net = ncclNet_v12_t;
+  using Coll = ncclCollNet_v12_t;
+  using Props = ncclNetProperties_v12_t;
+};
+
+// The largest part NCCL's v8 CollNet adapter passes on (its SGE size is 32 bits).
+constexpr size_t kMaxV8PartBytes = size_t{512} << 20;
+
+// FunctionArg<R (*)(A...), I>::type is the I-th parameter type of a function pointer type.
+template <typename F, size_t I>
+struct FunctionArg;
+template <typename R, typename... A, size_t I>
+struct FunctionArg<R (*)(A...), I> {
+  using type = std::tuple_element_t<I, std::tuple<A...>>;
+};
 
 template <int V>
 void convertProps(const typename Tables<V>::Props& p, NetProperties* out) {
@@ -65,6 +83,10 @@ void convertProps(const typename Tables<V>::Props& p, NetProperties* out) {
     r.max_coll_bytes = p.maxCollBytes;
   }
   if constexpr (V >= 11) r.max_multi_request_size = p.maxMultiRequestSize;
+  if constexpr (V >= 12) {
+    r.rail_id = p.railId;
+    r.plane_id = p.planeId;
+  }
   *out = std::move(r);
 }
 
@@ -206,7 +228,8 @@ template <int V>
 class CollView final : public CollNetApi {
  public:
   using Table = typename Tables<V>::Coll;
-  explicit CollView(const Table* t) : t_(t) {}
+  // wrapped: the slots are seen through NCCL 2.30's adapter (CallingNccl::k230), never NULL.
+  CollView(const Table* t, bool wrapped) : t_(t), wrapped_(wrapped) {}
 
   int version() const override { return V; }
   const char* name() const override { return t_->name; }
@@ -267,6 +290,30 @@ class CollView final : public CollNetApi {
       return t_->iallreduce(comm, send, recv, count, type, op, send_mhandle, recv_mhandle, request);
     }
   }
+  ncclResult_t iallgather(void* comm, void* send, int n_recv_parts, CollSge* recv_parts,
+                          size_t bytes_per_rank, size_t window_offset, size_t window_bytes,
+                          void* send_mhandle, void** request) override {
+    if (!hasAllGather()) return ncclInternalError;
+    Parts parts;
+    ncclResult_t r = parts.convert(n_recv_parts, recv_parts);
+    if (r != ncclSuccess) return r;
+    // Through NCCL 2.30's adapter a NULL slot is called all the same: that is the crash.
+    return t_->iallgather(comm, send, n_recv_parts, parts.data(), bytes_per_rank, window_offset,
+                          window_bytes, send_mhandle, request);
+  }
+  ncclResult_t ireducescatter(void* comm, int n_send_parts, CollSge* send_parts, void* recv,
+                              size_t bytes_per_rank, size_t window_offset, size_t window_bytes,
+                              ncclDataType_t type, ncclRedOp_t op, void* recv_mhandle,
+                              void** request) override {
+    if (!hasReduceScatter()) return ncclInternalError;
+    Parts parts;
+    ncclResult_t r = parts.convert(n_send_parts, send_parts);
+    if (r != ncclSuccess) return r;
+    return t_->ireducescatter(comm, n_send_parts, parts.data(), recv, bytes_per_rank, window_offset,
+                              window_bytes, type, op, recv_mhandle, request);
+  }
+  bool hasAllGather() const override { return wrapped_ || t_->iallgather != nullptr; }
+  bool hasReduceScatter() const override { return wrapped_ || t_->ireducescatter != nullptr; }
   ncclResult_t test(void* request, int* done, int* size) override {
     return t_->test(request, done, size);
   }
@@ -274,32 +321,54 @@ class CollView final : public CollNetApi {
   ncclResult_t closeListen(void* c) override { return t_->closeListen(c); }
 
  private:
+  // The table's own SGE type, which iallgather's fourth parameter points to.
+  using Sge = std::remove_pointer_t<typename FunctionArg<decltype(Table::iallgather), 3>::type>;
+
+  // The caller's parts in the table's SGE type. v8 takes at most one part of at most 512 MiB,
+  // the limits NCCL's v8 adapter enforces before it calls the plugin.
+  class Parts {
+   public:
+    ncclResult_t convert(int n, const CollSge* in) {
+      if (n < 0 || (n > 0 && in == nullptr)) return ncclInternalError;
+      if constexpr (V == 8) {
+        if (n > 1 || (n == 1 && in[0].size > kMaxV8PartBytes)) return ncclInternalError;
+      }
+      parts_.resize(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) {
+        Sge& out = parts_[static_cast<size_t>(i)];
+        out.mhandle = in[i].mhandle;
+        out.address = in[i].address;
+        out.size = static_cast<decltype(out.size)>(in[i].size);
+      }
+      return ncclSuccess;
+    }
+    Sge* data() { return parts_.empty() ? nullptr : parts_.data(); }
+
+   private:
+    std::vector<Sge> parts_;
+  };
+
   const Table* t_;
+  const bool wrapped_;
   OnceInit once_;
 };
 
 std::string netSymbol(int version) { return "ncclNetPlugin_v" + std::to_string(version); }
 std::string collSymbol(int version) { return "ncclCollNetPlugin_v" + std::to_string(version); }
 
-template <template <int> class View, typename Api>
-Status makeView(int version, void* sym, std::unique_ptr<Api>* out) {
-  switch (version) {
-    case 8:
-      *out = std::make_unique<View<8>>(static_cast<const typename View<8>::Table*>(sym));
-      break;
-    case 9:
-      *out = std::make_unique<View<9>>(static_cast<const typename View<9>::Table*>(sym));
-      break;
-    case 10:
-      *out = std::make_unique<View<10>>(static_cast<const typename View<10>::Table*>(sym));
-      break;
-    case 11:
-      *out = std::make_unique<View<11>>(static_cast<const typename View<11>::Table*>(sym));
-      break;
-    default:
-      return Status::invalidUsage("table version " + std::to_string(version) + " is unknown");
+// Makes View<version> over the table at `sym`, constructed with (table, extra...).
+template <template <int> class View, typename Api, int V = kMinTableVersion, typename... Extra>
+Status makeView(int version, void* sym, std::unique_ptr<Api>* out, Extra... extra) {
+  if constexpr (V > kMaxTableVersion) {
+    (void)sym;
+    (void)out;
+    ((void)extra, ...);
+    return Status::invalidUsage("table version " + std::to_string(version) + " is unknown");
+  } else {
+    if (version != V) return makeView<View, Api, V + 1>(version, sym, out, extra...);
+    *out = std::make_unique<View<V>>(static_cast<const typename View<V>::Table*>(sym), extra...);
+    return Status::ok();
   }
-  return Status::ok();
 }
 
 }  // namespace
@@ -399,11 +468,14 @@ Status PluginLibrary::net(int version, std::unique_ptr<NetApi>* out) const {
   return makeView<NetView, NetApi>(version, sym, out);
 }
 
-Status PluginLibrary::collNet(int version, std::unique_ptr<CollNetApi>* out) const {
+Status PluginLibrary::collNet(int version, std::unique_ptr<CollNetApi>* out,
+                              CallingNccl nccl) const {
   void* sym = symbol(collSymbol(version));
   if (sym == nullptr)
     return Status::invalidUsage(path_ + " does not export " + collSymbol(version));
-  return makeView<CollView, CollNetApi>(version, sym, out);
+  // NCCL 2.30 wraps v8 to v11 and uses v12 as it is.
+  const bool wrapped = nccl == CallingNccl::k230 && version <= 11;
+  return makeView<CollView, CollNetApi>(version, sym, out, wrapped);
 }
 
 }  // namespace tally::driver

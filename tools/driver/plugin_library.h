@@ -1,15 +1,18 @@
 // PluginLibrary: a built net plugin opened the way NCCL opens it (dlopen RTLD_NOW | RTLD_LOCAL,
 // dlsym of ncclNetPlugin_vN / ncclCollNetPlugin_vN), and version-free views of its tables so the
-// same driver code and tests run against v8, v9, v10 and v11.
+// same driver code and tests run against v8 to v12.
 //
 // The views keep NCCL's calling conventions and return ncclResult_t unchanged, so tests can check
 // exact codes. What differs between versions is absorbed here:
-//   - init: v11 returns a per-communicator ctx; older tables are initialized once per view and
-//     hand back a dummy non-NULL ctx. finalize(ctx) is a no-op before v11.
+//   - init: v11 and v12 return a per-communicator ctx; older tables are initialized once per view
+//     and hand back a dummy non-NULL ctx. finalize(ctx) is a no-op before v11.
 //   - listen/connect take the ctx from v11 on; net connect gets a default config on v10.
 //   - sizes are size_t; a v8 table is given int sizes and a size above INT_MAX fails with
 //     ncclInternalError without calling the plugin.
-//   - properties are converted to one NetProperties struct (fields a version lacks stay 0).
+//   - properties are converted to one NetProperties struct (fields a version lacks stay 0, the
+//     rail and plane ids -1).
+//   - CollNet iallgather/ireducescatter take one SGE type (CollSge); a v8 table gets its own
+//     (32-bit sizes) under the limits NCCL 2.30 puts on v8 plugins.
 // A view holds a pointer into the library: the PluginLibrary must outlive every view. Views are
 // as thread-safe as the plugin (NCCL calls from several threads), except init, which a caller
 // must not race with itself before v11.
@@ -54,7 +57,17 @@ struct NetProperties {
   int vdevs = 0;                   // v9+: vProps.ndevs
   size_t max_p2p_bytes = 0;        // v9+
   size_t max_coll_bytes = 0;       // v9+
-  int max_multi_request_size = 0;  // v11
+  int max_multi_request_size = 0;  // v11+
+  int rail_id = -1;                // v12: NCCL_NET_ID_UNDEF (-1) before v12
+  int plane_id = -1;               // v12: NCCL_NET_ID_UNDEF (-1) before v12
+};
+
+// One scatter-gather element of a CollNet all-gather or reduce-scatter (ncclNetSGE_vN_t with a
+// size_t size).
+struct CollSge {
+  void* mhandle;
+  void* address;
+  size_t size;
 };
 
 class NetApi {
@@ -100,10 +113,35 @@ class CollNetApi {
   virtual ncclResult_t iallreduce(void* coll_comm, void* send, void* recv, size_t count,
                                   ncclDataType_t type, ncclRedOp_t op, void* send_mhandle,
                                   void* recv_mhandle, void** request) = 0;
+  // The table's iallgather / ireducescatter, with NCCL's arguments. When the slot is NULL they
+  // return ncclInternalError without calling anything (a CallingNccl::k230 view calls the slot
+  // unchecked instead). A v8 table refuses more than one part and a part over 512 MiB
+  // (ncclInternalError, the plugin is not called), as NCCL's v8 adapter does.
+  virtual ncclResult_t iallgather(void* coll_comm, void* send, int n_recv_parts,
+                                  CollSge* recv_parts, size_t bytes_per_rank, size_t window_offset,
+                                  size_t window_bytes, void* send_mhandle, void** request) = 0;
+  virtual ncclResult_t ireducescatter(void* coll_comm, int n_send_parts, CollSge* send_parts,
+                                      void* recv, size_t bytes_per_rank, size_t window_offset,
+                                      size_t window_bytes, ncclDataType_t type, ncclRedOp_t op,
+                                      void* recv_mhandle, void** request) = 0;
+  // Whether NCCL would offer AllGather / ReduceScatter to this table: its slot is non-NULL, or
+  // always for a CallingNccl::k230 view of v8 to v11.
+  virtual bool hasAllGather() const = 0;
+  virtual bool hasReduceScatter() const = 0;
   virtual ncclResult_t test(void* request, int* done, int* size) = 0;
   virtual ncclResult_t closeColl(void* coll_comm) = 0;
   virtual ncclResult_t closeListen(void* listen_comm) = 0;
 };
+
+// Which NCCL's handling of the CollNet iallgather / ireducescatter slots a view reproduces:
+//   k228: the table as it is: hasAllGather() / hasReduceScatter() say whether the slot is
+//         non-NULL, and calling a NULL slot returns ncclInternalError. This is how NCCL 2.28 and
+//         2.29 treat a v11 table, and how 2.30 treats a v12 one: a NULL slot keeps that collective
+//         off CollNet.
+//   k230: NCCL 2.30's adapters for v8 to v11 (2.28 had them for v8 to v10 already): they always
+//         install wrappers, so both has*() are true, and the wrappers call the plugin's slot
+//         without checking it, so a NULL slot crashes the caller. For v12 the same as k228.
+enum class CallingNccl { k228, k230 };
 
 class PluginLibrary {
  public:
@@ -114,12 +152,13 @@ class PluginLibrary {
   PluginLibrary& operator=(const PluginLibrary&) = delete;
 
   const std::string& path() const { return path_; }
-  // The table versions this driver understands (8..11) that the library exports.
+  // The table versions this driver understands (8..12) that the library exports.
   std::vector<int> netVersions() const;
   std::vector<int> collNetVersions() const;
   // kInvalidUsage when the library does not export that version or the driver does not know it.
   Status net(int version, std::unique_ptr<NetApi>* out) const;
-  Status collNet(int version, std::unique_ptr<CollNetApi>* out) const;
+  Status collNet(int version, std::unique_ptr<CollNetApi>* out,
+                 CallingNccl nccl = CallingNccl::k228) const;
 
  private:
   PluginLibrary(std::string path, void* handle) : path_(std::move(path)), handle_(handle) {}
@@ -129,6 +168,6 @@ class PluginLibrary {
 };
 
 inline constexpr int kMinTableVersion = 8;
-inline constexpr int kMaxTableVersion = 11;
+inline constexpr int kMaxTableVersion = 12;
 
 }  // namespace tally::driver
