@@ -11,10 +11,6 @@
 namespace tally::functional {
 namespace {
 
-// Whether Tally's CollNet tables fill iallgather and ireducescatter (v8 to v12). The one line to
-// change when they do; every expectation below follows from it.
-constexpr bool kTallyFillsAllGatherAndReduceScatter = true;
-
 std::unique_ptr<driver::PluginLibrary> openLibrary() {
   std::unique_ptr<driver::PluginLibrary> lib;
   Status s = driver::PluginLibrary::open(pluginPath(), &lib);
@@ -34,8 +30,8 @@ TEST(TableViews, LibraryExportsV8ToV12) {
   EXPECT_EQ(lib->collNet(7, &view, driver::CallingNccl::k230).code(), StatusCode::kInvalidUsage);
 }
 
-// k228 shows the slots as they are; k230 makes v8 to v11 always offer both collectives, as NCCL
-// 2.30's adapters do, and leaves v12 as it is.
+// Tally fills iallgather and ireducescatter in every table, so both views offer both collectives
+// for every version: k228 shows the slots as they are, k230 wraps v8 to v11 as NCCL 2.30 does.
 TEST(TableViews, WhichViewsOfferAllGatherAndReduceScatter) {
   if (pluginPath().empty()) GTEST_SKIP() << "the plugin was not built";
   auto lib = openLibrary();
@@ -45,35 +41,35 @@ TEST(TableViews, WhichViewsOfferAllGatherAndReduceScatter) {
     ASSERT_TRUE(lib->collNet(v, &as_is).isOk());
     ASSERT_TRUE(lib->collNet(v, &nccl230, driver::CallingNccl::k230).isOk());
     EXPECT_EQ(as_is->version(), v);
-    EXPECT_EQ(as_is->hasAllGather(), kTallyFillsAllGatherAndReduceScatter) << "v" << v;
-    EXPECT_EQ(as_is->hasReduceScatter(), kTallyFillsAllGatherAndReduceScatter) << "v" << v;
-    const bool wrapped = v <= 11;
-    EXPECT_EQ(nccl230->hasAllGather(), wrapped || kTallyFillsAllGatherAndReduceScatter) << "v" << v;
-    EXPECT_EQ(nccl230->hasReduceScatter(), wrapped || kTallyFillsAllGatherAndReduceScatter)
-        << "v" << v;
+    EXPECT_TRUE(as_is->hasAllGather()) << "v" << v;
+    EXPECT_TRUE(as_is->hasReduceScatter()) << "v" << v;
+    EXPECT_TRUE(nccl230->hasAllGather()) << "v" << v;
+    EXPECT_TRUE(nccl230->hasReduceScatter()) << "v" << v;
   }
 }
 
-// A view that does not offer a collective refuses the call without reaching the plugin.
-TEST(TableViews, AViewWithoutTheSlotRefusesTheCall) {
+// Every table's slots, through both views, refuse a call without a collComm or with a bad part
+// list with ncclInternalError (NCCL reports it) instead of crashing.
+TEST(TableViews, SlotsRefuseBadCallsCleanly) {
   if (pluginPath().empty()) GTEST_SKIP() << "the plugin was not built";
-  if (kTallyFillsAllGatherAndReduceScatter) GTEST_SKIP() << "every table fills both slots";
   auto lib = openLibrary();
   ASSERT_NE(lib, nullptr);
   char buf[64] = {};
   driver::CollSge part{nullptr, buf, sizeof(buf)};
-  for (int v = driver::kMinTableVersion; v <= driver::kMaxTableVersion; ++v) {
-    std::unique_ptr<driver::CollNetApi> view;
-    ASSERT_TRUE(lib->collNet(v, &view).isOk());
-    void* request = nullptr;
-    EXPECT_EQ(view->iallgather(nullptr, buf, 1, &part, 64, 0, 64, nullptr, &request),
-              ncclInternalError)
-        << "v" << v;
-    EXPECT_EQ(view->ireducescatter(nullptr, 1, &part, buf, 64, 0, 64, ncclFloat32, ncclSum, nullptr,
-                                   &request),
-              ncclInternalError)
-        << "v" << v;
-    EXPECT_EQ(request, nullptr);
+  for (auto nccl : {driver::CallingNccl::k228, driver::CallingNccl::k230}) {
+    for (int v = driver::kMinTableVersion; v <= driver::kMaxTableVersion; ++v) {
+      std::unique_ptr<driver::CollNetApi> view;
+      ASSERT_TRUE(lib->collNet(v, &view, nccl).isOk());
+      void* request = nullptr;
+      EXPECT_EQ(view->iallgather(nullptr, buf, 1, &part, 64, 0, 64, nullptr, &request),
+                ncclInternalError)
+          << "v" << v;
+      EXPECT_EQ(view->ireducescatter(nullptr, 1, &part, buf, 64, 0, 64, ncclFloat32, ncclSum,
+                                     nullptr, &request),
+                ncclInternalError)
+          << "v" << v;
+      EXPECT_EQ(request, nullptr);
+    }
   }
 }
 
@@ -101,22 +97,6 @@ TEST(TableViews, V8TakesOnePartOfAtMost512MiB) {
                                  nullptr, &request),
             ncclInternalError);
   EXPECT_EQ(request, nullptr);
-}
-
-// Issue 14's crash: NCCL 2.30 offers AllGather to a v11 table whose slot is NULL and calls it.
-TEST(TableViewsDeathTest, Nccl230CallsANullV11Slot) {
-  if (pluginPath().empty()) GTEST_SKIP() << "the plugin was not built";
-  if (kTallyFillsAllGatherAndReduceScatter) GTEST_SKIP() << "the v11 slots are filled";
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  auto lib = openLibrary();
-  ASSERT_NE(lib, nullptr);
-  std::unique_ptr<driver::CollNetApi> view;
-  ASSERT_TRUE(lib->collNet(11, &view, driver::CallingNccl::k230).isOk());
-  ASSERT_TRUE(view->hasAllGather());
-  char buf[64] = {};
-  driver::CollSge part{nullptr, buf, sizeof(buf)};
-  void* request = nullptr;
-  EXPECT_DEATH(view->iallgather(nullptr, buf, 1, &part, 64, 0, 64, nullptr, &request), "");
 }
 
 // NetProperties carries the v12 rail and plane ids (-1 from Tally, and -1 for a version without

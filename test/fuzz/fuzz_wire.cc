@@ -97,8 +97,15 @@ bool checkCanonical(const uint8_t* data, size_t size, MsgType type,
 
 void checkSliceFields(const wire::SliceHeader& h) {
   TALLY_FUZZ_CHECK(wire::validateSlice(h).isOk(), "decoded slice fails validateSlice");
-  TALLY_FUZZ_CHECK(h.count >= 1 && h.payloadBytes() <= wire::kMaxSliceBytes,
+  // Only all-gather and reduce-scatter pieces may be empty (wire.h SliceHeader).
+  const bool all_reduce = h.kind == wire::CollKind::kAllReduce;
+  TALLY_FUZZ_CHECK((h.count >= 1 || !all_reduce) && h.payloadBytes() <= wire::kMaxSliceBytes,
                    "slice of %llu elements accepted", static_cast<unsigned long long>(h.count));
+  TALLY_FUZZ_CHECK(all_reduce == (h.rank_count == 0),
+                   "%s slice with %llu elements per rank accepted", wire::collKindName(h.kind),
+                   static_cast<unsigned long long>(h.rank_count));
+  TALLY_FUZZ_CHECK(h.kind != wire::CollKind::kAllGather || h.type == DataType::kUint8,
+                   "all-gather slice of %s accepted", dataTypeName(h.type));
   TALLY_FUZZ_CHECK(h.offset <= h.total_count && h.count <= h.total_count - h.offset,
                    "slice past its call accepted: %s", wire::describeSlice(h).c_str());
   const std::string text = wire::describeSlice(h);
