@@ -34,7 +34,8 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTALLY_BUILD_TESTS
  && cd /build && cpack -G DEB \
  && mkdir /out && cp /build/tally_*.deb /out/
 
-# ---- tally: BASE with the package (apt installs what its Depends name) ----
+# ---- tally: BASE with the package (apt installs what its Depends name) and the libraries it
+# loads at run time when asked: ISA-L (TALLY_CHECKSUM=1), libcrypto (a job token) ----
 # The package's libnccl-net.so link is removed: with it on the loader path NCCL would load Tally
 # whenever NCCL_NET_PLUGIN is unset, and `tally launch` unsets it for evaluators (pool 3).
 FROM ${BASE} AS tally
@@ -42,7 +43,7 @@ USER root
 COPY --from=build /out/ /tmp/tally/
 RUN cd /tmp/tally && apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ./tally_*.deb \
-    libisal2 \
+    libisal2 libssl3 \
  && cd / && rm -rf /var/lib/apt/lists/* /tmp/tally /usr/lib/libnccl-net.so \
  && tally --help >/dev/null && test -f /usr/lib/libnccl-net-tally.so
 ENTRYPOINT ["tally", "launch", "--"]
