@@ -8,8 +8,9 @@
 //
 // where role is 'W' for the worker's proof and 'R' for the reducer's, so one direction's MAC is
 // never a valid answer for the other, and both nonces bind it to this connection. The HMAC is
-// OpenSSL's, from libcrypto.so.3 loaded at run time only when a token is set (common/hmac_sha256.h);
-// nonces come from the kernel (getrandom), and MACs are compared in constant time.
+// OpenSSL's, from libcrypto.so.3 loaded at run time only when a token is set
+// (common/hmac_sha256.h); nonces come from the kernel (getrandom), and MACs are compared in
+// constant time.
 //
 // The token is never logged, printed or sent; its holder wipes it when destroyed.
 // Threads: JobToken is immutable after construction and may be shared between threads.

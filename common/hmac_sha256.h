@@ -42,8 +42,8 @@ class HmacSha256 {
  private:
   struct Md;  // OpenSSL's EVP_MD, never looked into
   using HmacFn = unsigned char* (*)(const Md* md, const void* key, int key_len,
-                                    const unsigned char* data, size_t data_len,
-                                    unsigned char* out, unsigned int* out_len);
+                                    const unsigned char* data, size_t data_len, unsigned char* out,
+                                    unsigned int* out_len);
   using Sha256Fn = const Md* (*)();
   HmacFn hmac_ = nullptr;
   Sha256Fn sha256_ = nullptr;

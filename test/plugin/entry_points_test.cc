@@ -207,9 +207,9 @@ TEST(PluginNet, V8IrecvRefusesBadArgumentsWithAWarnLikeV9) {
     bool null_sizes;
     const char* warn;
   };
-  for (const Case& c : {Case{kTooMany, false, "irecv of 9 buffers; maxRecvs is 8"},
-                        Case{0, false, "irecv of 0 buffers; maxRecvs is 8"},
-                        Case{1, true, "sizes is NULL"}}) {
+  for (const Case& c :
+       {Case{kTooMany, false, "irecv of 9 buffers; maxRecvs is 8"},
+        Case{0, false, "irecv of 0 buffers; maxRecvs is 8"}, Case{1, true, "sizes is NULL"}}) {
     void* request = reinterpret_cast<void*>(1);
     size_t before = linesNow();
     EXPECT_EQ(ncclNetPlugin_v9.irecv(recv, c.n, data, c.null_sizes ? nullptr : sizes9, tags, mrs,
@@ -230,8 +230,7 @@ TEST(PluginNet, V8IrecvRefusesBadArgumentsWithAWarnLikeV9) {
   sizes8[0] = -5;
   size_t before = linesNow();
   void* request = nullptr;
-  EXPECT_EQ(ncclNetPlugin_v8.irecv(recv, 1, data, sizes8, tags, mrs, &request),
-            ncclInternalError);
+  EXPECT_EQ(ncclNetPlugin_v8.irecv(recv, 1, data, sizes8, tags, mrs, &request), ncclInternalError);
   EXPECT_NE(warnsSince(before).find("irecv of a negative size (-5) for buffer 0"),
             std::string::npos)
       << warnsSince(before);

@@ -320,8 +320,8 @@ TEST_F(OpenNetworkChoice, AutoReportsEveryStepWhenTcpFailsToo) {
   Status st = open(TransportKind::kAuto);
   EXPECT_EQ(st.code(), StatusCode::kInvalidUsage);
   EXPECT_EQ(st.message(), ibSeen() +
-                               "verbs unavailable (libibverbs.so.1 not found); ofi unavailable "
-                               "(fi_getinfo: no provider); tcp: no interface matches '=eth9'");
+                              "verbs unavailable (libibverbs.so.1 not found); ofi unavailable "
+                              "(fi_getinfo: no provider); tcp: no interface matches '=eth9'");
   EXPECT_EQ(network_, nullptr);
 }
 
@@ -344,8 +344,9 @@ TEST_F(OpenNetworkChoice, AutoOnlyCxiTriesOfiButNotVerbs) {
   ASSERT_TRUE(open(TransportKind::kAuto).isOk());
   EXPECT_STREQ(network_->name(), "ofi");
   const std::string root = sysfs_.root();
-  EXPECT_EQ(why_, "auto: RDMA devices in " + root + "/class/cxi: cxi0; verbs not tried (no device in " +
-                      root + "/class/infiniband); ofi provider cxi is high-speed; using ofi (fake ofi)");
+  EXPECT_EQ(why_, "auto: RDMA devices in " + root +
+                      "/class/cxi: cxi0; verbs not tried (no device in " + root +
+                      "/class/infiniband); ofi provider cxi is high-speed; using ofi (fake ofi)");
   EXPECT_EQ(calls("verbs"), 0);
 }
 
