@@ -41,8 +41,9 @@ tally-reducer, and the tally command (launch, plan, doctor, demo).")
 # Depends from the binaries' shared libraries (dpkg-shlibdeps from dpkg-dev, and file).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # Loaded at run time only when asked for, so not in Depends: ISA-L for TALLY_CHECKSUM=1 (CRC32C),
-# libfabric and libibverbs for the RDMA transports (TALLY_TRANSPORT).
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libisal2, libfabric1, libibverbs1")
+# libfabric and libibverbs for the RDMA transports (TALLY_TRANSPORT), OpenSSL's libcrypto for a
+# job token's HMAC (TALLY_JOB_TOKEN, --token-file).
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libisal2, libfabric1, libibverbs1, libssl3")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 # CPack itself adds postinst/postrm scripts that run ldconfig: the plugin is in a loader folder.
 

@@ -1,22 +1,32 @@
 #include "common/auth.h"
 
 #include <fcntl.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
+#include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "common/hmac_sha256.h"
 #include "common/log.h"
 
 namespace tally::auth {
 namespace {
 
 constexpr char kLabel[] = "tally-auth-v3";  // with its terminating 0 byte
+
+// Overwrites secret bytes; explicit_bzero is never optimized away as a dead store.
+void wipeBytes(void* p, size_t n) { explicit_bzero(p, n); }
+
+// Whether a and b are equal, taking the same time wherever they differ (a MAC compare must not
+// tell an attacker how many leading bytes were right).
+bool constantTimeEqual(const uint8_t* a, const uint8_t* b, size_t n) {
+  volatile uint8_t diff = 0;
+  for (size_t i = 0; i < n; ++i) diff = static_cast<uint8_t>(diff | (a[i] ^ b[i]));
+  return diff == 0;
+}
 
 // Drops trailing whitespace (a final newline, "\r\n").
 void trimRight(std::string* s) {
@@ -47,7 +57,7 @@ Status readTokenFile(const std::string& path, std::string* out) {
     if (n < 0) {
       const int err = errno;
       ::close(fd);
-      OPENSSL_cleanse(buf, sizeof(buf));
+      wipeBytes(buf, sizeof(buf));
       return Status::invalidUsage(what + ": " + std::strerror(err));
     }
     if (n == 0) break;
@@ -55,9 +65,9 @@ Status readTokenFile(const std::string& path, std::string* out) {
     if (text.size() > kMaxTokenFileBytes) break;
   }
   ::close(fd);
-  OPENSSL_cleanse(buf, sizeof(buf));
+  wipeBytes(buf, sizeof(buf));
   if (text.size() > kMaxTokenFileBytes) {
-    OPENSSL_cleanse(text.data(), text.size());
+    wipeBytes(text.data(), text.size());
     return Status::invalidUsage(what + " is larger than " + std::to_string(kMaxTokenFileBytes) +
                                 " bytes; it should hold the token alone");
   }
@@ -70,9 +80,18 @@ Status readTokenFile(const std::string& path, std::string* out) {
 }  // namespace
 
 Status randomBytes(void* out, size_t n) {
-  if (n > static_cast<size_t>(INT32_MAX)) return Status::internal("randomBytes: too many bytes");
-  if (RAND_bytes(static_cast<unsigned char*>(out), static_cast<int>(n)) != 1) {
-    return Status::system("the OpenSSL random generator failed (RAND_bytes)");
+  // getrandom(2) with no flags reads the kernel's CSPRNG and blocks only until it is seeded at
+  // boot. One call may return fewer bytes than asked (over 32 MiB, or a signal): loop.
+  auto* p = static_cast<uint8_t*>(out);
+  while (n > 0) {
+    const ssize_t got = ::getrandom(p, n, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      return Status::system(std::string("getrandom failed: ") +
+                            (got < 0 ? std::strerror(errno) : "no bytes"));
+    }
+    p += got;
+    n -= static_cast<size_t>(got);
   }
   return Status::ok();
 }
@@ -88,7 +107,7 @@ JobToken& JobToken::operator=(const JobToken& other) {
 JobToken::~JobToken() { wipe(); }
 
 void JobToken::wipe() {
-  if (!secret_.empty()) OPENSSL_cleanse(secret_.data(), secret_.size());
+  if (!secret_.empty()) wipeBytes(secret_.data(), secret_.size());
   secret_.clear();
 }
 
@@ -103,13 +122,14 @@ Mac JobToken::prove(Role role, const Nonce& reducer_nonce, const Nonce& worker_n
   std::memcpy(msg + n, worker_nonce.data(), kNonceBytes);
   n += kNonceBytes;
   Mac mac{};
-  unsigned int len = 0;
-  const unsigned char* ok = HMAC(EVP_sha256(), secret_.data(), static_cast<int>(secret_.size()),
-                                 msg, n, mac.data(), &len);
-  if (ok == nullptr || len != kMacBytes) {
-    // Cannot happen with SHA-256 and a working libcrypto; a zero MAC then fails every check.
+  Status why;
+  const hmac::HmacSha256* hmac = hmac::shared(&why);
+  if (hmac != nullptr) why = hmac->compute(secret_.data(), secret_.size(), msg, n, &mac);
+  if (!why.isOk()) {
+    // loadJobToken already failed for a missing libcrypto, so only a token made some other way
+    // gets here. A zero MAC fails every check: the connection is refused, never let through.
     mac.fill(0);
-    TALLY_WARN("HMAC-SHA256 failed in libcrypto");
+    TALLY_WARN("cannot compute the job token's MAC: %s", why.message().c_str());
   }
   return mac;
 }
@@ -118,14 +138,14 @@ bool JobToken::verify(Role role, const Nonce& reducer_nonce, const Nonce& worker
                       const Mac& mac) const {
   if (empty()) return false;
   const Mac want = prove(role, reducer_nonce, worker_nonce);
-  return CRYPTO_memcmp(want.data(), mac.data(), kMacBytes) == 0;
+  return constantTimeEqual(want.data(), mac.data(), kMacBytes);
 }
 
 Status loadJobToken(const std::string& value, const std::string& file, JobToken* out) {
   std::string secret = value;
   trimRight(&secret);
   if (!value.empty() && !file.empty()) {
-    OPENSSL_cleanse(secret.data(), secret.size());
+    wipeBytes(secret.data(), secret.size());
     return Status::invalidUsage("both TALLY_JOB_TOKEN and a job token file (" + file +
                                 ") are set; set only one");
   }
@@ -138,6 +158,15 @@ Status loadJobToken(const std::string& value, const std::string& file, JobToken*
         "the job token is only %zu bytes; use at least %zu random bytes (openssl rand "
         "-hex 32)",
         secret.size(), kRecommendedTokenBytes);
+  }
+  if (!secret.empty()) {
+    // The MAC needs libcrypto, loaded only now that a token is set: say so here, at startup,
+    // rather than at the first connection.
+    Status why;
+    if (hmac::shared(&why) == nullptr) {
+      wipeBytes(secret.data(), secret.size());
+      return why;
+    }
   }
   *out = JobToken(std::move(secret));
   return Status::ok();

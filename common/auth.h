@@ -7,8 +7,10 @@
 //   HMAC-SHA256(key = token, "tally-auth-v3" | 0x00 | role | reducer nonce | worker nonce)
 //
 // where role is 'W' for the worker's proof and 'R' for the reducer's, so one direction's MAC is
-// never a valid answer for the other, and both nonces bind it to this connection. The crypto is
-// OpenSSL's libcrypto (HMAC, RAND_bytes, CRYPTO_memcmp).
+// never a valid answer for the other, and both nonces bind it to this connection. The HMAC is
+// OpenSSL's, from libcrypto.so.3 loaded at run time only when a token is set
+// (common/hmac_sha256.h); nonces come from the kernel (getrandom), and MACs are compared in
+// constant time.
 //
 // The token is never logged, printed or sent; its holder wipes it when destroyed.
 // Threads: JobToken is immutable after construction and may be shared between threads.
@@ -36,7 +38,7 @@ inline constexpr size_t kMaxTokenFileBytes = 64 * 1024;
 // Who is proving.
 enum class Role : uint8_t { kWorker = 'W', kReducer = 'R' };
 
-// Fills [out, out + n) from OpenSSL's CSPRNG (RAND_bytes). kSystem when it cannot; out is then
+// Fills [out, out + n) from the kernel's CSPRNG (getrandom). kSystem when it cannot; out is then
 // unspecified.
 Status randomBytes(void* out, size_t n);
 
@@ -67,7 +69,8 @@ class JobToken {
 // (which one is meant is unclear). Trailing whitespace (a final newline) is not part of the token.
 // A file that cannot be read, is empty or is over kMaxTokenFileBytes: kInvalidUsage naming the
 // path. A file that group or others may read is accepted with a warning (mounted secrets often
-// are). Nothing is written to *out on failure; no message contains the secret.
+// are). A token is set but libcrypto.so.3 cannot be loaded: kInvalidUsage naming the library and
+// its package. Nothing is written to *out on failure; no message contains the secret.
 Status loadJobToken(const std::string& value, const std::string& file, JobToken* out);
 
 }  // namespace tally::auth

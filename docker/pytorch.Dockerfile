@@ -16,10 +16,9 @@ ARG BASE=pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime
 
 # ---- build: on BASE itself, so the binaries need no newer glibc than the image has ----
 # glibc is only forward compatible: a plugin built on Debian 12 needs glibc 2.36 symbols, which
-# e.g. Ubuntu 22.04 (2.35) lacks. The plugin also carries its own C++ runtime
-# (-static-libstdc++): it is dlopened into a Python process that may already hold an older
-# libstdc++ (a conda one) than the one it was built against; only the eight tables are exported
-# (plugin/exports.map), so nothing leaks.
+# e.g. Ubuntu 22.04 (2.35) lacks. The plugin's own build links libstdc++ and libgcc statically
+# (plugin/CMakeLists.txt), so nothing special is needed here: it is dlopened into a Python process
+# that may already hold an older libstdc++ (a conda one) than the one it was built against.
 FROM ${BASE} AS build
 USER root
 WORKDIR /src
@@ -30,13 +29,13 @@ COPY . .
 ARG CMAKE_ARGS=""
 # Plain lib under /usr: the same plugin path on every architecture, on the loader's path.
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTALLY_BUILD_TESTS=OFF \
-          -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR=lib \
-          "-DCMAKE_SHARED_LINKER_FLAGS=-static-libstdc++ -static-libgcc" ${CMAKE_ARGS} \
+          -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR=lib ${CMAKE_ARGS} \
  && cmake --build /build \
  && cd /build && cpack -G DEB \
  && mkdir /out && cp /build/tally_*.deb /out/
 
-# ---- tally: BASE with the package (apt installs what its Depends name) ----
+# ---- tally: BASE with the package (apt installs what its Depends name) and the libraries it
+# loads at run time when asked: ISA-L (TALLY_CHECKSUM=1), libcrypto (a job token) ----
 # The package's libnccl-net.so link is removed: with it on the loader path NCCL would load Tally
 # whenever NCCL_NET_PLUGIN is unset, and `tally launch` unsets it for evaluators (pool 3).
 FROM ${BASE} AS tally
@@ -44,7 +43,7 @@ USER root
 COPY --from=build /out/ /tmp/tally/
 RUN cd /tmp/tally && apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ./tally_*.deb \
-    libisal2 \
+    libisal2 libssl3 \
  && cd / && rm -rf /var/lib/apt/lists/* /tmp/tally /usr/lib/libnccl-net.so \
  && tally --help >/dev/null && test -f /usr/lib/libnccl-net-tally.so
 ENTRYPOINT ["tally", "launch", "--"]

@@ -20,12 +20,13 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTALLY_BUILD_TESTS
  && cd /build && cpack -G DEB \
  && mkdir /out && cp /build/tally_*.deb /out/
 
-# ---- runtime: the package, its dependencies and ISA-L (TALLY_CHECKSUM=1), nothing else ----
+# ---- runtime: the package, its dependencies, ISA-L (TALLY_CHECKSUM=1) and libcrypto (the job
+# token's HMAC, --token-file), nothing else; the last two are loaded at run time, so recommended ----
 FROM debian:bookworm-slim AS reducer
 COPY --from=build /out/ /tmp/tally/
 RUN cd /tmp/tally && apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ./tally_*.deb \
-    libisal2 \
+    libisal2 libssl3 \
  && cd / && rm -rf /var/lib/apt/lists/* /tmp/tally \
  && tally --help >/dev/null && tally-reducer --help >/dev/null
 RUN useradd --system --uid 10001 --create-home --home-dir /home/tally tally

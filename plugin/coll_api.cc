@@ -56,10 +56,19 @@ ncclResult_t collInit(void** ctx, uint64_t comm_id, ncclDebugLogger_t logger) {
     }
     // "CollNet reducers from <origin>: ..." or why CollNet is off; once per process.
     state->logCollNetOnce();
-    if (ctx != nullptr) {
-      *ctx = ContextRegistry::instance().create(comm_id, NCCL_NET_TRAFFIC_CLASS_UNDEF,
-                                                /*coll=*/true);
+    if (ctx == nullptr) return Status::ok();
+    // CollNet off (no reducers, or no net device): devices() will report 0, NCCL then disables
+    // CollNet for this library load, and it calls CollNet finalize only while CollNet is enabled,
+    // so a context made here would never be freed. Success with a NULL ctx is what lets NCCL
+    // simply run without CollNet: it reads the 0 devices and moves on, where a failed init would
+    // do the same but log a WARN on every job that does not use CollNet. A NULL ctx is safe in
+    // every caller: listen treats it as a pre-v11 NULL, and finalize accepts it.
+    if (state->collDeviceCount() == 0) {
+      *ctx = nullptr;
+      return Status::ok();
     }
+    *ctx = ContextRegistry::instance().create(comm_id, NCCL_NET_TRAFFIC_CLASS_UNDEF,
+                                              /*coll=*/true);
     return Status::ok();
   });
 }

@@ -6,8 +6,10 @@
 // in C++ a namespace-scope const object otherwise has internal linkage and nothing is exported
 // (reference section 10).
 #include <climits>
+#include <string>
 
 #include "plugin/abi/abi.h"
+#include "plugin/errors.h"
 #include "plugin/export.h"
 #include "plugin/limits.h"
 #include "plugin/net_api.h"
@@ -53,15 +55,23 @@ ncclResult_t isendV8(void* send_comm, void* data, int size, int tag, void* mhand
   if (size < 0) return ncclInternalError;
   return netIsend(send_comm, data, static_cast<size_t>(size), tag, mhandle, request);
 }
+// A NULL sizes or a count outside 1..maxRecvs is passed on unconverted: netIrecv refuses it with
+// the same check and WARN as v9+ (it rejects both before reading any size).
 ncclResult_t irecvV8(void* recv_comm, int n, void** data, int* sizes, int* tags, void** mhandles,
                      void** request) {
-  if (sizes == nullptr || n < 1 || n > kMaxRecvs) return ncclInternalError;
-  size_t wide[kMaxRecvs];
-  for (int i = 0; i < n; ++i) {
-    if (sizes[i] < 0) return ncclInternalError;
-    wide[i] = static_cast<size_t>(sizes[i]);
+  size_t wide[kMaxRecvs] = {};
+  if (sizes != nullptr && n >= 1 && n <= kMaxRecvs) {
+    for (int i = 0; i < n; ++i) {
+      if (sizes[i] < 0) {
+        return guard("irecv", [&] {
+          return Status::internal("irecv of a negative size (" + std::to_string(sizes[i]) +
+                                  ") for buffer " + std::to_string(i));
+        });
+      }
+      wide[i] = static_cast<size_t>(sizes[i]);
+    }
   }
-  return netIrecv(recv_comm, n, data, wide, tags, mhandles, request);
+  return netIrecv(recv_comm, n, data, sizes == nullptr ? nullptr : wide, tags, mhandles, request);
 }
 
 // v9: size_t sizes.

@@ -1,5 +1,8 @@
 #include "transport/select.h"
 
+#include <dirent.h>
+
+#include <algorithm>
 #include <cctype>
 #include <utility>
 #include <vector>
@@ -41,6 +44,7 @@ Status openVerbs(const NetworkConfig& config, std::shared_ptr<Network>* out) {
   options.connect_timeout_ms = config.connect_timeout_ms;
   options.io_timeout_ms = config.timeout_ms;
   options.side_ifname = config.ifname_spec;
+  options.sysfs_root = config.sysfs_root;
   return verbs::createNetwork(options, out);
 }
 #endif
@@ -87,8 +91,47 @@ Status tryOpen(const NetworkBackends& backends, TransportKind kind, const Networ
   return Status::ok();
 }
 
+// The device names in <sysfs_root>/class/<cls>, sorted; none when the folder is missing.
+std::vector<std::string> sysfsDevices(const std::string& sysfs_root, const char* cls) {
+  std::vector<std::string> names;
+  DIR* dir = ::opendir((sysfs_root + "/class/" + cls).c_str());
+  if (dir == nullptr) return names;
+  while (const dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] != '.') names.emplace_back(entry->d_name);
+  }
+  ::closedir(dir);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& name : names) s += (s.empty() ? "" : ", ") + name;
+  return s;
+}
+
 std::string usingLine(const Network& network) {
   return std::string("using ") + network.name() + " (" + network.description() + ")";
+}
+
+// Tries ofi for auto: *out is the network when its provider is a high-speed one; otherwise *out
+// stays empty, whatever ofi opened is closed again, and *steps says why.
+void tryAutoOfi(const NetworkBackends& backends, const NetworkConfig& config,
+                std::shared_ptr<Network>* out, std::string* steps) {
+  std::string reason;
+  std::shared_ptr<Network> network;
+  if (!tryOpen(backends, TransportKind::kOfi, config, &network, &reason).isOk()) {
+    *steps += "ofi unavailable (" + reason + "); ";
+    return;
+  }
+  const std::string provider = network->provider();
+  if (isHighSpeedProvider(provider)) {
+    *steps += "ofi provider " + provider + " is high-speed; ";
+    *out = std::move(network);
+    return;
+  }
+  *steps += "ofi provider " + (provider.empty() ? std::string("(unnamed)") : provider) +
+            " is not high-speed; ";
 }
 
 Status openAuto(const NetworkBackends& backends, const NetworkConfig& config,
@@ -96,24 +139,32 @@ Status openAuto(const NetworkBackends& backends, const NetworkConfig& config,
   std::string steps = "auto: ";
   std::string reason;
   std::shared_ptr<Network> network;
-  if (tryOpen(backends, TransportKind::kVerbs, config, &network, &reason).isOk()) {
-    *why = steps + usingLine(*network);
-    *out = std::move(network);
-    return Status::ok();
-  }
-  steps += "verbs unavailable (" + reason + "); ";
-  if (tryOpen(backends, TransportKind::kOfi, config, &network, &reason).isOk()) {
-    const std::string provider = network->provider();
-    if (isHighSpeedProvider(provider)) {
-      *why = steps + "ofi provider " + provider + " is high-speed; " + usingLine(*network);
+  // Verbs, EFA and Omni-Path devices are in class/infiniband, Slingshot's in class/cxi. Without
+  // one, neither libibverbs nor libfabric is loaded at all.
+  const std::string ib_dir = config.sysfs_root + "/class/infiniband";
+  const std::string cxi_dir = config.sysfs_root + "/class/cxi";
+  const std::vector<std::string> ib = sysfsDevices(config.sysfs_root, "infiniband");
+  const std::vector<std::string> cxi = sysfsDevices(config.sysfs_root, "cxi");
+  if (ib.empty() && cxi.empty()) {
+    steps += "no RDMA device in " + ib_dir + " or " + cxi_dir + "; ";
+  } else {
+    if (!ib.empty()) steps += "RDMA devices in " + ib_dir + ": " + joined(ib) + "; ";
+    if (!cxi.empty()) steps += "RDMA devices in " + cxi_dir + ": " + joined(cxi) + "; ";
+    if (ib.empty()) {
+      steps += "verbs not tried (no device in " + ib_dir + "); ";
+    } else if (tryOpen(backends, TransportKind::kVerbs, config, &network, &reason).isOk()) {
+      *why = steps + usingLine(*network);
+      *out = std::move(network);
+      return Status::ok();
+    } else {
+      steps += "verbs unavailable (" + reason + "); ";
+    }
+    tryAutoOfi(backends, config, &network, &steps);
+    if (network) {
+      *why = steps + usingLine(*network);
       *out = std::move(network);
       return Status::ok();
     }
-    steps += "ofi provider " + (provider.empty() ? std::string("(unnamed)") : provider) +
-             " is not high-speed; ";
-    network.reset();  // closes what the ofi backend opened
-  } else {
-    steps += "ofi unavailable (" + reason + "); ";
   }
   Status st = tryOpen(backends, TransportKind::kTcp, config, &network, &reason);
   if (!st.isOk()) return Status(st.code(), steps + "tcp: " + st.message());

@@ -2,8 +2,14 @@
 //
 //   tcp            the TCP backend.
 //   ofi, verbs     that backend, or an error saying why it cannot be used; never TCP instead.
-//   auto           verbs when it opens; else ofi when its provider is a high-speed one
-//                  (isHighSpeedProvider); else tcp.
+//   auto           tcp, without loading any fabric library, when sysfs shows no RDMA device
+//                  (nothing in <sysfs>/class/infiniband, where verbs, EFA and Omni-Path
+//                  devices appear, nor in <sysfs>/class/cxi, Slingshot's). Otherwise verbs when
+//                  there is an infiniband device and it opens; else ofi when its provider is a
+//                  high-speed one (isHighSpeedProvider); else tcp.
+//
+// The sysfs check matters because opening libfabric loads every provider it was built with
+// (libpsm2, librdmacm, ...), some of which install signal handlers, into the NCCL process.
 //
 // Backends are reached through a table of factory functions (NetworkBackends), so this file
 // needs no backend's headers and tests can pass fakes. builtinBackends() is the table of what
@@ -43,6 +49,7 @@ struct NetworkConfig {
   int max_requests = 256;               // in-flight requests per direction, by default
   std::string ib_hca;                   // TALLY_IB_HCA (NCCL_IB_HCA syntax), verbs
   int ib_qps_per_connection = 2;        // TALLY_IB_QPS_PER_CONNECTION, verbs
+  std::string sysfs_root = "/sys";      // where auto looks for RDMA devices (tests: a fake tree)
 
   // `tcp` with the timeouts and request depth above.
   tcp::TcpOptions tcpOptions() const;
@@ -76,8 +83,9 @@ bool isHighSpeedProvider(const std::string& provider);
 
 // Opens the backend config.kind asks for, by the rules at the top of this file, with
 // builtinBackends(). On success *out is the network and *why one line saying what was chosen
-// and why, for the INFO log: "auto: verbs unavailable (libibverbs.so.1 not found); ofi provider
-// tcp;ofi_rxm is not high-speed; using tcp on lo 127.0.0.1; 2 sockets per connection".
+// and why, for the INFO log: "auto: RDMA devices in /sys/class/infiniband: mlx5_0; verbs
+// unavailable (libibverbs.so.1 not found); ofi provider tcp;ofi_rxm is not high-speed; using tcp
+// (...)" or "auto: no RDMA device in /sys/class/infiniband or /sys/class/cxi; using tcp (...)".
 // On failure *out is untouched and the Status says which backend failed and why (an explicit
 // ofi or verbs that cannot open: its factory's code, kInvalidUsage when it is not built in).
 Status openNetwork(const NetworkConfig& config, std::shared_ptr<Network>* out, std::string* why);

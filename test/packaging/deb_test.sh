@@ -60,7 +60,7 @@ depends=$(field Depends)
   fail "Depends '$depends' lacks libc6 and libstdc++6: were they computed by dpkg-shlibdeps?"
 # The libraries Tally loads at run time (dlopen) are recommended, not required.
 recommends=$(field Recommends)
-for lib in libisal2 libfabric1 libibverbs1; do
+for lib in libisal2 libfabric1 libibverbs1 libssl3; do
   [[ "$recommends" == *"$lib"* ]] || fail "Recommends '$recommends' lacks $lib"
   [[ "$depends" != *"$lib"* ]] || fail "Depends names $lib, which Tally only loads at run time"
 done

@@ -119,7 +119,13 @@ int main(void) {
           CHECK(props.name != NULL && props.ptrSupport == NCCL_PTR_HOST);
         }
         CHECK(coll->init(&coll_ctx, 42, logger) == ncclSuccess);
-        CHECK(coll_ctx != NULL);
+        /* A ctx exactly when CollNet has devices (TALLY_REDUCERS set): NCCL finalizes CollNet
+         * only while it is enabled, so without devices there must be nothing to finalize. */
+        {
+          int ncoll = -1;
+          CHECK(coll->devices(&ncoll) == ncclSuccess);
+          CHECK((coll_ctx != NULL) == (ncoll > 0));
+        }
         CHECK(coll->reduceSupport(ncclFloat32, ncclSum, &supported) == ncclSuccess);
         CHECK(supported == 1);
         CHECK(coll->finalize(coll_ctx) == ncclSuccess);

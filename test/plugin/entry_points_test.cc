@@ -163,6 +163,83 @@ TEST(PluginNet, ValidatesArguments) {
   EXPECT_EQ(ncclNetPlugin_v11.finalize(ctx), ncclSuccess);
 }
 
+// The WARN lines logged since `from`, joined.
+std::string warnsSince(size_t from) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::string text;
+  for (size_t i = from; i < g_lines.size(); ++i) {
+    if (g_lines[i].level == NCCL_LOG_WARN) text += g_lines[i].text + "\n";
+  }
+  return text;
+}
+size_t linesNow() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_lines.size();
+}
+
+// v8's irecv (int sizes) refuses what v9+ refuse, with the same error code and the same WARN.
+TEST(PluginNet, V8IrecvRefusesBadArgumentsWithAWarnLikeV9) {
+  testing::installLoopbackState();
+  void* ctx = nullptr;
+  ncclNetCommConfig_v11_t config = {NCCL_NET_TRAFFIC_CLASS_UNDEF};
+  ASSERT_EQ(ncclNetPlugin_v11.init(&ctx, 0x88, &config, captureLogger, nullptr), ncclSuccess);
+  void* send = nullptr;
+  void* recv = nullptr;
+  ASSERT_NO_FATAL_FAILURE(testing::connectPair(ncclNetPlugin_v11, ctx, &send, &recv));
+  char buf[64];
+  void* mr = nullptr;
+  ASSERT_EQ(ncclNetPlugin_v11.regMr(recv, buf, sizeof(buf), NCCL_PTR_HOST, &mr), ncclSuccess);
+  constexpr int kTooMany = 9;
+  void* data[kTooMany];
+  int sizes8[kTooMany];
+  size_t sizes9[kTooMany];
+  int tags[kTooMany];
+  void* mrs[kTooMany];
+  for (int i = 0; i < kTooMany; ++i) {
+    data[i] = buf;
+    sizes8[i] = 8;
+    sizes9[i] = 8;
+    tags[i] = i;
+    mrs[i] = mr;
+  }
+  struct Case {
+    int n;
+    bool null_sizes;
+    const char* warn;
+  };
+  for (const Case& c :
+       {Case{kTooMany, false, "irecv of 9 buffers; maxRecvs is 8"},
+        Case{0, false, "irecv of 0 buffers; maxRecvs is 8"}, Case{1, true, "sizes is NULL"}}) {
+    void* request = reinterpret_cast<void*>(1);
+    size_t before = linesNow();
+    EXPECT_EQ(ncclNetPlugin_v9.irecv(recv, c.n, data, c.null_sizes ? nullptr : sizes9, tags, mrs,
+                                     &request),
+              ncclInternalError);
+    const std::string v9_warns = warnsSince(before);
+    EXPECT_NE(v9_warns.find(c.warn), std::string::npos) << v9_warns;
+
+    request = reinterpret_cast<void*>(1);
+    before = linesNow();
+    EXPECT_EQ(ncclNetPlugin_v8.irecv(recv, c.n, data, c.null_sizes ? nullptr : sizes8, tags, mrs,
+                                     &request),
+              ncclInternalError);
+    EXPECT_EQ(request, nullptr);
+    EXPECT_EQ(warnsSince(before), v9_warns) << "v8 warns as v9 does for n=" << c.n;
+  }
+  // A negative int size, which only v8 can be given.
+  sizes8[0] = -5;
+  size_t before = linesNow();
+  void* request = nullptr;
+  EXPECT_EQ(ncclNetPlugin_v8.irecv(recv, 1, data, sizes8, tags, mrs, &request), ncclInternalError);
+  EXPECT_NE(warnsSince(before).find("irecv of a negative size (-5) for buffer 0"),
+            std::string::npos)
+      << warnsSince(before);
+  EXPECT_EQ(ncclNetPlugin_v11.deregMr(recv, mr), ncclSuccess);
+  EXPECT_EQ(ncclNetPlugin_v11.closeSend(send), ncclSuccess);
+  EXPECT_EQ(ncclNetPlugin_v11.closeRecv(recv), ncclSuccess);
+  EXPECT_EQ(ncclNetPlugin_v11.finalize(ctx), ncclSuccess);
+}
+
 TEST(PluginCollNet, DevicesMirrorNetDevices) {
   testing::installLoopbackState();  // TALLY_REDUCERS set
   void* ctx = nullptr;

@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "test/transport/fake_sysfs.h"
 
 namespace tally::transport {
 namespace {
@@ -201,11 +204,19 @@ class OpenNetworkChoice : public ::testing::Test {
                                                                      fakeVerbs}) {
     NetworkConfig config;
     config.kind = kind;
+    config.sysfs_root = sysfs_.root();
     why_.clear();
     return openNetwork(backends, config, &network_, &why_);
   }
   int calls(const char* name) { return g_script.calls[name]; }
+  // What auto's log line starts with on the fake sysfs with one InfiniBand device.
+  std::string ibSeen() const {
+    return "auto: RDMA devices in " + sysfs_.root() + "/class/infiniband: mlx5_0; ";
+  }
 
+  // One InfiniBand device, so that auto tries the RDMA backends; tests that want another tree
+  // replace it.
+  test::FakeSysfs sysfs_{"/class/infiniband/mlx5_0/"};
   std::shared_ptr<Network> network_;
   std::string why_;
 };
@@ -259,7 +270,7 @@ TEST_F(OpenNetworkChoice, AutoTakesVerbsWhenItOpens) {
   g_script.ofi = Status::ok();
   ASSERT_TRUE(open(TransportKind::kAuto).isOk());
   EXPECT_STREQ(network_->name(), "verbs");
-  EXPECT_EQ(why_, "auto: using verbs (fake verbs)");
+  EXPECT_EQ(why_, ibSeen() + "using verbs (fake verbs)");
   EXPECT_EQ(calls("ofi") + calls("tcp"), 0);
 }
 
@@ -268,9 +279,9 @@ TEST_F(OpenNetworkChoice, AutoTakesOfiOnAHighSpeedProvider) {
   g_script.ofi_provider = "efa";
   ASSERT_TRUE(open(TransportKind::kAuto).isOk());
   EXPECT_STREQ(network_->name(), "ofi");
-  EXPECT_EQ(why_,
-            "auto: verbs unavailable (libibverbs.so.1 not found); ofi provider efa is "
-            "high-speed; using ofi (fake ofi)");
+  EXPECT_EQ(why_, ibSeen() +
+                      "verbs unavailable (libibverbs.so.1 not found); ofi provider efa is "
+                      "high-speed; using ofi (fake ofi)");
   EXPECT_EQ(calls("tcp"), 0);
 }
 
@@ -279,9 +290,9 @@ TEST_F(OpenNetworkChoice, AutoSkipsASlowOfiProviderForTcp) {
   g_script.ofi_provider = "tcp;ofi_rxm";
   ASSERT_TRUE(open(TransportKind::kAuto).isOk());
   EXPECT_STREQ(network_->name(), "tcp");
-  EXPECT_EQ(why_,
-            "auto: verbs unavailable (libibverbs.so.1 not found); ofi provider tcp;ofi_rxm is "
-            "not high-speed; using tcp (fake tcp)");
+  EXPECT_EQ(why_, ibSeen() +
+                      "verbs unavailable (libibverbs.so.1 not found); ofi provider tcp;ofi_rxm "
+                      "is not high-speed; using tcp (fake tcp)");
   EXPECT_EQ(g_live_networks, 1) << "the ofi network was closed again";
 }
 
@@ -295,23 +306,105 @@ TEST_F(OpenNetworkChoice, AutoSkipsAnOfiNetworkThatNamesNoProvider) {
 
 TEST_F(OpenNetworkChoice, AutoFallsBackToTcpWhenNeitherRdmaBackendOpens) {
   ASSERT_TRUE(open(TransportKind::kAuto).isOk());
-  EXPECT_EQ(why_,
-            "auto: verbs unavailable (libibverbs.so.1 not found); ofi unavailable (fi_getinfo: "
-            "no provider); using tcp (fake tcp)");
+  EXPECT_EQ(why_, ibSeen() +
+                      "verbs unavailable (libibverbs.so.1 not found); ofi unavailable "
+                      "(fi_getinfo: no provider); using tcp (fake tcp)");
   ASSERT_TRUE(open(TransportKind::kAuto, {fakeTcp, nullptr, nullptr}).isOk());
-  EXPECT_EQ(why_,
-            "auto: verbs unavailable (not built into this library); ofi unavailable (not built "
-            "into this library); using tcp (fake tcp)");
+  EXPECT_EQ(why_, ibSeen() +
+                      "verbs unavailable (not built into this library); ofi unavailable (not "
+                      "built into this library); using tcp (fake tcp)");
 }
 
 TEST_F(OpenNetworkChoice, AutoReportsEveryStepWhenTcpFailsToo) {
   g_script.tcp = Status::invalidUsage("no interface matches '=eth9'");
   Status st = open(TransportKind::kAuto);
   EXPECT_EQ(st.code(), StatusCode::kInvalidUsage);
-  EXPECT_EQ(st.message(),
-            "auto: verbs unavailable (libibverbs.so.1 not found); ofi unavailable (fi_getinfo: "
-            "no provider); tcp: no interface matches '=eth9'");
+  EXPECT_EQ(st.message(), ibSeen() +
+                              "verbs unavailable (libibverbs.so.1 not found); ofi unavailable "
+                              "(fi_getinfo: no provider); tcp: no interface matches '=eth9'");
   EXPECT_EQ(network_, nullptr);
+}
+
+TEST_F(OpenNetworkChoice, AutoWithoutAnRdmaDeviceTriesNoFabricLibrary) {
+  g_script.verbs = Status::ok();
+  g_script.ofi = Status::ok();
+  sysfs_ = test::FakeSysfs("/class/net/eth0/");  // a NIC, but no RDMA device
+  ASSERT_TRUE(open(TransportKind::kAuto).isOk());
+  EXPECT_STREQ(network_->name(), "tcp");
+  EXPECT_EQ(why_, "auto: no RDMA device in " + sysfs_.root() + "/class/infiniband or " +
+                      sysfs_.root() + "/class/cxi; using tcp (fake tcp)");
+  EXPECT_EQ(calls("verbs") + calls("ofi"), 0);
+}
+
+TEST_F(OpenNetworkChoice, AutoOnlyCxiTriesOfiButNotVerbs) {
+  g_script.verbs = Status::ok();
+  g_script.ofi = Status::ok();
+  g_script.ofi_provider = "cxi";
+  sysfs_ = test::FakeSysfs("/class/cxi/cxi0/");
+  ASSERT_TRUE(open(TransportKind::kAuto).isOk());
+  EXPECT_STREQ(network_->name(), "ofi");
+  const std::string root = sysfs_.root();
+  EXPECT_EQ(why_, "auto: RDMA devices in " + root +
+                      "/class/cxi: cxi0; verbs not tried (no device in " + root +
+                      "/class/infiniband); ofi provider cxi is high-speed; using ofi (fake ofi)");
+  EXPECT_EQ(calls("verbs"), 0);
+}
+
+TEST_F(OpenNetworkChoice, AutoListsEveryInfinibandDeviceSorted) {
+  g_script.verbs = Status::ok();
+  sysfs_ = test::FakeSysfs("/class/infiniband/mlx5_1/");
+  std::filesystem::create_directories(sysfs_.root() + "/class/infiniband/efa_0");
+  std::filesystem::create_directories(sysfs_.root() + "/class/infiniband/mlx5_0");
+  ASSERT_TRUE(open(TransportKind::kAuto).isOk());
+  EXPECT_EQ(why_, "auto: RDMA devices in " + sysfs_.root() +
+                      "/class/infiniband: efa_0, mlx5_0, mlx5_1; using verbs (fake verbs)");
+}
+
+bool libraryMapped(const std::string& name) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.find("/" + name) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// The real backends: with no RDMA device in sysfs, auto opens tcp and loads neither libfabric
+// nor libibverbs into the process (ctest runs each test in a process of its own).
+TEST_F(OpenNetworkChoice, AutoWithoutAnRdmaDeviceLoadsNoFabricLibrary) {
+  ASSERT_FALSE(libraryMapped("libfabric.so")) << "this test binary must not link libfabric";
+  ASSERT_FALSE(libraryMapped("libibverbs.so"));
+  sysfs_ = test::FakeSysfs("");
+  NetworkConfig config;
+  config.kind = TransportKind::kAuto;
+  config.sysfs_root = sysfs_.root();
+  config.ifname_spec = "=lo";
+  Status st = openNetwork(config, &network_, &why_);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  EXPECT_STREQ(network_->name(), "tcp");
+  EXPECT_EQ(why_.rfind("auto: no RDMA device in " + sysfs_.root() + "/class/infiniband", 0), 0u)
+      << why_;
+  EXPECT_FALSE(libraryMapped("libfabric.so"));
+  EXPECT_FALSE(libraryMapped("libibverbs.so"));
+  EXPECT_FALSE(libraryMapped("libpsm2.so"));
+  EXPECT_FALSE(libraryMapped("librdmacm.so"));
+}
+
+// The check above can fail: with a device in sysfs, auto does load the fabric libraries this
+// build uses (where they are installed).
+TEST_F(OpenNetworkChoice, AutoWithAnRdmaDeviceLoadsTheFabricLibraries) {
+  if (builtinBackends().ofi == nullptr) GTEST_SKIP() << "ofi is not built into this library";
+  if (!std::filesystem::exists("/usr/lib/x86_64-linux-gnu/libfabric.so.1") &&
+      !std::filesystem::exists("/usr/lib/libfabric.so.1")) {
+    GTEST_SKIP() << "libfabric.so.1 is not installed";
+  }
+  NetworkConfig config;
+  config.kind = TransportKind::kAuto;
+  config.sysfs_root = sysfs_.root();  // one (fake) mlx5_0
+  config.ifname_spec = "=lo";
+  Status st = openNetwork(config, &network_, &why_);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  EXPECT_TRUE(libraryMapped("libfabric.so")) << why_;
 }
 
 // The table holds exactly the backends this build compiled (TALLY_WITH_OFI/VERBS found their

@@ -12,33 +12,13 @@
 #include <string>
 #include <thread>
 
+#include "test/transport/fake_sysfs.h"
 #include "test/transport/verbs_fake.h"
 #include "transport/network.h"
 #include "transport/verbs/internal.h"
 #include "transport/verbs/verbs.h"
 
 namespace tally::transport::test {
-
-// A sysfs tree of its own under /tmp, holding `path` (a file, or a folder when it ends in '/').
-class FakeSysfs {
- public:
-  explicit FakeSysfs(const std::string& path) {
-    char name[] = "/tmp/tally-sysfs-XXXXXX";
-    if (mkdtemp(name) == nullptr) return;
-    root_ = name;
-    if (path.empty()) return;
-    const std::filesystem::path full = root_ + path;
-    std::filesystem::create_directories(path.back() == '/' ? full : full.parent_path());
-    if (path.back() != '/') std::ofstream(full) << "2.0\n";
-  }
-  ~FakeSysfs() {
-    if (!root_.empty()) std::filesystem::remove_all(root_);
-  }
-  const std::string& root() const { return root_; }
-
- private:
-  std::string root_;
-};
 
 // A connected pair over `network`'s first device (side channel on loopback). Both ends step until
 // done or 20 s pass.
