@@ -261,22 +261,30 @@ TEST_F(CollNetAbort, UnmatchedCallsAreAbortedAtDeregMr) {
       ok = closeAndLinger(api.get(), comm, ctx, rank) && ok;
       return ok ? 0 : 7;
     }
-    // The others call only once rank 0 has aborted: their call must fail, soon.
+    // The others call only once rank 0 has aborted. Rank 0's inputs for its calls may already
+    // sit on the reducers, and when its Error has not reached them yet (it is best effort) the
+    // matching calls here can still complete, rightly: every input arrived. The call after them
+    // has no partner: it must fail, soon.
     std::string unused;
     if (!check(rank, store->get("aborted", &unused, kStoreTimeoutMs), "wait for rank 0")) return 6;
     const auto start = Clock::now();
-    void* req = nullptr;
-    ncclResult_t r = api->iallreduce(comm, bufs.send.data(), bufs.recv.data(), kCount, ncclFloat32,
-                                     ncclSum, bufs.mhandles[0], bufs.mhandles[1], &req);
-    int outcome = 0;
-    if (r == ncclSuccess) outcome = req == nullptr ? -1 : testUntil(api.get(), req, 20000);
+    int outcome = 1;
+    int calls = 0;
+    while (outcome == 1 && calls <= kCalls) {
+      void* req = nullptr;
+      ncclResult_t r = api->iallreduce(comm, bufs.send.data(), bufs.recv.data(), kCount,
+                                       ncclFloat32, ncclSum, bufs.mhandles[0], bufs.mhandles[1],
+                                       &req);
+      ++calls;
+      outcome = r != ncclSuccess ? 0 : req == nullptr ? -1 : testUntil(api.get(), req, 20000);
+    }
     const auto ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-    std::fprintf(stderr, "worker %d: error after rank 0 left took %lld ms\n", rank,
-                 static_cast<long long>(ms));
+    std::fprintf(stderr, "worker %d: error after rank 0 left took %lld ms (call %d)\n", rank,
+                 static_cast<long long>(ms), calls);
     if (outcome != 0 || ms > kSurvivorErrorMs) {
-      std::fprintf(stderr, "worker %d: call after rank 0 aborted: %s (want an error within %lld ms)\n",
-                   rank, outcome == 1 ? "completed" : "no answer",
+      std::fprintf(stderr, "worker %d: calls after rank 0 aborted: %s (want an error within %lld ms)\n",
+                   rank, outcome == 1 ? "all completed" : "no answer",
                    static_cast<long long>(kSurvivorErrorMs));
       return 8;
     }
