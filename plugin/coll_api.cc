@@ -34,6 +34,25 @@ Status checkCollDevice(const PluginState& state, int dev) {
   return Status::ok();
 }
 
+// What every posting entry point starts with: no request until one is posted, and the comm.
+Status beginPost(void* coll_comm, void** request, CollComm** comm) {
+  TALLY_RETURN_IF_ERROR(checkPointer(request, "request"));
+  *request = nullptr;
+  return collCommOf(coll_comm, comm);
+}
+
+// NCCL's element type and op as Tally's. ncclAvg and PreMulSum arrive as ncclSum (NCCL scales on
+// the GPU); anything else was never declared supported.
+Status typeAndOp(const char* what, int type, int op, DataType* t, ReduceOp* o) {
+  if (!toDataType(type, t)) {
+    return Status::internal(std::string(what) + " of unknown type " + std::to_string(type));
+  }
+  if (!toReduceOp(op, o)) {
+    return Status::internal(std::string(what) + " with unsupported op " + std::to_string(op));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 int collSupports(int type, int op) {
@@ -195,17 +214,11 @@ ncclResult_t collIallreduce(void* coll_comm, void* send, void* recv, size_t coun
                             int op, void* /*send_mhandle*/,
                             void* /*recv_mhandle*/, void** request) {
   return guard("iallreduce", [&]() -> Status {
-    TALLY_RETURN_IF_ERROR(checkPointer(request, "request"));
-    *request = nullptr;
     CollComm* c = nullptr;
-    TALLY_RETURN_IF_ERROR(collCommOf(coll_comm, &c));
+    TALLY_RETURN_IF_ERROR(beginPost(coll_comm, request, &c));
     DataType t;
     ReduceOp o;
-    if (!toDataType(type, &t))
-      return Status::internal("iallreduce of unknown type " + std::to_string(type));
-    // ncclAvg and PreMulSum arrive as ncclSum; anything else was never declared supported.
-    if (!toReduceOp(op, &o))
-      return Status::internal("iallreduce with unsupported op " + std::to_string(op));
+    TALLY_RETURN_IF_ERROR(typeAndOp("iallreduce", type, op, &t, &o));
     if (count > 0 && (send == nullptr || recv == nullptr)) {
       return Status::internal("iallreduce with a NULL buffer");
     }
@@ -255,10 +268,8 @@ ncclResult_t collIallgather(void* coll_comm, void* send, int nparts, const CollP
                             size_t bytes_per_rank, size_t window_offset, size_t window_bytes,
                             void** request) {
   return guard("iallgather", [&]() -> Status {
-    TALLY_RETURN_IF_ERROR(checkPointer(request, "request"));
-    *request = nullptr;
     CollComm* c = nullptr;
-    TALLY_RETURN_IF_ERROR(collCommOf(coll_comm, &c));
+    TALLY_RETURN_IF_ERROR(beginPost(coll_comm, request, &c));
     void* recv = nullptr;
     TALLY_RETURN_IF_ERROR(onePart("iallgather", nparts, parts, window_bytes, &recv));
     reducer::CollWindow window;
@@ -275,17 +286,11 @@ ncclResult_t collIreducescatter(void* coll_comm, int nparts, const CollPart* par
                                 size_t bytes_per_rank, size_t window_offset, size_t window_bytes,
                                 int type, int op, void** request) {
   return guard("ireducescatter", [&]() -> Status {
-    TALLY_RETURN_IF_ERROR(checkPointer(request, "request"));
-    *request = nullptr;
     CollComm* c = nullptr;
-    TALLY_RETURN_IF_ERROR(collCommOf(coll_comm, &c));
+    TALLY_RETURN_IF_ERROR(beginPost(coll_comm, request, &c));
     DataType t;
     ReduceOp o;
-    if (!toDataType(type, &t))
-      return Status::internal("ireducescatter of unknown type " + std::to_string(type));
-    // ncclAvg and PreMulSum arrive as ncclSum (NCCL post-scales on the GPU).
-    if (!toReduceOp(op, &o))
-      return Status::internal("ireducescatter with unsupported op " + std::to_string(op));
+    TALLY_RETURN_IF_ERROR(typeAndOp("ireducescatter", type, op, &t, &o));
     void* send = nullptr;
     TALLY_RETURN_IF_ERROR(onePart("ireducescatter", nparts, parts, window_bytes, &send));
     reducer::CollWindow window;

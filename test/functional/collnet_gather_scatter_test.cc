@@ -75,8 +75,7 @@ TEST_P(CollNetGatherScatter, EveryTypeAndOpExactOnEveryWorker) {
     std::unique_ptr<driver::CollNetApi> api;
     if (!open(&lib, &api)) return 2;
     if (!api->hasAllGather() || !api->hasReduceScatter()) {
-      std::fprintf(stderr, "worker %d: the table has no all-gather or reduce-scatter slot\n",
-                   rank);
+      std::fprintf(stderr, "worker %d: the table has no all-gather or reduce-scatter slot\n", rank);
       return 3;
     }
     CollCommOptions options;
@@ -135,8 +134,8 @@ TEST_P(CollNetGatherScatter, EveryTypeAndOpExactOnEveryWorker) {
       std::vector<char> in(count * 4), out(count * 4), want(count * 4);
       driver::fillInput(DataType::kFloat32, ReduceOp::kSum, rank, nworkers, 1, count, in.data());
       driver::fillExpected(DataType::kFloat32, ReduceOp::kSum, nworkers, 1, count, want.data());
-      if (!check(rank, comm->allreduce(in.data(), out.data(), count, DataType::kFloat32,
-                                       ReduceOp::kSum),
+      if (!check(rank,
+                 comm->allreduce(in.data(), out.data(), count, DataType::kFloat32, ReduceOp::kSum),
                  "allreduce") ||
           !exact(rank, "allreduce", DataType::kFloat32, out.data(), want.data(), count)) {
         return 10;

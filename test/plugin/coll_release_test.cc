@@ -13,6 +13,7 @@
 
 #include "plugin/coll_comm.h"
 #include "plugin_test_util.h"
+#include "test/plugin/fake_coll_client.h"
 
 namespace tally::plugin {
 namespace {
@@ -40,7 +41,7 @@ class ScriptedCall : public reducer::CollCall {
   std::shared_ptr<CallState> state_;
 };
 
-class AbortRecordingClient : public reducer::CollClient {
+class AbortRecordingClient : public test::FakeCollClient {
  public:
   Status iallreduce(const void*, void*, size_t count, DataType type, ReduceOp,
                     reducer::CollRequest* req) override {
@@ -48,14 +49,6 @@ class AbortRecordingClient : public reducer::CollClient {
     *req = reducer::CollRequest(std::make_shared<ScriptedCall>(calls.back()),
                                 count * dataTypeSize(type));
     return Status::ok();
-  }
-  Status iallgather(const void*, void*, const reducer::CollWindow& window,
-                    reducer::CollRequest* req) override {
-    return iallreduce(nullptr, nullptr, window.count, DataType::kUint8, ReduceOp::kSum, req);
-  }
-  Status ireducescatter(const void*, void*, const reducer::CollWindow& window, DataType type,
-                        ReduceOp op, reducer::CollRequest* req) override {
-    return iallreduce(nullptr, nullptr, window.count, type, op, req);
   }
   void close() override { ++closes; }
   // As the real client: the first error sticks to every unfinished call.

@@ -20,6 +20,7 @@
 #include "plugin/coll_comm.h"
 #include "plugin/context.h"
 #include "plugin_test_util.h"
+#include "test/plugin/fake_coll_client.h"
 
 namespace tally::plugin {
 namespace {
@@ -40,7 +41,7 @@ class FakeCall : public reducer::CollCall {
 };
 
 // Posts succeed unless fail_post is set; a request fails its test when fail_test is set.
-class FakeClient : public reducer::CollClient {
+class FakeClient : public test::FakeCollClient {
  public:
   FakeClient(int rank, int nranks, int* closes) : rank_(rank), nranks_(nranks), closes_(closes) {}
   Status iallreduce(const void*, void*, size_t count, DataType type, ReduceOp,
@@ -51,14 +52,6 @@ class FakeClient : public reducer::CollClient {
                                              : Status::ok()),
         count * dataTypeSize(type));
     return Status::ok();
-  }
-  Status iallgather(const void*, void*, const reducer::CollWindow& window,
-                    reducer::CollRequest* req) override {
-    return iallreduce(nullptr, nullptr, window.count, DataType::kUint8, ReduceOp::kSum, req);
-  }
-  Status ireducescatter(const void*, void*, const reducer::CollWindow& window, DataType type,
-                        ReduceOp op, reducer::CollRequest* req) override {
-    return iallreduce(nullptr, nullptr, window.count, type, op, req);
   }
   void close() override { ++*closes_; }
   void abort(const Status&) override { ++*closes_; }

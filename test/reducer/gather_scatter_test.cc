@@ -143,13 +143,14 @@ TEST_P(GatherScatterTest, ReduceScatterEveryTypeAndOpIsExact) {
       const auto op = static_cast<ReduceOp>(o);
       const size_t elt = dataTypeSize(type);
       // Odd counts; windows of odd widths (one window, a window per ~third of a part, ...).
-      for (auto [count, width] : {std::pair<uint64_t, uint64_t>{1, 1}, {7, 5}, {4097, 1500},
-                                  {4097, 4097 * 8}}) {
+      for (auto [count, width] :
+           {std::pair<uint64_t, uint64_t>{1, 1}, {7, 5}, {4097, 1500}, {4097, 4097 * 8}}) {
         const uint64_t total = count * static_cast<uint64_t>(nranks_);
         const uint64_t seed = 17 + t * 7 + o;
         std::vector<uint8_t> expected(total * elt);
         driver::fillExpected(type, op, nranks_, seed, total, expected.data());
-        std::vector<std::vector<uint8_t>> outs(nranks_, std::vector<uint8_t>(count * elt + 1, 0xee));
+        std::vector<std::vector<uint8_t>> outs(nranks_,
+                                               std::vector<uint8_t>(count * elt + 1, 0xee));
         std::string err = onEveryRank(nranks_, [&](int r) {
           std::vector<uint8_t> in(total * elt);
           driver::fillInput(type, op, r, nranks_, seed, total, in.data());
@@ -174,8 +175,11 @@ TEST_P(GatherScatterTest, ReduceScatterEveryTypeAndOpIsExact) {
 }
 
 TEST_P(GatherScatterTest, AllGatherIsEveryRanksBytesInOrder) {
-  for (auto [bytes_per_rank, width] : {std::pair<uint64_t, uint64_t>{1, 1}, {5, 3}, {4097, 1000},
-                                       {100003, 65536}, {100003, 100003 * 8}}) {
+  for (auto [bytes_per_rank, width] : {std::pair<uint64_t, uint64_t>{1, 1},
+                                       {5, 3},
+                                       {4097, 1000},
+                                       {100003, 65536},
+                                       {100003, 100003 * 8}}) {
     const uint64_t total = bytes_per_rank * static_cast<uint64_t>(nranks_);
     // The expected vector: every rank's input, built here from the same pure function.
     std::vector<uint8_t> expected(total);

@@ -101,10 +101,10 @@ void expectStillServes(ReducerServer* server) {
   std::vector<std::vector<uint8_t>> out(2, std::vector<uint8_t>(20));
   std::vector<reducer::CollRequest> reqs(2);
   for (int r = 0; r < 2; ++r) {
-    ASSERT_TRUE(clients[r]
-                    ->iallgather(in[r].data(), out[r].data(), reducer::CollWindow{10, 0, 20},
-                                 &reqs[r])
-                    .isOk());
+    ASSERT_TRUE(
+        clients[r]
+            ->iallgather(in[r].data(), out[r].data(), reducer::CollWindow{10, 0, 20}, &reqs[r])
+            .isOk());
   }
   for (int r = 0; r < 2; ++r) {
     ASSERT_TRUE(reducer::test::waitRequest(&reqs[r], nullptr).isOk());

@@ -241,87 +241,96 @@ Status CollComm::allreduce(const void* src, void* dst, size_t count, DataType ty
 
 namespace {
 
-// [begin, end) of rank r's part of the global vector, clipped to the window [lo, hi): bytes.
+// [begin, end) of a global vector, in bytes.
 struct ByteRange {
   size_t begin = 0;
   size_t end = 0;
   size_t size() const { return end > begin ? end - begin : 0; }
 };
-ByteRange clip(size_t lo, size_t hi, size_t part_begin, size_t part_end) {
-  return ByteRange{std::max(lo, part_begin), std::min(hi, part_end)};
-}
+
+// NCCL's CollNetDirect walk: windows of `width` bytes march over the global vector of nranks
+// parts of bytes_per_rank; `mine` is the caller's part.
+struct WindowWalk {
+  WindowWalk(size_t bytes_per_rank, int nranks, int rank, size_t window_bytes)
+      : total(bytes_per_rank * static_cast<size_t>(nranks)),
+        width(window_bytes),
+        windows((total + window_bytes - 1) / window_bytes),
+        mine{static_cast<size_t>(rank) * bytes_per_rank,
+             static_cast<size_t>(rank + 1) * bytes_per_rank} {}
+  ByteRange window(size_t i) const {
+    return ByteRange{i * width, std::min(total, (i + 1) * width)};
+  }
+  // The caller's bytes of window i (empty when the window misses its part).
+  ByteRange mineIn(size_t i) const {
+    const ByteRange w = window(i);
+    return ByteRange{std::max(w.begin, mine.begin), std::min(w.end, mine.end)};
+  }
+  size_t total;
+  size_t width;
+  size_t windows;
+  ByteRange mine;
+};
 
 }  // namespace
 
 Status CollComm::allgather(const void* src, void* dst, size_t bytes_per_rank) {
-  // NCCL's non-registered CollNetDirect all-gather: windows of call_bytes march over the global
-  // vector of nranks x bytes_per_rank; each sends this rank's bytes of the window from the send
-  // half and receives the whole window into the receive half.
-  const size_t total = bytes_per_rank * static_cast<size_t>(nranks_);
-  const size_t win = options_.call_bytes;
-  const size_t npieces = (total + win - 1) / win;
-  const size_t mine_begin = static_cast<size_t>(rank_) * bytes_per_rank;
-  const size_t mine_end = mine_begin + bytes_per_rank;
+  // NCCL's non-registered CollNetDirect all-gather: each window sends this rank's bytes of it from
+  // the send half and receives the whole window into the receive half.
+  const WindowWalk walk(bytes_per_rank, nranks_, rank_, options_.call_bytes);
   const auto* in = static_cast<const char*>(src);
   auto* out = static_cast<char*>(dst);
-  auto post = [&](size_t piece, char* sbuf, char* rbuf, bool stage, void** request) {
-    const size_t lo = piece * win;
-    const size_t hi = std::min(total, lo + win);
-    const ByteRange mine = clip(lo, hi, mine_begin, mine_end);
+  auto post = [&](size_t i, char* sbuf, char* rbuf, bool stage, void** request) {
+    const ByteRange w = walk.window(i);
+    const ByteRange mine = walk.mineIn(i);
     if (stage && mine.size() > 0) {
-      std::memcpy(sbuf, in + (mine.begin - mine_begin), mine.size());
+      std::memcpy(sbuf, in + (mine.begin - walk.mine.begin), mine.size());
     }
-    CollSge part{mhandles_[1], rbuf, hi - lo};
-    return ncclStatus(api_->iallgather(coll_comm_, sbuf, 1, &part, bytes_per_rank, lo, hi - lo,
-                                       mhandles_[0], request),
+    CollSge part{mhandles_[1], rbuf, w.size()};
+    return ncclStatus(api_->iallgather(coll_comm_, sbuf, 1, &part, bytes_per_rank, w.begin,
+                                       w.size(), mhandles_[0], request),
                       "collnet iallgather");
   };
-  auto finish = [&](size_t piece, const char* rbuf, int /*size*/) {
-    const size_t lo = piece * win;
-    std::memcpy(out + lo, rbuf, std::min(total, lo + win) - lo);
+  auto finish = [&](size_t i, const char* rbuf, int /*size*/) {
+    const ByteRange w = walk.window(i);
+    std::memcpy(out + w.begin, rbuf, w.size());
     return Status::ok();
   };
-  return pipeline("allgather", npieces, post, finish);
+  return pipeline("allgather", walk.windows, post, finish);
 }
 
 Status CollComm::reducescatter(const void* src, void* dst, size_t count, DataType type,
                                ReduceOp op) {
-  // NCCL's non-registered CollNetDirect reduce-scatter: windows of whole elements march over the
-  // global vector; each sends this rank's input for the whole window and receives the reduction
-  // of its own part of the window (often nothing).
+  // NCCL's non-registered CollNetDirect reduce-scatter: windows of whole elements; each sends this
+  // rank's input for the whole window and receives the reduction of its own part of the window
+  // (often nothing).
   const size_t esize = dataTypeSize(type);
-  const size_t win = options_.call_bytes / esize * esize;
-  if (win == 0) return Status::internal("call_bytes is smaller than one element");
+  const size_t width = options_.call_bytes / esize * esize;
+  if (width == 0) return Status::internal("call_bytes is smaller than one element");
   const size_t bytes_per_rank = count * esize;
-  const size_t total = bytes_per_rank * static_cast<size_t>(nranks_);
-  const size_t npieces = (total + win - 1) / win;
-  const size_t mine_begin = static_cast<size_t>(rank_) * bytes_per_rank;
-  const size_t mine_end = mine_begin + bytes_per_rank;
+  const WindowWalk walk(bytes_per_rank, nranks_, rank_, width);
   const auto* in = static_cast<const char*>(src);
   auto* out = static_cast<char*>(dst);
-  auto post = [&](size_t piece, char* sbuf, char* rbuf, bool stage, void** request) {
-    const size_t lo = piece * win;
-    const size_t hi = std::min(total, lo + win);
-    if (stage) std::memcpy(sbuf, in + lo, hi - lo);
-    CollSge part{mhandles_[0], sbuf, hi - lo};
+  auto post = [&](size_t i, char* sbuf, char* rbuf, bool stage, void** request) {
+    const ByteRange w = walk.window(i);
+    if (stage) std::memcpy(sbuf, in + w.begin, w.size());
+    CollSge part{mhandles_[0], sbuf, w.size()};
     return ncclStatus(
-        api_->ireducescatter(coll_comm_, 1, &part, rbuf, bytes_per_rank, lo, hi - lo,
+        api_->ireducescatter(coll_comm_, 1, &part, rbuf, bytes_per_rank, w.begin, w.size(),
                              static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op),
                              mhandles_[1], request),
         "collnet ireducescatter");
   };
-  auto finish = [&](size_t piece, const char* rbuf, int size) {
-    const size_t lo = piece * win;
-    const ByteRange mine = clip(lo, std::min(total, lo + win), mine_begin, mine_end);
+  auto finish = [&](size_t i, const char* rbuf, int size) {
+    const ByteRange mine = walk.mineIn(i);
     if (size >= 0 && static_cast<size_t>(size) != mine.size()) {
       return Status::internal("collnet test of a reduce-scatter reported " +
                               std::to_string(size) + " bytes, expected " +
                               std::to_string(mine.size()));
     }
-    if (mine.size() > 0) std::memcpy(out + (mine.begin - mine_begin), rbuf, mine.size());
+    if (mine.size() > 0) std::memcpy(out + (mine.begin - walk.mine.begin), rbuf, mine.size());
     return Status::ok();
   };
-  return pipeline("reducescatter", npieces, post, finish);
+  return pipeline("reducescatter", walk.windows, post, finish);
 }
 
 Status CollComm::close() {
