@@ -20,6 +20,7 @@
 #include "common/status.h"
 #include "common/types.h"
 #include "plugin/abi/nccl_types.h"
+#include "plugin/mem_range.h"
 #include "plugin/request_pool.h"
 #include "reducer/coll_client.h"
 
@@ -66,20 +67,6 @@ struct CollMr {
   uint32_t magic = kCollMrMagic;
   void* data = nullptr;
   size_t size = 0;
-};
-
-// Bytes [begin, end) of caller memory. Empty when begin == end.
-struct MemRange {
-  uintptr_t begin = 0;
-  uintptr_t end = 0;
-
-  static MemRange of(const void* data, size_t bytes) {
-    const auto b = reinterpret_cast<uintptr_t>(data);
-    return MemRange{b, b + bytes};
-  }
-  bool overlaps(const MemRange& o) const {
-    return begin < end && o.begin < o.end && begin < o.end && o.begin < end;
-  }
 };
 
 struct CollReq {

@@ -162,9 +162,15 @@ ncclResult_t netRegMr(void* comm, void* data, size_t size, int type, void** mhan
   });
 }
 
-ncclResult_t netDeregMr(void* /*comm*/, void* mhandle) {
+ncclResult_t netDeregMr(void* comm, void* mhandle) {
   return guard("deregMr", [&]() -> Status {
     TALLY_RETURN_IF_ERROR(checkPointer(mhandle, "mhandle"));
+    auto* mr = static_cast<NetMr*>(mhandle);
+    if (mr->magic != kNetMrMagic) return Status::internal("deregMr: not a Tally memory handle");
+    // NCCL frees the memory next: requests still using it must stop first (the comm is NCCL's
+    // own, the one the memory was registered with; a NULL or foreign one is skipped).
+    NetComm* c = nullptr;
+    if (comm != nullptr && netCommOf(comm, &c).isOk()) c->releaseMemory(mr->range);
     return NetComm::deregister(mhandle);
   });
 }

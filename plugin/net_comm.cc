@@ -81,6 +81,7 @@ Status NetComm::registerMemory(void* data, size_t size, int type, NetMr** out) {
   const auto memory =
       type == NCCL_PTR_CUDA ? transport::MemoryType::kCuda : transport::MemoryType::kHost;
   TALLY_RETURN_IF_ERROR(conn_->registerMemory(data, size, memory, &mr->region));
+  mr->range = MemRange::of(data, size);
   *out = mr.release();
   return Status::ok();
 }
@@ -95,6 +96,7 @@ Status NetComm::registerDmaBuf(void* data, size_t size, int type, uint64_t offse
   }
   auto mr = std::make_unique<NetMr>();
   TALLY_RETURN_IF_ERROR(conn_->registerDmaBuf(data, size, fd, offset, &mr->region));
+  mr->range = MemRange::of(data, size);
   *out = mr.release();
   return Status::ok();
 }
@@ -105,6 +107,24 @@ Status NetComm::deregister(void* mhandle) {
   mr->magic = 0;
   delete mr;
   return Status::ok();
+}
+
+int NetComm::releaseMemory(const MemRange& range) {
+  int in_flight = 0;
+  requests_.forEachSlot([&](NetRequest* r) {
+    if (r->magic != kNetRequestMagic || !r->span.overlaps(range)) return;
+    bool done = false;
+    // A request done but not yet tested touches nothing any more.
+    if (r->request && r->request->test(&done, nullptr).isOk() && done) return;
+    ++in_flight;
+  });
+  if (in_flight > 0) {
+    TALLY_WARN("%s comm to peer %s aborted: memory deregistered with %d request%s in flight",
+               kind_ == Kind::kSend ? "send" : "receive", conn_->peerName().c_str(), in_flight,
+               in_flight == 1 ? "" : "s");
+    conn_->close();
+  }
+  return in_flight;
 }
 
 namespace {
@@ -145,6 +165,7 @@ Status NetComm::isend(const void* data, size_t size, int tag, void* mhandle, Net
     requests_.release(slot);
     return st;
   }
+  slot->span = MemRange::of(data, size);
   slot->magic = kNetRequestMagic;
   slot->owner = this;
   slot->n = 1;
@@ -165,6 +186,7 @@ Status NetComm::irecv(int n, void* const* data, const size_t* sizes, const int* 
     requests_.release(slot);
     return st;
   }
+  for (int i = 0; i < n; ++i) slot->span = slot->span.with(MemRange::of(data[i], sizes[i]));
   slot->magic = kNetRequestMagic;
   slot->owner = this;
   slot->n = n;
@@ -198,6 +220,7 @@ Status NetComm::iflush(int n, void* const* data, const int* sizes, void* const* 
     return request->wait(kFlushWaitMs, nullptr);
   }
   slot->request = std::move(request);
+  for (int i = 0; i < n; ++i) slot->span = slot->span.with(MemRange::of(data[i], lengths[i]));
   slot->magic = kNetRequestMagic;
   slot->owner = this;
   slot->n = 0;  // a flush reports no sizes

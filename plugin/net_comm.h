@@ -13,6 +13,7 @@
 
 #include "common/status.h"
 #include "plugin/abi/nccl_types.h"
+#include "plugin/mem_range.h"
 #include "plugin/request_pool.h"
 #include "transport/transport.h"
 
@@ -84,6 +85,7 @@ class NetListenComm {
 struct NetMr {
   uint32_t magic = kNetMrMagic;
   std::unique_ptr<transport::MemoryRegion> region;
+  MemRange range;  // what was registered, for deregMr's abort check
 };
 
 // One in-flight isend or irecv (the `request` NCCL polls).
@@ -92,6 +94,7 @@ struct NetRequest {
   NetComm* owner = nullptr;
   int n = 0;  // buffers: 1 for a send
   std::unique_ptr<transport::Request> request;
+  MemRange span;  // covers every buffer the transport may read or write for it
 };
 
 class NetComm {
@@ -115,6 +118,11 @@ class NetComm {
   Status registerDmaBuf(void* data, size_t size, int type, uint64_t offset, int fd, NetMr** out);
   // Deletes an mhandle from registerMemory (any comm's; they are not tied to one).
   static Status deregister(void* mhandle);
+  // NCCL frees memory right after deregMr, and before closeSend/closeRecv on an abort: when an
+  // unfinished request of this comm uses [data, data + size), the connection is closed first
+  // (its requests fail; transport.h: no I/O touches their buffers once close returns). Returns
+  // how many requests that was. Called from deregMr with the comm NCCL passes.
+  int releaseMemory(const MemRange& range);
 
   // Success with *out null: no free request slot or no room in the transport; retry later.
   Status isend(const void* data, size_t size, int tag, void* mhandle, NetRequest** out);

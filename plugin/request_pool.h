@@ -46,6 +46,14 @@ class RequestPool {
     return t >= slots_.get() && t < slots_.get() + capacity_;
   }
 
+  // Calls f(slot) for every slot, in use or not, under the pool's lock (slots in use are the
+  // caller's to tell apart, e.g. by a magic set once posted).
+  template <typename F>
+  void forEachSlot(F f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < capacity_; ++i) f(&slots_[i]);
+  }
+
   size_t capacity() const { return capacity_; }
   size_t inUse() const {
     std::lock_guard<std::mutex> lock(mu_);

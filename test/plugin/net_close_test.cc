@@ -7,6 +7,10 @@
 #include <sys/mman.h>
 
 #include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -23,12 +27,35 @@ using testing::connectPair;
 constexpr int64_t kCloseBoundMs = 250;
 constexpr size_t kBig = 64u << 20;
 
+// Every line the plugin logs through NCCL's logger while a test runs.
+std::mutex g_log_mu;
+std::string g_log;
+
+void captureLogger(ncclDebugLogLevel, unsigned long, const char*, int, const char* fmt, ...) {
+  char line[1024];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(line, sizeof(line), fmt, args);
+  va_end(args);
+  std::lock_guard<std::mutex> lock(g_log_mu);
+  g_log += line;
+  g_log += '\n';
+}
+
+std::string takeLog() {
+  std::lock_guard<std::mutex> lock(g_log_mu);
+  std::string out;
+  out.swap(g_log);
+  return out;
+}
+
 class NetClose : public ::testing::Test {
  protected:
   void SetUp() override {
     testing::installLoopbackState();
+    takeLog();
     ncclNetCommConfig_v11_t config = {NCCL_NET_TRAFFIC_CLASS_UNDEF};
-    ASSERT_EQ(t_.init(&ctx_, 0x5eed, &config, nullptr, nullptr), ncclSuccess);
+    ASSERT_EQ(t_.init(&ctx_, 0x5eed, &config, captureLogger, nullptr), ncclSuccess);
     connectPair(t_, ctx_, &send_, &recv_);
     for (void** p : {&out_, &in_}) {
       *p = ::mmap(nullptr, kBig, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -124,6 +151,58 @@ TEST_F(NetClose, TransferHalfDoneSenderFirst) {
   closeTimed(/*send_side=*/true);
   closeTimed(/*send_side=*/false);
   linger();
+}
+
+// NCCL's abort order on both sides of a transfer under way: deregMr, then the memory goes (here
+// PROT_NONE at once), and only later closeSend/closeRecv. deregMr stops the transfer first, so
+// no transport thread reads or writes the freed memory: no "Bad address" from a socket call, and
+// the requests fail instead of finishing.
+TEST_F(NetClose, DeregMrStopsATransferBeforeTheMemoryGoes) {
+  void* sreq = postSend();
+  void* rreq = postRecv();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  int done = 0;
+  ASSERT_EQ(t_.test(rreq, &done, nullptr), ncclSuccess);
+  ASSERT_EQ(done, 0) << "64 MiB arrived in 2 ms: the transfer was not under way at the abort";
+  ASSERT_EQ(t_.deregMr(send_, out_mr_), ncclSuccess);
+  ASSERT_EQ(::mprotect(out_, kBig, PROT_NONE), 0);
+  ASSERT_EQ(t_.deregMr(recv_, in_mr_), ncclSuccess);
+  ASSERT_EQ(::mprotect(in_, kBig, PROT_NONE), 0);
+  linger();
+  EXPECT_NE(t_.test(sreq, &done, nullptr), ncclSuccess);
+  EXPECT_NE(t_.test(rreq, &done, nullptr), ncclSuccess);
+  EXPECT_EQ(t_.closeSend(send_), ncclSuccess);
+  EXPECT_EQ(t_.closeRecv(recv_), ncclSuccess);
+  send_ = recv_ = nullptr;
+  const std::string log = takeLog();
+  EXPECT_EQ(log.find("Bad address"), std::string::npos) << log;
+  EXPECT_NE(log.find("aborted: memory deregistered with 1 request in flight"), std::string::npos)
+      << log;
+}
+
+// A registration dropped while the comm's requests use other memory leaves them alone (NCCL
+// deregisters user buffers while the comm lives on).
+TEST_F(NetClose, DeregMrOfOtherMemoryLeavesRequestsAlone) {
+  void* other = nullptr;
+  char spare[64];
+  ASSERT_EQ(t_.regMr(recv_, spare, sizeof(spare), NCCL_PTR_HOST, &other), ncclSuccess);
+  void* rreq = postRecv();
+  ASSERT_EQ(t_.deregMr(recv_, other), ncclSuccess);
+  void* sreq = postSend();
+  int done = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (done == 0 && Clock::now() < deadline) {
+    ASSERT_EQ(t_.test(rreq, &done, nullptr), ncclSuccess);
+  }
+  EXPECT_EQ(done, 1);
+  done = 0;
+  while (done == 0 && Clock::now() < deadline) {
+    ASSERT_EQ(t_.test(sreq, &done, nullptr), ncclSuccess);
+  }
+  EXPECT_EQ(done, 1);
+  EXPECT_EQ(takeLog().find("aborted"), std::string::npos);
+  closeTimed(/*send_side=*/true);
+  closeTimed(/*send_side=*/false);
 }
 
 }  // namespace
