@@ -202,7 +202,8 @@ Status Link::sendSlice(const SliceTask& task) {
   // Zero copy: the payload goes from the user's buffer. Its result can only come back (and be
   // written over this range, when send == recv) after the reducer has received all of it.
   const size_t bytes = task.send.count * elt;
-  const void* payload = bytes == 0 ? nullptr : call.send + (task.send.offset - call.send_origin) * elt;
+  const void* payload =
+      bytes == 0 ? nullptr : call.send + (task.send.offset - call.send_origin) * elt;
   if (crc_ != nullptr && bytes > 0) h.crc = crc_->compute(payload, bytes);
   sent->header = wire::encodeSlice(h);
   for (;;) {
@@ -295,9 +296,11 @@ Status Link::receiveResult(const uint8_t* header, size_t size) {
     return Status::remote("result " + wire::describeSlice(h) + " does not match the slice sent");
   }
   const size_t bytes = h.payloadBytes();
-  void* dst = call.recv + (task.recv.offset - call.recv_origin) * dataTypeSize(call.type);
-  // An empty piece (reduce-scatter: none of this rank's part) is its header alone.
+  // An empty piece (reduce-scatter: none of this rank's part) is its header alone, and its
+  // offset may lie before recv_origin: no pointer is formed for it.
+  void* dst = nullptr;
   if (bytes > 0) {
+    dst = call.recv + (task.recv.offset - call.recv_origin) * dataTypeSize(call.type);
     int tag = wire::kTagPayload;
     transport::MemoryRegion* mr = nullptr;
     std::unique_ptr<transport::Request> req;
