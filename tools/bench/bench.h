@@ -11,7 +11,9 @@
 // One row per (type, op, algorithm, size): bytes, count, time (us, the slowest worker's mean over
 // the timed iterations), algbw = bytes / time, busbw = algbw x 2(n-1)/n (nccl-tests' all-reduce
 // convention, n = workers), and #wrong (elements that differ from the independent reference of
-// tools/driver/reference.h, summed over workers and iterations; checked when `check`). The table
+// tools/driver/reference.h, summed over workers and iterations; checked when `check`), and the CPU
+// cost: the CPU seconds (user + system) the workers and the reducers spent over the timed
+// iterations, per GiB moved (bytes x iterations x workers, tools/bench/cpu_cost.h). The table
 // prints one line per (type, op, size) with a group of columns per algorithm, then the ratio of
 // reduction server to ring (and to Gloo's best). docs/bench.md has the columns and the JSON.
 //
@@ -91,7 +93,13 @@ struct BenchRow {
   double time_us = 0;
   double algbw_gbs = 0;  // 10^9 bytes per second
   double busbw_gbs = 0;
-  int64_t wrong = 0;     // -1: not checked
+  int64_t wrong = 0;  // -1: not checked
+  // CPU seconds over the timed iterations, user + system: all workers together, and all reducers
+  // together (0 for the algorithms without reducers); -1: unknown.
+  double worker_cpu_s = -1;
+  double reducer_cpu_s = -1;
+  double worker_cpu_per_gib = -1;  // worker_cpu_s per GiB moved; -1: unknown
+  double reducer_cpu_per_gib = -1;
   bool present = false;  // false: no result (error reported separately, or skipped)
   bool skipped = false;  // not run on purpose (e.g. Gloo for a type other than float32 sum)
 };

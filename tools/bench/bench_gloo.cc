@@ -29,7 +29,8 @@ size_t countLines(const std::string& path) {
 
 // The rows rank 0 printed, keyed by algorithm and bytes.
 void parseRows(const std::string& path, const std::vector<Algo>& algos,
-               const std::vector<uint64_t>& sizes, int workers, std::vector<BenchRow>* rows) {
+               const std::vector<uint64_t>& sizes, int workers, int iters,
+               std::vector<BenchRow>* rows) {
   std::vector<BenchRow> found;
   std::ifstream in(path);
   std::string line;
@@ -49,6 +50,9 @@ void parseRows(const std::string& path, const std::vector<Algo>& algos,
     row.count = j.value("count", uint64_t{0});
     row.time_us = j.value("time_us", 0.0);
     row.wrong = j.value("wrong", int64_t{-1});
+    const nlohmann::json cpu = j.value("cpu_s", nlohmann::json());
+    row.worker_cpu_s = cpu.is_number() ? cpu.get<double>() : -1;
+    row.reducer_cpu_s = 0;  // Gloo has no reducers
     row.present = true;
     found.push_back(row);
   }
@@ -64,6 +68,7 @@ void parseRows(const std::string& path, const std::vector<Algo>& algos,
       row.type = DataType::kFloat32;
       row.op = ReduceOp::kSum;
       fillBandwidth(workers, &row);
+      fillCpuCost(workers, iters, &row);
       rows->push_back(row);
     }
   }
@@ -148,7 +153,7 @@ Status runGloo(const BenchOptions& options, RunGuard* guard,
     std::fprintf(stderr, "%s: tally-gloo-bench failures:\n%s", options.command_name.c_str(),
                  why.c_str());
   }
-  parseRows(out_path, algos, sizes, options.workers, rows);
+  parseRows(out_path, algos, sizes, options.workers, options.iters, rows);
   std::error_code ec;
   std::filesystem::remove_all(store_dir, ec);
   std::filesystem::remove(out_path, ec);

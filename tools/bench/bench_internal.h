@@ -41,6 +41,7 @@ struct WorkerPlan {
   std::string store_dir;                       // FileStore directory shared with the parent
   std::string ifname;                          // TALLY_SOCKET_IFNAME: "lo", or "eth0" inside a node
   const driver::EmulatedNode* node = nullptr;  // the node of rank r is node r; null: loopback
+  std::vector<pid_t> reducer_pids;  // rank 0 reads their CPU around each reduction-server row
 };
 
 // The body of one forked worker: enters its node, sets the plugin's environment, runs every
@@ -49,13 +50,14 @@ struct WorkerPlan {
 int runBenchWorker(const WorkerPlan& plan, int rank);
 
 // Store keys shared by the workers and the parent.
-// "res/<algo>/<type>/<op>/<bytes>/<rank>" = "<mean us> <wrong or -1>"
+// "res/<algo>/<type>/<op>/<bytes>/<rank>" = "<mean us> <wrong or -1> <cpu s> <reducer cpu s>"
+// (the CPU seconds of the timed iterations: this worker's, and on rank 0 of a reduction-server
+// row the reducers' together; -1 where unknown or not applicable)
 std::string resultKey(Algo algo, DataType type, ReduceOp op, uint64_t bytes, int rank);
 // "skip/<algo>/<type>/<op>" exists when the plugin does not support that pair (written by rank 0).
 std::string skipKey(Algo algo, DataType type, ReduceOp op);
 // Rank 0 writes what it starts next: "rs float32 sum 16 MiB 3/8".
 inline constexpr char kProgressKey[] = "progress";
-
 
 // --- children and signals (bench_children.cc) ---
 
@@ -140,6 +142,8 @@ Status writePlot(const BenchOptions& options, const std::vector<BenchRow>& rows)
 
 // algbw and busbw of a row from its bytes and time.
 void fillBandwidth(int workers, BenchRow* row);
+// The CPU columns of a row from its CPU seconds (tools/bench/cpu_cost.h defines "moved").
+void fillCpuCost(int workers, int iters, BenchRow* row);
 
 // Reduction server over ring, and over Gloo's better algorithm, per (type, op, size) in the
 // table's order; -1 where either side is missing. Empty when no ratio applies.

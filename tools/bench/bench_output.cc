@@ -20,6 +20,7 @@
 
 #include "common/params.h"
 #include "tools/bench/bench_internal.h"
+#include "tools/bench/cpu_cost.h"
 
 namespace tally::bench {
 namespace {
@@ -133,6 +134,14 @@ Status writeJson(const BenchOptions& o, const RunInfo& info, const std::vector<B
     row["algbw_gbs"] = r.present ? ordered_json(r.algbw_gbs) : ordered_json(nullptr);
     row["busbw_gbs"] = r.present ? ordered_json(r.busbw_gbs) : ordered_json(nullptr);
     row["wrong"] = r.present && r.wrong >= 0 ? ordered_json(r.wrong) : ordered_json(nullptr);
+    auto known = [&r](double v) {
+      return r.present && v >= 0 ? ordered_json(v) : ordered_json(nullptr);
+    };
+    row["moved_bytes"] = movedBytes(r.bytes, o.iters, o.workers);
+    row["worker_cpu_s"] = known(r.worker_cpu_s);
+    row["reducer_cpu_s"] = known(r.reducer_cpu_s);
+    row["worker_cpu_s_per_gib"] = known(r.worker_cpu_per_gib);
+    row["reducer_cpu_s_per_gib"] = known(r.reducer_cpu_per_gib);
     jrows.push_back(row);
   }
   j["rows"] = jrows;

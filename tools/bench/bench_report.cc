@@ -6,11 +6,13 @@
 #include <string>
 
 #include "tools/bench/bench_internal.h"
+#include "tools/bench/cpu_cost.h"
 
 namespace tally::bench {
 namespace {
 
-constexpr int kGroupWidth = 36;  // time 10, algbw 8, busbw 8, #wrong 7, and the spaces
+// time 10, algbw 8, busbw 8, #wrong 7, wcpu 8, rcpu 8, and the spaces
+constexpr int kGroupWidth = 54;
 
 const BenchRow* findRow(const std::vector<BenchRow>& rows, Algo algo, DataType type, ReduceOp op,
                         uint64_t bytes) {
@@ -34,6 +36,12 @@ std::string wrongText(const BenchRow* r) {
   if (r == nullptr || !r->present) return "-";
   if (r->wrong < 0) return "N/A";
   return std::to_string(r->wrong);
+}
+
+// A CPU cost cell: "-" when the row or the value is missing.
+std::string cpuText(const BenchRow* r, double per_gib) {
+  if (r == nullptr || !r->present || per_gib < 0) return "-";
+  return fmt("%.3f", per_gib);
 }
 
 std::string centered(const std::string& text, int width) {
@@ -63,6 +71,12 @@ void fillBandwidth(int workers, BenchRow* row) {
   }
   row->algbw_gbs = static_cast<double>(row->bytes) / (row->time_us * 1e3);
   row->busbw_gbs = row->algbw_gbs * 2.0 * (workers - 1) / workers;
+}
+
+void fillCpuCost(int workers, int iters, BenchRow* row) {
+  const uint64_t moved = row->present ? movedBytes(row->bytes, iters, workers) : 0;
+  row->worker_cpu_per_gib = cpuSecondsPerGiB(row->worker_cpu_s, moved);
+  row->reducer_cpu_per_gib = cpuSecondsPerGiB(row->reducer_cpu_s, moved);
 }
 
 std::vector<RatioRow> computeRatios(const BenchOptions& o, const std::vector<BenchRow>& rows) {
@@ -120,6 +134,12 @@ void printHeader(const BenchOptions& o, const RunInfo& info) {
       "%s%d warm-up + %d timed iterations per size; time is the slowest worker's mean; "
       "algbw = bytes / time%s\n",
       p, o.warmup, o.iters, demo ? "" : "; busbw = algbw x 2(n-1)/n");
+  if (!demo) {
+    std::printf(
+        "%swcpu, rcpu = CPU seconds (user + system) of all workers, of all reducers, per GiB "
+        "moved (bytes x iterations x workers)\n",
+        p);
+  }
   for (const std::string& note : info.notes) std::printf("%snote: %s\n", p, note.c_str());
   std::printf(demo ? "\n" : "#\n");
   std::fflush(stdout);
@@ -165,9 +185,11 @@ void printBenchTable(const BenchOptions& o, const std::vector<BenchRow>& rows) {
   std::snprintf(buf, sizeof(buf), "#%12s %12s %9s %5s", "(B)", "(elements)", "", "");
   line3 = buf;
   for (size_t i = 0; i < o.algos.size(); ++i) {
-    std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s", "time", "algbw", "busbw", "#wrong");
+    std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s %8s %8s", "time", "algbw", "busbw", "#wrong",
+                  "wcpu", "rcpu");
     line2 += buf;
-    std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s", "(us)", "(GB/s)", "(GB/s)", "");
+    std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s %8s %8s", "(us)", "(GB/s)", "(GB/s)", "",
+                  "(s/GiB)", "(s/GiB)");
     line3 += buf;
   }
   if (ring_ratio) line2 += "  rs/ring";
@@ -187,10 +209,12 @@ void printBenchTable(const BenchOptions& o, const std::vector<BenchRow>& rows) {
         for (Algo a : o.algos) {
           const BenchRow* r = findRow(rows, a, type, op, bytes);
           bool ok = r != nullptr && r->present;
-          std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s",
+          std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s %8s %8s",
                         ok ? fmt("%.1f", r->time_us).c_str() : "-",
                         ok ? fmt("%.3f", r->algbw_gbs).c_str() : "-",
-                        ok ? fmt("%.3f", r->busbw_gbs).c_str() : "-", wrongText(r).c_str());
+                        ok ? fmt("%.3f", r->busbw_gbs).c_str() : "-", wrongText(r).c_str(),
+                        cpuText(r, r ? r->worker_cpu_per_gib : -1).c_str(),
+                        cpuText(r, r ? r->reducer_cpu_per_gib : -1).c_str());
           line += buf;
         }
         const RatioRow* ratio = ri < ratios.size() ? &ratios[ri++] : nullptr;

@@ -52,18 +52,24 @@ BenchRow collectRow(const BenchOptions& o, Store* store, Algo algo, DataType typ
     row.skipped = true;
     return row;
   }
+  double worker_cpu = 0, reducer_cpu = algo == Algo::kServer ? -1 : 0;
   for (int r = 0; r < o.workers; ++r) {
     std::string key = resultKey(algo, type, op, bytes, r);
     std::string value;
     if (!store->check(key) || !store->get(key, &value, 0).isOk()) return row;
-    double t = 0;
+    double t = 0, cpu = -1, rcpu = -1;
     long long wrong = 0;
-    if (std::sscanf(value.c_str(), "%lf %lld", &t, &wrong) != 2) return row;
+    if (std::sscanf(value.c_str(), "%lf %lld %lf %lf", &t, &wrong, &cpu, &rcpu) != 4) return row;
     row.time_us = std::max(row.time_us, t);
     row.wrong = wrong < 0 ? -1 : row.wrong + wrong;
+    worker_cpu = worker_cpu < 0 || cpu < 0 ? -1 : worker_cpu + cpu;
+    if (r == 0 && algo == Algo::kServer) reducer_cpu = rcpu;
   }
   row.present = true;
+  row.worker_cpu_s = worker_cpu;
+  row.reducer_cpu_s = reducer_cpu;
   fillBandwidth(o.workers, &row);
+  fillCpuCost(o.workers, o.iters, &row);
   return row;
 }
 
@@ -203,6 +209,7 @@ int runBench(const BenchOptions& o, std::vector<BenchRow>* out_rows) {
     plan.version = info.version;
     plan.store_dir = dir_path;
     plan.ifname = cluster ? "eth0" : "lo";
+    for (const auto& r : reducers) plan.reducer_pids.push_back(r->pid());
     std::vector<driver::WorkerExit> exits;
     s = runChildren(
         guard.get(), o.workers,

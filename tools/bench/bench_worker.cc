@@ -9,6 +9,7 @@
 
 #include "common/store.h"
 #include "tools/bench/bench_internal.h"
+#include "tools/bench/cpu_cost.h"
 #include "tools/driver/coll_driver.h"
 #include "tools/driver/plugin_library.h"
 #include "tools/driver/reference.h"
@@ -28,8 +29,20 @@ struct Ctx {
   const BenchOptions& options;
   Store* store;
   int rank;
-  const char* name;  // for messages
+  const char* name;                        // for messages
+  const std::vector<pid_t>* reducer_pids;  // the reducers whose CPU rank 0 reads
 };
+
+// The reducers' CPU seconds together; -1 when one cannot be read.
+double reducersCpuSeconds(const std::vector<pid_t>& pids) {
+  double total = 0;
+  for (pid_t pid : pids) {
+    const double s = processCpuSeconds(pid);
+    if (s < 0) return -1;
+    total += s;
+  }
+  return total;
+}
 
 bool report(const Ctx& c, const Status& s, const char* what) {
   if (s.isOk()) return true;
@@ -38,7 +51,10 @@ bool report(const Ctx& c, const Status& s, const char* what) {
 }
 
 // Runs warm-up and timed iterations of one algorithm at one size, checking every result when
-// asked. Writes the result key: "<mean us> <wrong or -1>".
+// asked. Writes the result key: "<mean us> <wrong or -1> <cpu s> <reducer cpu s or -1>", where
+// cpu s is this process's CPU over the timed calls (checks excluded) and, for the reduction
+// server on rank 0, reducer cpu s is the reducers' CPU from the barrier before the timed calls to
+// a barrier after them (the reducers serve every rank, so the window closes once all are done).
 template <typename AllReduce>
 Status measure(const Ctx& c, Algo algo, DataType type, ReduceOp op, uint64_t bytes,
                const std::vector<char>& input, const std::vector<char>& expected,
@@ -47,16 +63,25 @@ Status measure(const Ctx& c, Algo algo, DataType type, ReduceOp op, uint64_t byt
   const size_t count = input.size() / dataTypeSize(type);
   int64_t wrong = 0;
   double total_us = 0;
+  double cpu_s = 0;
+  const bool reducer_window = algo == Algo::kServer && !c.reducer_pids->empty();
+  double reducer_start = -1;
   const std::string tag = resultKey(algo, type, op, bytes, -1);
   for (int i = 0; i < o.warmup + o.iters; ++i) {
     if (i == o.warmup) {
       TALLY_RETURN_IF_ERROR(
           storeBarrier(c.store, "barrier/" + tag, c.rank, o.workers, kStoreTimeoutMs));
+      if (reducer_window && c.rank == 0) reducer_start = reducersCpuSeconds(*c.reducer_pids);
     }
+    const double cpu0 = processCpuSeconds();
     auto t0 = Clock::now();
     TALLY_RETURN_IF_ERROR(allreduce(input.data(), out->data(), count));
     auto t1 = Clock::now();
-    if (i >= o.warmup) total_us += std::chrono::duration<double, std::micro>(t1 - t0).count();
+    const double cpu1 = processCpuSeconds();
+    if (i >= o.warmup) {
+      total_us += std::chrono::duration<double, std::micro>(t1 - t0).count();
+      cpu_s = cpu_s < 0 || cpu0 < 0 || cpu1 < 0 ? -1 : cpu_s + (cpu1 - cpu0);
+    }
     if (c.rank == o.corrupt_rank) (*out)[0] = static_cast<char>((*out)[0] ^ 1);
     if (!o.check) continue;
     size_t first_bad = 0;
@@ -69,9 +94,18 @@ Status measure(const Ctx& c, Algo algo, DataType type, ReduceOp op, uint64_t byt
     }
     wrong += static_cast<int64_t>(bad);
   }
-  char value[64];
-  std::snprintf(value, sizeof(value), "%.3f %lld", total_us / o.iters,
-                static_cast<long long>(o.check ? wrong : -1));
+  double reducer_cpu_s = -1;
+  if (reducer_window) {
+    TALLY_RETURN_IF_ERROR(
+        storeBarrier(c.store, "barrier/end/" + tag, c.rank, o.workers, kStoreTimeoutMs));
+    if (c.rank == 0) {
+      const double end = reducersCpuSeconds(*c.reducer_pids);
+      if (reducer_start >= 0 && end >= 0) reducer_cpu_s = end - reducer_start;
+    }
+  }
+  char value[128];
+  std::snprintf(value, sizeof(value), "%.3f %lld %.9f %.9f", total_us / o.iters,
+                static_cast<long long>(o.check ? wrong : -1), cpu_s, reducer_cpu_s);
   return c.store->set(resultKey(algo, type, op, bytes, c.rank), value);
 }
 
@@ -89,7 +123,7 @@ int runBenchWorker(const WorkerPlan& plan, int rank) {
   }
   std::unique_ptr<Store> store;
   Status s = createFileStore(plan.store_dir, &store);
-  Ctx c{o, store.get(), rank, name};
+  Ctx c{o, store.get(), rank, name, &plan.reducer_pids};
   if (!report(c, s, "store")) return 2;
 
   // An NCCL job's environment: the reducers, the interface, and bounded waits.

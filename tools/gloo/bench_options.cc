@@ -118,6 +118,7 @@ std::string rowJson(const BenchRow& row) {
   j["time_us"] = row.time_us;
   j["algbw_gbs"] = row.time_us > 0 ? static_cast<double>(row.bytes) / (row.time_us * 1e3) : 0.0;
   j["wrong"] = row.wrong;
+  j["cpu_s"] = row.cpu_s >= 0 ? nlohmann::ordered_json(row.cpu_s) : nlohmann::ordered_json(nullptr);
   return j.dump();
 }
 

@@ -61,10 +61,13 @@ struct BenchRow {
   uint64_t count = 0;
   double time_us = 0;  // the slowest rank's mean time of one timed iteration
   int64_t wrong = -1;  // wrong elements over all ranks and iterations; -1 when not checked
+  // CPU seconds (user + system) of every rank's process over the timed iterations, summed over
+  // ranks; -1 when a rank could not read its CPU clock.
+  double cpu_s = -1;
 };
 
-// {"algo":...,"bytes":...,"count":...,"time_us":...,"algbw_gbs":...,"wrong":...} on one line,
-// algbw_gbs = bytes / time in GB/s (10^9 bytes per second).
+// {"algo":...,"bytes":...,"count":...,"time_us":...,"algbw_gbs":...,"wrong":...,"cpu_s":...} on
+// one line, algbw_gbs = bytes / time in GB/s (10^9 bytes per second); cpu_s is null when unknown.
 std::string rowJson(const BenchRow& row);
 
 }  // namespace tally::gloo_bench

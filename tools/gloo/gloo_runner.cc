@@ -17,6 +17,8 @@
 #include <system_error>
 #include <vector>
 
+#include "tools/bench/cpu_cost.h"
+
 namespace tally::gloo_bench {
 namespace {
 
@@ -121,15 +123,19 @@ Status GlooGroup::measureOrThrow(uint64_t bytes, BenchRow* row) {
   barrier(context_);
 
   double total_us = 0;
+  double cpu_s = 0;  // this process, over the timed iterations; -1 once unreadable
   size_t wrong = 0;
   for (int i = 0; i < options_.warmup + options_.iters; ++i) {
     if (i == options_.warmup) barrier(context_);
+    const double cpu0 = bench::processCpuSeconds();
     const auto t0 = Clock::now();
     std::memcpy(buffer.data(), input.data(), count * sizeof(float));
     allreduce->run();
     const auto t1 = Clock::now();
+    const double cpu1 = bench::processCpuSeconds();
     if (i >= options_.warmup) {
       total_us += std::chrono::duration<double, std::micro>(t1 - t0).count();
+      cpu_s = cpu_s < 0 || cpu0 < 0 || cpu1 < 0 ? -1 : cpu_s + (cpu1 - cpu0);
     }
     if (options_.check) {
       size_t first_bad = 0;
@@ -152,6 +158,12 @@ Status GlooGroup::measureOrThrow(uint64_t bytes, BenchRow* row) {
   result.bytes = bytes;
   result.count = count;
   result.time_us = reduceScalar(context_, mean_us, gloo::ReductionFunction<double>::max);
+  // A rank without a CPU reading makes the sum unknown: the min of "known" flags tells every rank.
+  const double known =
+      reduceScalar(context_, cpu_s < 0 ? 0.0 : 1.0, gloo::ReductionFunction<double>::min);
+  const double cpu_sum =
+      reduceScalar(context_, cpu_s < 0 ? 0.0 : cpu_s, gloo::ReductionFunction<double>::sum);
+  result.cpu_s = known > 0 ? cpu_sum : -1;
   if (options_.check) {
     // Exact: counts stay far below 2^53.
     result.wrong = static_cast<int64_t>(

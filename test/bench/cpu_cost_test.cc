@@ -1,0 +1,53 @@
+// The bench's CPU cost arithmetic (tools/bench/cpu_cost.h): bytes moved, seconds per GiB, the
+// unknown cases, and the process CPU clock (it advances while this process computes).
+#include "tools/bench/cpu_cost.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+
+namespace tally::bench {
+namespace {
+
+TEST(CpuCost, MovedBytesIsBytesTimesItersTimesWorkers) {
+  EXPECT_EQ(movedBytes(64u << 20, 5, 4), 1280ull << 20);
+  EXPECT_EQ(movedBytes(4096, 1, 1), 4096u);
+  EXPECT_EQ(movedBytes(4096, 0, 4), 0u);
+  EXPECT_EQ(movedBytes(4096, 5, 0), 0u);
+  EXPECT_EQ(movedBytes(4096, -1, 4), 0u);
+}
+
+TEST(CpuCost, SecondsPerGiB) {
+  const uint64_t gib = 1ull << 30;
+  EXPECT_DOUBLE_EQ(cpuSecondsPerGiB(3.0, gib), 3.0);
+  EXPECT_DOUBLE_EQ(cpuSecondsPerGiB(3.0, 4 * gib), 0.75);
+  EXPECT_DOUBLE_EQ(cpuSecondsPerGiB(0.0, gib), 0.0);  // a ring row's reducers
+  // 64 MiB x 5 iterations x 4 workers = 1.25 GiB; 2.5 CPU seconds is 2 per GiB.
+  EXPECT_DOUBLE_EQ(cpuSecondsPerGiB(2.5, movedBytes(64u << 20, 5, 4)), 2.0);
+  // 1 MiB in 1 ms of CPU: 1.024 s per GiB.
+  EXPECT_NEAR(cpuSecondsPerGiB(0.001, 1u << 20), 1.024, 1e-12);
+}
+
+TEST(CpuCost, UnknownStaysUnknown) {
+  EXPECT_EQ(cpuSecondsPerGiB(-1, 1u << 30), -1);
+  EXPECT_EQ(cpuSecondsPerGiB(1.0, 0), -1);
+}
+
+TEST(CpuCost, ProcessClockAdvancesWithWork) {
+  const double before = processCpuSeconds();
+  ASSERT_GE(before, 0);
+  volatile uint64_t x = 0;
+  while (processCpuSeconds() - before < 0.02) x = x + 1;  // spins until 20 ms of CPU
+  EXPECT_GE(processCpuSeconds() - before, 0.02);
+  // The same clock read through the pid, as the bench reads a reducer's.
+  EXPECT_GE(processCpuSeconds(::getpid()), before + 0.02);
+}
+
+TEST(CpuCost, NoSuchProcessIsUnknown) {
+  // Above the kernel's pid_max limit (4194304), so never a live process.
+  EXPECT_EQ(processCpuSeconds(static_cast<pid_t>(1) << 30), -1);
+}
+
+}  // namespace
+}  // namespace tally::bench
