@@ -45,8 +45,9 @@ TEST(CpuCost, ProcessClockAdvancesWithWork) {
 }
 
 TEST(CpuCost, NoSuchProcessIsUnknown) {
-  // Above the kernel's pid_max limit (4194304), so never a live process.
-  EXPECT_EQ(processCpuSeconds(static_cast<pid_t>(1) << 30), -1);
+  // Just above the kernel's largest pid_max (4194304), so never a live process. (Far larger
+  // values overflow the clock id the pid is packed into.)
+  EXPECT_EQ(processCpuSeconds(4194305), -1);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // `tally bench` on loopback, end to end: the --check path (a corrupted result is counted in
 // #wrong and fails the run), a correct run over two types and two ops with its JSON, the options
-// that exit 2, the plot, and Gloo's float32-sum-only rule.
+// that exit 2, the plot, and Gloo's float32-sum-only rule; the CPU cost fields of every row.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -18,6 +18,30 @@ using nlohmann::json;
 
 json readJson(const std::string& path) {
   return json::parse(readFile(path), nullptr, /*allow_exceptions=*/false);
+}
+
+// The CPU cost fields of a row measured by smallRun (2 workers, 2 timed iterations): moved is
+// bytes x 2 x 2, every worker spent some CPU, the reducers too on a reduction-server row and
+// none on the others, and the per-GiB values are the seconds over moved GiB.
+void expectCpuCost(const json& row, uint64_t bytes) {
+  ASSERT_TRUE(row.contains("moved_bytes")) << row;
+  EXPECT_EQ(row["moved_bytes"].get<uint64_t>(), bytes * 2 * 2) << row;
+  ASSERT_TRUE(row["worker_cpu_s"].is_number()) << row;
+  ASSERT_TRUE(row["reducer_cpu_s"].is_number()) << row;
+  ASSERT_TRUE(row["worker_cpu_s_per_gib"].is_number()) << row;
+  ASSERT_TRUE(row["reducer_cpu_s_per_gib"].is_number()) << row;
+  const double gib = static_cast<double>(bytes * 2 * 2) / (1024.0 * 1024 * 1024);
+  const double worker = row["worker_cpu_s"], reducer = row["reducer_cpu_s"];
+  EXPECT_GT(worker, 0) << row;
+  EXPECT_NEAR(row["worker_cpu_s_per_gib"].get<double>(), worker / gib, 1e-9 * worker / gib) << row;
+  if (row["algo"] == "rs") {
+    EXPECT_GT(reducer, 0) << row;
+    EXPECT_NEAR(row["reducer_cpu_s_per_gib"].get<double>(), reducer / gib, 1e-9 * reducer / gib)
+        << row;
+  } else {
+    EXPECT_EQ(reducer, 0) << row;
+    EXPECT_EQ(row["reducer_cpu_s_per_gib"].get<double>(), 0) << row;
+  }
 }
 
 TEST(BenchCli, CorruptedResultIsCountedAndFails) {
@@ -50,6 +74,8 @@ TEST(BenchCli, LoopbackRunIsCorrectWithEveryRowInJson) {
   EXPECT_EQ(run.status, 0) << run.out << run.err;
   EXPECT_NE(run.out.find("# all results correct"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("rs/ring"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find(" wcpu     rcpu "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("(s/GiB)"), std::string::npos) << run.out;
 
   json j = readJson(path);
   ASSERT_TRUE(j.is_object()) << readFile(path);
@@ -73,6 +99,7 @@ TEST(BenchCli, LoopbackRunIsCorrectWithEveryRowInJson) {
     const double algbw = row["algbw_gbs"], busbw = row["busbw_gbs"];
     EXPECT_NEAR(algbw, bytes / (row["time_us"].get<double>() * 1e3), 1e-9) << row;
     EXPECT_NEAR(busbw, algbw * 2 * (2 - 1) / 2, 1e-12) << row;  // n = 2
+    expectCpuCost(row, bytes);
     seen.insert(row["algo"].get<std::string>() + " " + row["type"].get<std::string>() + " " +
                 row["op"].get<std::string>() + " " + std::to_string(bytes));
   }
@@ -154,6 +181,7 @@ TEST(BenchCli, GlooRunsForFloat32SumOnly) {
     if (row["type"] == "float32") {
       EXPECT_TRUE(row["present"].get<bool>()) << row;
       EXPECT_EQ(row["wrong"], 0) << row;
+      expectCpuCost(row, row["bytes"].get<uint64_t>());
       ++gloo_present;
     } else {
       EXPECT_TRUE(row["skipped"].get<bool>()) << row;
