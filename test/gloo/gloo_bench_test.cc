@@ -109,6 +109,7 @@ void runCheckedJob(int nranks) {
     const double time_us = j.at("time_us").get<double>();
     EXPECT_GT(time_us, 0.0) << line;
     EXPECT_NEAR(j.at("algbw_gbs").get<double>(), want[row].bytes / (time_us * 1e3), 1e-9) << line;
+    EXPECT_GT(j.at("cpu_s").get<double>(), 0.0) << line;  // every rank's CPU, summed
     ++row;
   }
   EXPECT_EQ(row, want.size()) << results[0].out;
@@ -185,9 +186,9 @@ TEST(GlooBench, ReusedPrefixIsReportedAndAnotherPrefixWorks) {
   const std::vector<std::string> args = rankArgs(0, 1, store.path(), {"--sizes", "1K"});
   const std::vector<RankResult> first = runRanks({args}, kDeadline);
   ASSERT_EQ(first[0].exitCode(), 0) << describe(first);
-  // One rank, both algorithms: two rows of six fields.
+  // One rank, both algorithms: two rows of seven fields.
   EXPECT_EQ(std::count(first[0].out.begin(), first[0].out.end(), '\n'), 2) << first[0].out;
-  EXPECT_EQ(nlohmann::json::parse(first[0].out.substr(0, first[0].out.find('\n'))).size(), 6u);
+  EXPECT_EQ(nlohmann::json::parse(first[0].out.substr(0, first[0].out.find('\n'))).size(), 7u);
   const std::vector<RankResult> again = runRanks({args}, kDeadline);
   EXPECT_EQ(again[0].exitCode(), 1) << describe(again);
   EXPECT_NE(again[0].err.find("another --prefix"), std::string::npos) << describe(again);
