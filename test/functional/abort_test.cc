@@ -160,6 +160,21 @@ std::string readFile(const std::string& path) {
   return s.str();
 }
 
+// A worker's side of the communicator: NCCL's setup on the v11 table, then its buffers registered.
+struct Rank {
+  std::unique_ptr<driver::PluginLibrary> lib;
+  std::unique_ptr<driver::CollNetApi> api;
+  void* ctx = nullptr;
+  void* comm = nullptr;
+
+  // 0, or the worker's exit code for what failed.
+  int start(Store* store, int rank, int nworkers, Buffers* bufs) {
+    if (!openCollNet(kVersion, &lib, &api)) return 2;
+    if (!check(rank, joinComm(api.get(), store, rank, nworkers, &ctx, &comm), "setup")) return 3;
+    return check(rank, bufs->registerAll(api.get(), comm), "register") ? 0 : 3;
+  }
+};
+
 class CollNetAbort : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -218,14 +233,12 @@ TEST_F(CollNetAbort, UnmatchedCallsAreAbortedAtDeregMr) {
   Store* store = cluster_.store.get();
   std::string why = runAll(nworkers, [&](int rank) -> int {
     workerSetup(rank);
-    std::unique_ptr<driver::PluginLibrary> lib;
-    std::unique_ptr<driver::CollNetApi> api;
-    if (!openCollNet(kVersion, &lib, &api)) return 2;
-    void* ctx = nullptr;
-    void* comm = nullptr;
-    if (!check(rank, joinComm(api.get(), store, rank, nworkers, &ctx, &comm), "setup")) return 3;
+    Rank w;
     Buffers bufs(call_bytes * kCalls);
-    if (!check(rank, bufs.registerAll(api.get(), comm), "register")) return 3;
+    if (int code = w.start(store, rank, nworkers, &bufs)) return code;
+    driver::CollNetApi* api = w.api.get();
+    void* ctx = w.ctx;
+    void* comm = w.comm;
     if (rank == 0) {
       std::vector<void*> requests;
       for (int i = 0; i < kCalls; ++i) {
@@ -242,12 +255,12 @@ TEST_F(CollNetAbort, UnmatchedCallsAreAbortedAtDeregMr) {
       // Every slice reaches the reducers, which wait for the other ranks forever.
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       for (void* req : requests) {
-        if (testUntil(api.get(), req, 0) != -1) {
+        if (testUntil(api, req, 0) != -1) {
           std::fprintf(stderr, "worker 0: an unmatched call finished\n");
           return 5;
         }
       }
-      bool ok = bufs.deregisterAndFree(api.get(), comm, rank);
+      bool ok = bufs.deregisterAndFree(api, comm, rank);
       for (void* req : requests) {
         int done = -1;
         ncclResult_t r = api->test(req, &done, nullptr);
@@ -258,7 +271,7 @@ TEST_F(CollNetAbort, UnmatchedCallsAreAbortedAtDeregMr) {
         }
       }
       if (!check(rank, store->set("aborted", "1"), "store")) return 6;
-      ok = closeAndLinger(api.get(), comm, ctx, rank) && ok;
+      ok = closeAndLinger(api, comm, ctx, rank) && ok;
       return ok ? 0 : 7;
     }
     // The others call only once rank 0 has aborted. Rank 0's inputs for its calls may already
@@ -276,7 +289,7 @@ TEST_F(CollNetAbort, UnmatchedCallsAreAbortedAtDeregMr) {
                                        ncclFloat32, ncclSum, bufs.mhandles[0], bufs.mhandles[1],
                                        &req);
       ++calls;
-      outcome = r != ncclSuccess ? 0 : req == nullptr ? -1 : testUntil(api.get(), req, 20000);
+      outcome = r != ncclSuccess ? 0 : req == nullptr ? -1 : testUntil(api, req, 20000);
     }
     const auto ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
@@ -288,8 +301,8 @@ TEST_F(CollNetAbort, UnmatchedCallsAreAbortedAtDeregMr) {
                    static_cast<long long>(kSurvivorErrorMs));
       return 8;
     }
-    bool ok = bufs.deregisterAndFree(api.get(), comm, rank);
-    ok = closeAndLinger(api.get(), comm, ctx, rank) && ok;
+    bool ok = bufs.deregisterAndFree(api, comm, rank);
+    ok = closeAndLinger(api, comm, ctx, rank) && ok;
     return ok ? 0 : 7;
   });
   EXPECT_EQ(why, "");
@@ -308,14 +321,12 @@ TEST_F(CollNetAbort, MidFlightCallsOnEveryRank) {
   Store* store = cluster_.store.get();
   std::string why = runAll(nworkers, [&](int rank) -> int {
     workerSetup(rank);
-    std::unique_ptr<driver::PluginLibrary> lib;
-    std::unique_ptr<driver::CollNetApi> api;
-    if (!openCollNet(kVersion, &lib, &api)) return 2;
-    void* ctx = nullptr;
-    void* comm = nullptr;
-    if (!check(rank, joinComm(api.get(), store, rank, nworkers, &ctx, &comm), "setup")) return 3;
+    Rank w;
     Buffers bufs(call_bytes * kCalls);
-    if (!check(rank, bufs.registerAll(api.get(), comm), "register")) return 3;
+    if (int code = w.start(store, rank, nworkers, &bufs)) return code;
+    driver::CollNetApi* api = w.api.get();
+    void* ctx = w.ctx;
+    void* comm = w.comm;
     for (size_t i = 0; i < bufs.send.size() / sizeof(float); ++i) {
       reinterpret_cast<float*>(bufs.send.data())[i] = 1.0f;
     }
@@ -340,13 +351,13 @@ TEST_F(CollNetAbort, MidFlightCallsOnEveryRank) {
       requests.push_back(req);
     }
     // The first call done (or failed, when another rank was quicker to abort): tear down now.
-    const int first = testUntil(api.get(), requests[0], 20000);
+    const int first = testUntil(api, requests[0], 20000);
     if (first == -1) {
       std::fprintf(stderr, "worker %d: the first call neither finished nor failed\n", rank);
       return 5;
     }
     if (first == 1) requests.erase(requests.begin());  // NCCL tests a done request no more
-    bool ok = bufs.deregisterAndFree(api.get(), comm, rank);
+    bool ok = bufs.deregisterAndFree(api, comm, rank);
     int failed = 0;
     for (size_t i = 0; i < requests.size(); ++i) {
       int done = 0;
@@ -362,7 +373,7 @@ TEST_F(CollNetAbort, MidFlightCallsOnEveryRank) {
       std::fprintf(stderr, "worker 0: its %d unmatched calls must fail\n", kUnmatched);
       ok = false;
     }
-    ok = closeAndLinger(api.get(), comm, ctx, rank) && ok;
+    ok = closeAndLinger(api, comm, ctx, rank) && ok;
     return ok ? 0 : 7;
   });
   EXPECT_EQ(why, "");
