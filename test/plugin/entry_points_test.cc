@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -18,24 +17,8 @@
 namespace tally::plugin {
 namespace {
 
-struct Captured {
-  ncclDebugLogLevel level;
-  unsigned long flags;
-  std::string text;
-};
-std::mutex g_mu;
-std::vector<Captured> g_lines;
-
-void captureLogger(ncclDebugLogLevel level, unsigned long flags, const char*, int, const char* fmt,
-                   ...) {
-  char buf[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof(buf), fmt, ap);
-  va_end(ap);
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_lines.push_back({level, flags, buf});
-}
+using testing::CapturedLine;
+using testing::captureLogger;
 
 TEST(PluginErrors, StatusCodesMapAsDocumented) {
   EXPECT_EQ(toNcclResult(StatusCode::kOk), ncclSuccess);
@@ -102,10 +85,10 @@ TEST(PluginNet, InitInstallsTheNcclLoggerWithPrefix) {
   int done = 0;
   EXPECT_EQ(ncclNetPlugin_v11.test(nullptr, &done, nullptr), ncclInternalError);
   {
-    std::lock_guard<std::mutex> lock(g_mu);
-    ASSERT_FALSE(g_lines.empty());
+    std::lock_guard<std::mutex> lock(testing::capturedMu());
+    ASSERT_FALSE(testing::capturedLines().empty());
     bool saw_warn = false;
-    for (const Captured& c : g_lines) {
+    for (const CapturedLine& c : testing::capturedLines()) {
       EXPECT_EQ(c.text.rfind("NET/Tally : ", 0), 0u) << c.text;
       if (c.level == NCCL_LOG_WARN) {
         saw_warn = true;
@@ -165,16 +148,17 @@ TEST(PluginNet, ValidatesArguments) {
 
 // The WARN lines logged since `from`, joined.
 std::string warnsSince(size_t from) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(testing::capturedMu());
   std::string text;
-  for (size_t i = from; i < g_lines.size(); ++i) {
-    if (g_lines[i].level == NCCL_LOG_WARN) text += g_lines[i].text + "\n";
+  const std::vector<CapturedLine>& lines = testing::capturedLines();
+  for (size_t i = from; i < lines.size(); ++i) {
+    if (lines[i].level == NCCL_LOG_WARN) text += lines[i].text + "\n";
   }
   return text;
 }
 size_t linesNow() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  return g_lines.size();
+  std::lock_guard<std::mutex> lock(testing::capturedMu());
+  return testing::capturedLines().size();
 }
 
 // v8's irecv (int sizes) refuses what v9+ refuse, with the same error code and the same WARN.

@@ -7,8 +7,6 @@
 #include <sys/mman.h>
 
 #include <chrono>
-#include <cstdarg>
-#include <cstdio>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -27,25 +25,12 @@ using testing::connectPair;
 constexpr int64_t kCloseBoundMs = 250;
 constexpr size_t kBig = 64u << 20;
 
-// Every line the plugin logs through NCCL's logger while a test runs.
-std::mutex g_log_mu;
-std::string g_log;
-
-void captureLogger(ncclDebugLogLevel, unsigned long, const char*, int, const char* fmt, ...) {
-  char line[1024];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(line, sizeof(line), fmt, args);
-  va_end(args);
-  std::lock_guard<std::mutex> lock(g_log_mu);
-  g_log += line;
-  g_log += '\n';
-}
-
+// Every line the plugin logged through NCCL's logger since the last call.
 std::string takeLog() {
-  std::lock_guard<std::mutex> lock(g_log_mu);
+  std::lock_guard<std::mutex> lock(testing::capturedMu());
   std::string out;
-  out.swap(g_log);
+  for (const testing::CapturedLine& l : testing::capturedLines()) out += l.text + "\n";
+  testing::capturedLines().clear();
   return out;
 }
 
@@ -55,7 +40,7 @@ class NetClose : public ::testing::Test {
     testing::installLoopbackState();
     takeLog();
     ncclNetCommConfig_v11_t config = {NCCL_NET_TRAFFIC_CLASS_UNDEF};
-    ASSERT_EQ(t_.init(&ctx_, 0x5eed, &config, captureLogger, nullptr), ncclSuccess);
+    ASSERT_EQ(t_.init(&ctx_, 0x5eed, &config, testing::captureLogger, nullptr), ncclSuccess);
     connectPair(t_, ctx_, &send_, &recv_);
     for (void** p : {&out_, &in_}) {
       *p = ::mmap(nullptr, kBig, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

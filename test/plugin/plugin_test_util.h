@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -104,6 +107,32 @@ inline bool testAll(const std::vector<void*>& requests, std::vector<std::vector<
     }
   }
   return remaining == 0;
+}
+
+// NCCL's logger for the tests: keeps every line the plugin logs, with its level and subsystems.
+struct CapturedLine {
+  ncclDebugLogLevel level;
+  unsigned long flags;
+  std::string text;
+};
+inline std::mutex& capturedMu() {
+  static std::mutex mu;
+  return mu;
+}
+// Guarded by capturedMu().
+inline std::vector<CapturedLine>& capturedLines() {
+  static std::vector<CapturedLine> lines;
+  return lines;
+}
+inline void captureLogger(ncclDebugLogLevel level, unsigned long flags, const char*, int,
+                          const char* fmt, ...) {
+  char buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  std::lock_guard<std::mutex> lock(capturedMu());
+  capturedLines().push_back({level, flags, buf});
 }
 
 }  // namespace tally::plugin::testing
