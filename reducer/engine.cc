@@ -219,12 +219,14 @@ void Engine::Shard::complete(Pending* p) {
   wire::SliceHeader result_header = h;
   result_header.offset = p->slice.offset;
   result_header.count = p->slice.count;
-  result_header.crc = p->comm->resultCrc(result->data(), p->slice.count * elt);  // once, for all
+  const bool scatter = h.kind == wire::CollKind::kReduceScatter;
+  // Once for all ranks; a reduce-scatter's pieces get their own below.
+  if (!scatter) result_header.crc = p->comm->resultCrc(result->data(), p->slice.count * elt);
   wire::Frame frame = wire::encodeResult(result_header);
   for (uint32_t r = 0; r < n; ++r) {
     OutMsg m;
     Span piece = p->slice;
-    if (h.kind == wire::CollKind::kReduceScatter) {
+    if (scatter) {
       // Each rank gets only its own part of the sum: maybe nothing, then the bare header.
       piece = pieceOf(p->slice, p->comm->partOf(h, r));
       wire::SliceHeader mine = result_header;

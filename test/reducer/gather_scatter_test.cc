@@ -258,6 +258,42 @@ INSTANTIATE_TEST_SUITE_P(RanksByReducers, GatherScatterTest,
                                   std::to_string(std::get<1>(p.param)) + "reducers";
                          });
 
+// With TALLY_CHECKSUM every piece carries its own CRC32C: the reducer checks each input piece,
+// and each rank checks the piece of a reduce-scatter sum it gets.
+TEST(GatherScatterChecksum, PiecesCarryTheirOwnCrc) {
+  auto servers = startServers(2);
+  CollOptions o = optionsFor(servers, 4096);
+  o.checksum = true;
+  std::vector<std::unique_ptr<CollClient>> clients;
+  auto st = connectAll(std::vector<CollOptions>(3, o), &clients);
+  for (auto& s : st) ASSERT_TRUE(s.isOk()) << s.toString();
+  const uint64_t count = 2049, total = count * 3;
+  std::vector<uint8_t> want(total * 4);
+  driver::fillExpected(DataType::kInt32, ReduceOp::kSum, 3, 8, total, want.data());
+  std::string err = onEveryRank(3, [&](int r) -> Status {
+    std::vector<uint8_t> in(total * 4), out(count * 4), ag_in(count), ag_out(total);
+    driver::fillInput(DataType::kInt32, ReduceOp::kSum, r, 3, 8, total, in.data());
+    driver::fillInput(DataType::kUint8, ReduceOp::kSum, r, 3, 9, count, ag_in.data());
+    TALLY_RETURN_IF_ERROR(reduceScatter(clients[r].get(), r, 3, in.data(), out.data(), count,
+                                        DataType::kInt32, ReduceOp::kSum, 1000));
+    if (std::memcmp(out.data(), want.data() + r * count * 4, count * 4) != 0) {
+      return Status::internal("reduce-scatter result differs");
+    }
+    TALLY_RETURN_IF_ERROR(
+        allGather(clients[r].get(), r, 3, ag_in.data(), ag_out.data(), count, 999));
+    for (int q = 0; q < 3; ++q) {
+      std::vector<uint8_t> part(count);
+      driver::fillInput(DataType::kUint8, ReduceOp::kSum, q, 3, 9, count, part.data());
+      if (std::memcmp(ag_out.data() + q * count, part.data(), count) != 0) {
+        return Status::internal("all-gather part of rank " + std::to_string(q) + " differs");
+      }
+    }
+    return Status::ok();
+  });
+  EXPECT_EQ(err, "");
+  for (auto& c : clients) c->close();
+}
+
 // Ranks that post different windows fail the communicator with a message naming both.
 TEST(GatherScatterMismatch, DifferentWindowsFailWithBothNamed) {
   auto servers = startServers(1);
