@@ -4,6 +4,7 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -158,12 +159,45 @@ class Core : public std::enable_shared_from_this<Core> {
   }
   ~Core() { close(); }
 
-  // Throws std::system_error when a thread cannot be created; the caller closes.
-  void start() {
-    for (size_t i = 0; i < streams_.size(); ++i) {
-      streams_[i].send_thread = std::thread([this, i] { sendLoop(i); });
-      streams_[i].recv_thread = std::thread([this, i] { i == 0 ? headerLoop() : stripeLoop(i); });
+  // The helper threads start with the first isend or irecv, so that a connection nobody posted
+  // on yet can still hand its socket over (takeSocket). A thread that cannot be created fails
+  // the connection.
+  Status ensureStarted() {
+    if (started_.load(std::memory_order_acquire)) return Status::ok();
+    std::lock_guard<std::mutex> close_lock(close_mu_);
+    if (joined_) return Status::remote("connection to peer " + peer_ + " was closed");
+    if (started_.load(std::memory_order_relaxed)) return Status::ok();
+    try {
+      for (size_t i = 0; i < streams_.size(); ++i) {
+        streams_[i].send_thread = std::thread([this, i] { sendLoop(i); });
+        streams_[i].recv_thread =
+            std::thread([this, i] { i == 0 ? headerLoop() : stripeLoop(i); });
+      }
+    } catch (const std::system_error& e) {
+      Status st = Status::system(std::string("cannot start TCP helper threads: ") + e.what());
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        failLocked(st);
+      }
+      started_.store(true, std::memory_order_release);  // close() joins the ones that started
+      return st;
     }
+    started_.store(true, std::memory_order_release);
+    return Status::ok();
+  }
+
+  // The only socket of a connection nobody has posted on, or an invalid Fd.
+  Fd takeSocket() {
+    std::lock_guard<std::mutex> close_lock(close_mu_);
+    if (joined_ || started_.load(std::memory_order_relaxed) || streams_.size() != 1) return Fd();
+    Fd fd = std::move(streams_[0].fd);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      failed_ = true;
+      error_ = Status::invalidUsage("the socket to peer " + peer_ + " was handed over");
+    }
+    joined_ = true;
+    return fd;
   }
 
   Status isend(const void* data, size_t size, int tag, std::unique_ptr<Request>* req);
@@ -197,8 +231,9 @@ class Core : public std::enable_shared_from_this<Core> {
   const int max_requests_;
   const uint64_t min_stripe_;
 
-  std::mutex close_mu_;  // serializes close(); taken before mu_
+  std::mutex close_mu_;  // serializes close(), the start and takeSocket(); taken before mu_
   bool joined_ = false;  // guarded by close_mu_
+  std::atomic<bool> started_{false};  // the helper threads were started (under close_mu_)
 
   std::mutex mu_;
   std::condition_variable done_cv_;
@@ -246,6 +281,7 @@ class TcpConnection final : public Connection {
   }
   void close() override { core_->close(); }
   std::string peerName() const override { return core_->peer(); }
+  int takeSocket() override { return core_->takeSocket().release(); }
 
  private:
   std::shared_ptr<Core> core_;
@@ -253,6 +289,7 @@ class TcpConnection final : public Connection {
 
 Status Core::isend(const void* data, size_t size, int tag, std::unique_ptr<Request>* req) {
   if (data == nullptr && size > 0) return Status::internal("isend: null buffer");
+  TALLY_RETURN_IF_ERROR(ensureStarted());
   auto op = newOp();
   op->is_send = true;
   op->send_size = size;
@@ -319,6 +356,7 @@ Status Core::isend(const void* data, size_t size, int tag, std::unique_ptr<Reque
 Status Core::irecv(int n, void* const* data, const size_t* sizes, const int* tags,
                    std::unique_ptr<Request>* req) {
   TALLY_RETURN_IF_ERROR(checkRecvArgs(n, data, sizes));
+  TALLY_RETURN_IF_ERROR(ensureStarted());
   auto op = newOp();
   fillRecvBuffers(op.get(), n, data, sizes, tags);
   auto request = std::make_unique<TcpRequest>(shared_from_this(), op);
@@ -646,12 +684,6 @@ Status makeConnection(std::vector<Fd> fds, const std::string& peer, int max_requ
   int streams = static_cast<int>(fds.size());
   auto core =
       std::make_shared<Core>(std::move(fds), peer, max_requests > 0 ? max_requests : 1, min_stripe);
-  try {
-    core->start();
-  } catch (const std::system_error& e) {
-    core->close();
-    return Status::system(std::string("cannot start TCP helper threads: ") + e.what());
-  }
   TALLY_INFO(log::kNet, "tcp: connected to peer %s over %d socket(s)", peer.c_str(), streams);
   *out = std::make_unique<TcpConnection>(std::move(core));
   return Status::ok();

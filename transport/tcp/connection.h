@@ -29,8 +29,8 @@
 
 namespace tally::transport::tcp {
 
-// Builds a Connection over connected sockets, fds[i] being stream i (helper threads start
-// here). On error the sockets are closed and *out is untouched.
+// Builds a Connection over connected sockets, fds[i] being stream i (its helper threads start
+// with the first isend or irecv; until then a one-socket connection can hand its socket over). On error the sockets are closed and *out is untouched.
 // io_timeout_ms is TcpOptions::io_timeout_ms.
 Status makeConnection(std::vector<Fd> fds, const std::string& peer, int max_requests,
                       uint64_t min_stripe, int64_t io_timeout_ms, std::unique_ptr<Connection>* out);

@@ -1,0 +1,245 @@
+#include "transport/tcp/frames.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+namespace tally::transport::tcp {
+namespace {
+
+// Staged reads take up to this much per recv; a body of at least half of it is read in place.
+constexpr size_t kStageBytes = 32 * 1024;
+// Messages one sendmsg covers at most (two pieces each).
+constexpr size_t kMaxBatch = 32;
+
+bool wouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
+
+using Clock = std::chrono::steady_clock;
+
+// Waits until fd is ready for `events` or the deadline; kTimeout naming `what` then.
+Status waitReady(int fd, short events, Clock::time_point deadline, const std::string& what) {
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return Status::timeout(what);
+    pollfd p{fd, events, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    if (n > 0) return Status::ok();  // readable, writable, or an error the next call reports
+    if (n < 0 && errno != EINTR) return Status::fromErrno("poll", errno);
+  }
+}
+
+Clock::time_point deadlineIn(int64_t timeout_ms) {
+  return timeout_ms < 0 ? Clock::time_point::max() - std::chrono::hours(1)
+                        : Clock::now() + std::chrono::milliseconds(timeout_ms);
+}
+
+// Reads exactly `length` bytes before the deadline.
+Status readExact(int fd, uint8_t* data, size_t length, Clock::time_point deadline,
+                 const std::string& peer, const std::string& what) {
+  while (length > 0) {
+    const ssize_t got = ::recv(fd, data, length, MSG_DONTWAIT);
+    if (got == 0) return Status::remote("peer " + peer + " closed the connection");
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      if (!wouldBlock(errno)) return Status::fromErrno("receive from peer " + peer, errno);
+      TALLY_RETURN_IF_ERROR(waitReady(fd, POLLIN, deadline, what));
+      continue;
+    }
+    data += got;
+    length -= static_cast<size_t>(got);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+FrameReader::FrameReader(std::string peer)
+    : peer_(std::move(peer)), stage_(new uint8_t[kStageBytes]) {}
+
+Status FrameReader::recvSome(int fd, uint8_t* dst, size_t room, size_t* got) {
+  for (;;) {
+    const ssize_t n = ::recv(fd, dst, room, MSG_DONTWAIT);
+    if (n > 0) {
+      *got = static_cast<size_t>(n);
+      return Status::ok();
+    }
+    if (n == 0) {
+      clean_eof_ = betweenMessages();
+      return Status::remote("peer " + peer_ + " closed the connection");
+    }
+    if (errno == EINTR) continue;
+    if (wouldBlock(errno)) {
+      *got = 0;
+      return Status::ok();
+    }
+    return Status::fromErrno("receive from peer " + peer_, errno);
+  }
+}
+
+void FrameReader::setBody(uint8_t* body) {
+  body_ = body;
+  body_got_ = 0;
+  state_ = State::kBody;
+}
+
+Status FrameReader::read(int fd, Event* event) {
+  for (;;) {
+    const size_t staged = end_ - begin_;
+    if (state_ == State::kHeader) {
+      if (staged >= kHeaderBytes) {
+        header_ = decodeHeader(stage_.get() + begin_);
+        if (header_.magic != kHeaderMagic) {
+          return Status::remote("peer " + peer_ + " sent garbage instead of a message header");
+        }
+        begin_ += kHeaderBytes;
+        state_ = State::kAwaitBody;
+        *event = Event::kHeader;
+        return Status::ok();
+      }
+      if (begin_ > 0) {  // keep the partial header at the front
+        std::memmove(stage_.get(), stage_.get() + begin_, staged);
+        begin_ = 0;
+        end_ = staged;
+      }
+      size_t got = 0;
+      TALLY_RETURN_IF_ERROR(recvSome(fd, stage_.get() + end_, kStageBytes - end_, &got));
+      if (got == 0) {
+        *event = Event::kNone;
+        return Status::ok();
+      }
+      end_ += got;
+      continue;
+    }
+    if (state_ == State::kAwaitBody) {
+      return Status::internal("FrameReader: read before setBody for the message in hand");
+    }
+    // The body: first what is staged, then the socket.
+    const uint64_t left = header_.size - body_got_;
+    const size_t take = static_cast<size_t>(std::min<uint64_t>(left, staged));
+    if (take > 0) {
+      std::memcpy(body_ + body_got_, stage_.get() + begin_, take);
+      begin_ += take;
+      body_got_ += take;
+    }
+    if (body_got_ == header_.size) {
+      if (begin_ == end_) begin_ = end_ = 0;
+      state_ = State::kHeader;
+      *event = Event::kBody;
+      return Status::ok();
+    }
+    begin_ = end_ = 0;  // everything staged went into the body
+    const uint64_t rest = header_.size - body_got_;
+    size_t got = 0;
+    if (rest >= kStageBytes / 2) {
+      TALLY_RETURN_IF_ERROR(recvSome(fd, body_ + body_got_, static_cast<size_t>(rest), &got));
+      body_got_ += got;
+    } else {
+      TALLY_RETURN_IF_ERROR(recvSome(fd, stage_.get(), kStageBytes, &got));
+      end_ = got;
+    }
+    if (got == 0) {
+      *event = Event::kNone;
+      return Status::ok();
+    }
+  }
+}
+
+void FrameQueue::push(int tag, const void* body, uint64_t size) {
+  Message m;
+  encodeHeader(Header{kHeaderMagic, tag, size}, m.header);
+  m.body = static_cast<const uint8_t*>(body);
+  m.size = size;
+  m.sent = 0;
+  queue_.push_back(m);
+}
+
+Status FrameQueue::flush(int fd, const std::string& peer, size_t* written, bool* blocked) {
+  *written = 0;
+  *blocked = false;
+  while (!queue_.empty()) {
+    iovec iov[2 * kMaxBatch];
+    int count = 0;
+    for (size_t i = 0; i < queue_.size() && i < kMaxBatch; ++i) {
+      Message& m = queue_[i];
+      if (m.sent < kHeaderBytes) {
+        iov[count++] = {m.header + m.sent, kHeaderBytes - m.sent};
+        if (m.size > 0) iov[count++] = {const_cast<uint8_t*>(m.body), m.size};
+      } else {
+        const uint64_t done = m.sent - kHeaderBytes;
+        iov[count++] = {const_cast<uint8_t*>(m.body) + done, m.size - done};
+      }
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(count);
+    const ssize_t sent = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (wouldBlock(errno)) {
+        *blocked = true;
+        return Status::ok();
+      }
+      return Status::fromErrno("send to peer " + peer, errno);
+    }
+    auto left = static_cast<uint64_t>(sent);
+    while (left > 0) {
+      Message& m = queue_.front();
+      const uint64_t step = std::min(kHeaderBytes + m.size - m.sent, left);
+      m.sent += step;
+      left -= step;
+      if (m.sent == kHeaderBytes + m.size) {
+        queue_.pop_front();
+        ++*written;
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Status sendFrame(int fd, int tag, const void* body, size_t size, int64_t timeout_ms,
+                 const std::string& peer) {
+  const auto deadline = deadlineIn(timeout_ms);
+  FrameQueue q;
+  q.push(tag, body, size);
+  while (!q.empty()) {
+    size_t written = 0;
+    bool blocked = false;
+    TALLY_RETURN_IF_ERROR(q.flush(fd, peer, &written, &blocked));
+    if (blocked) {
+      TALLY_RETURN_IF_ERROR(waitReady(fd, POLLOUT, deadline,
+                                      "peer " + peer + " took no data within " +
+                                          std::to_string(timeout_ms) + " ms"));
+    }
+  }
+  return Status::ok();
+}
+
+Status recvFrame(int fd, int tag, void* body, size_t capacity, size_t* size, int64_t timeout_ms,
+                 const std::string& peer) {
+  const auto deadline = deadlineIn(timeout_ms);
+  const std::string what =
+      "no message from peer " + peer + " within " + std::to_string(timeout_ms) + " ms";
+  uint8_t raw[kHeaderBytes];
+  TALLY_RETURN_IF_ERROR(readExact(fd, raw, kHeaderBytes, deadline, peer, what));
+  const Header h = decodeHeader(raw);
+  if (h.magic != kHeaderMagic) {
+    return Status::remote("peer " + peer + " sent garbage instead of a message header");
+  }
+  if (h.tag != tag || h.size > capacity) {
+    return Status::remote("peer " + peer + " sent a message of " + std::to_string(h.size) +
+                          " bytes with tag " + std::to_string(h.tag) + " where one of at most " +
+                          std::to_string(capacity) + " with tag " + std::to_string(tag) +
+                          " was expected");
+  }
+  TALLY_RETURN_IF_ERROR(
+      readExact(fd, static_cast<uint8_t*>(body), static_cast<size_t>(h.size), deadline, peer, what));
+  *size = static_cast<size_t>(h.size);
+  return Status::ok();
+}
+
+}  // namespace tally::transport::tcp

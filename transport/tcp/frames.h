@@ -1,0 +1,92 @@
+// The TCP backend's framing (wire.h: a Header, then the message body) on one socket that the
+// caller drives itself, for event loops that own sockets handed over by Connection::takeSocket:
+// the reducer's loops and the worker's progress thread. One stream, so no stripes.
+//
+// FrameReader and FrameQueue do non-blocking I/O and say when the socket has nothing more to
+// give or take (wait for EPOLLIN / EPOLLOUT then). sendFrame and recvFrame block up to a timeout,
+// for the few messages of a connection's opening; recvFrame reads exactly one message, so a
+// FrameReader can take over the socket after it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "common/small_pool.h"
+#include "common/status.h"
+#include "transport/tcp/wire.h"
+
+namespace tally::transport::tcp {
+
+// Reads messages with as few recv calls as it can: headers and small bodies come through a
+// staging buffer, several per call; a large body is read straight into its destination.
+class FrameReader {
+ public:
+  enum class Event {
+    kNone,    // the socket has nothing more now
+    kHeader,  // header() is complete: call setBody() before reading on
+    kBody,    // the body given to setBody() is complete
+  };
+
+  explicit FrameReader(std::string peer);
+
+  // Reads until an event or until the socket has nothing more. Errors: the peer closed (kRemote;
+  // cleanEof() tells whether between messages), garbage instead of a header, a failed recv.
+  Status read(int fd, Event* event);
+  const Header& header() const { return header_; }
+  // Where the body of header() goes: header().size bytes, which the caller checked fit.
+  void setBody(uint8_t* body);
+  // The last error was an EOF between two messages (how a peer normally ends).
+  bool cleanEof() const { return clean_eof_; }
+  // No message is part-way read (for idle timeouts: a connection may idle between messages).
+  bool betweenMessages() const { return state_ == State::kHeader && begin_ == end_; }
+
+ private:
+  enum class State { kHeader, kAwaitBody, kBody };
+  // Receives into [dst, dst+room); false with *event = kNone when nothing is there.
+  Status recvSome(int fd, uint8_t* dst, size_t room, size_t* got);
+
+  std::string peer_;
+  std::unique_ptr<uint8_t[]> stage_;
+  size_t begin_ = 0;  // unread staged bytes are [begin_, end_)
+  size_t end_ = 0;
+  State state_ = State::kHeader;
+  Header header_{};
+  uint8_t* body_ = nullptr;
+  uint64_t body_got_ = 0;
+  bool clean_eof_ = false;
+};
+
+// Messages waiting to be written to one socket, in order. A body is borrowed: it must stay valid
+// until flush() counted its message written.
+class FrameQueue {
+ public:
+  void push(int tag, const void* body, uint64_t size);
+  bool empty() const { return queue_.empty(); }
+  size_t size() const { return queue_.size(); }
+  // Writes what the socket takes without blocking, many messages per sendmsg. *written: how many
+  // messages at the front went out completely (and left the queue); *blocked: the socket is
+  // full and messages are left.
+  Status flush(int fd, const std::string& peer, size_t* written, bool* blocked);
+
+ private:
+  struct Message {
+    uint8_t header[kHeaderBytes];
+    const uint8_t* body;
+    uint64_t size;
+    uint64_t sent;  // bytes of header and body written
+  };
+  std::deque<Message, PoolAllocator<Message>> queue_;
+};
+
+// Writes one message and waits until the socket took all of it, up to timeout_ms.
+Status sendFrame(int fd, int tag, const void* body, size_t size, int64_t timeout_ms,
+                 const std::string& peer);
+// Reads exactly one message with `tag` into body (at most `capacity` bytes), up to timeout_ms;
+// *size: its length.
+Status recvFrame(int fd, int tag, void* body, size_t capacity, size_t* size, int64_t timeout_ms,
+                 const std::string& peer);
+
+}  // namespace tally::transport::tcp
