@@ -60,6 +60,10 @@ int64_t msLeft(Clock::time_point deadline) {
 
 Status connectReducer(transport::Network* network, const std::string& address,
                       Clock::time_point deadline, std::unique_ptr<transport::Connection>* out) {
+  // One TCP socket per reducer: a reducer serves it from an event loop (reducer/loop.h), and
+  // the reducers together spread a worker's traffic over as many streams as there are reducers.
+  transport::ConnectionOptions conn_options;
+  conn_options.sockets = 1;
   Status last;
   for (;;) {
     if (network != nullptr) {
@@ -67,14 +71,14 @@ Status connectReducer(transport::Network* network, const std::string& address,
       // the plugin sets both from TALLY_CONNECT_TIMEOUT_MS, and when they end together the
       // network's error says why (refused, unreachable) where ours would only say "timeout".
       std::unique_ptr<transport::PendingConnection> pending;
-      last = network->connectTo(address, transport::ConnectionOptions{}, &pending);
+      last = network->connectTo(address, conn_options, &pending);
       if (last.isOk()) {
         last = transport::finishConnect(pending.get(), msLeft(deadline) + kConnectGraceMs, out);
       }
     } else {
       transport::tcp::TcpOptions tcp;
       tcp.connect_timeout_ms = std::max<int64_t>(1, msLeft(deadline));
-      last = transport::tcp::connectBlocking(address, tcp, transport::ConnectionOptions{}, out);
+      last = transport::tcp::connectBlocking(address, tcp, conn_options, out);
     }
     if (last.isOk()) return last;
     if (last.code() == StatusCode::kInvalidUsage) return last;  // a bad address: no point retrying

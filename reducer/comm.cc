@@ -33,7 +33,7 @@ std::string Comm::describe() const {
 }
 
 void Comm::fail(const std::string& reason) {
-  std::vector<std::shared_ptr<Peer>> notify;
+  std::vector<std::shared_ptr<Member>> notify;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (failed_.exchange(true, std::memory_order_acq_rel)) return;
@@ -132,9 +132,9 @@ Status CommRegistry::admitLocked(const wire::Hello& hello, uint64_t* bytes) cons
   return Status::ok();
 }
 
-Status CommRegistry::addMember(const std::shared_ptr<Peer>& peer, const wire::Hello& hello,
+Status CommRegistry::addMember(const std::shared_ptr<Member>& peer, const wire::Hello& hello,
                                std::shared_ptr<Comm>* comm_out, bool* created,
-                               std::vector<std::shared_ptr<Peer>>* ready_to, bool* over_limit) {
+                               std::vector<std::shared_ptr<Member>>* ready_to, bool* over_limit) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = comms_.find(hello.comm);
   if (it == comms_.end()) {
@@ -192,9 +192,9 @@ Status CommRegistry::addMember(const std::shared_ptr<Peer>& peer, const wire::He
   return Status::ok();
 }
 
-Status CommRegistry::join(const std::shared_ptr<Peer>& peer, const wire::Hello& hello,
+Status CommRegistry::join(const std::shared_ptr<Member>& peer, const wire::Hello& hello,
                           std::shared_ptr<Comm>* out, bool* over_limit) {
-  std::vector<std::shared_ptr<Peer>> ready_to;
+  std::vector<std::shared_ptr<Member>> ready_to;
   std::shared_ptr<Comm> comm;
   bool created = false;
   *over_limit = false;

@@ -1,8 +1,9 @@
-// Engine threads: collect every rank's input of a slice, reduce in rank order, answer every rank.
+// The engine: collect every rank's input of a slice, reduce in rank order, answer every rank,
+// all on the thread that received the last input.
 //
-// Each (communicator, slice index) stream is hashed to one shard, and only that shard's thread
-// touches its pending slices, so the data path takes no lock beyond the shard's own queue (shared
-// by the readers that feed it) and its buffer pool.
+// Each (communicator, slice index) stream is hashed to one shard. A shard's lock guards its
+// pending slices only while an input is filed; the slice that became complete is taken out of
+// the map, and reduced and answered after the lock is dropped.
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
@@ -11,7 +12,6 @@
 #include <exception>
 #include <map>
 #include <tuple>
-#include <variant>
 
 #include "common/log.h"
 #include "common/small_pool.h"
@@ -20,13 +20,6 @@
 
 namespace tally::reducer::server {
 namespace {
-
-struct DropComm {
-  std::shared_ptr<Comm> comm;
-};
-struct StopShard {};
-using Event = std::variant<SliceInput, DropComm, StopShard>;
-using EventQueue = std::deque<Event, PoolAllocator<Event>>;
 
 struct Key {
   const Comm* comm;
@@ -50,7 +43,7 @@ struct Pending {
   // Inputs by rank; an empty all-gather piece has a null buffer, so peers[r] (non-null once
   // rank r's input came) says who sent.
   std::vector<Buffer, PoolAllocator<Buffer>> inputs;
-  std::vector<std::shared_ptr<Peer>, PoolAllocator<std::shared_ptr<Peer>>> peers;
+  std::vector<std::shared_ptr<Member>, PoolAllocator<std::shared_ptr<Member>>> peers;
   uint32_t have = 0;
 };
 
@@ -75,67 +68,31 @@ void releaseAll(Pending* p) {
 
 }  // namespace
 
+using PendingMap =
+    std::map<Key, Pending, std::less<Key>, PoolAllocator<std::pair<const Key, Pending>>>;
+
 struct Engine::Shard {
   ServerObserver* observer = nullptr;
   std::shared_ptr<BufferPool> pool;
   std::mutex mu;
-  std::condition_variable cv;
-  EventQueue queue;
-  std::thread thread;
+  PendingMap pending;  // guarded by mu
 
-  // Owned by the shard's thread.
-  std::map<Key, Pending, std::less<Key>, PoolAllocator<std::pair<const Key, Pending>>> pending;
-  std::vector<const void*> srcs;
-
-  void run();
-  void onInput(SliceInput in);
-  void onDrop(const Comm* comm);
+  // Files `in` (mu held). Returns the node of a slice that is now complete, taken out of the
+  // map; *fail_reason is set when the input contradicts what other ranks sent (the slice is then
+  // dropped, and the caller fails the communicator after unlocking).
+  PendingMap::node_type fileLocked(SliceInput in, std::string* fail_reason);
   void complete(Pending* p);
   // The slice's result: the inputs reduced in rank order (all-reduce, reduce-scatter) or the
   // pieces put in place (all-gather).
   Buffer combine(Pending* p);
 };
 
-void Engine::Shard::run() {
-  EventQueue batch;
-  for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return !queue.empty(); });
-      batch.swap(queue);
-    }
-    for (Event& ev : batch) {
-      if (std::holds_alternative<StopShard>(ev)) {
-        for (auto& [key, p] : pending) releaseAll(&p);
-        pending.clear();
-        return;
-      }
-      try {
-        if (auto* in = std::get_if<SliceInput>(&ev)) {
-          onInput(std::move(*in));
-        } else if (auto* drop = std::get_if<DropComm>(&ev)) {
-          onDrop(drop->comm.get());
-        }
-      } catch (const std::exception& e) {
-        // Allocation failure or a broken invariant: fail what we can name, keep serving others.
-        observer->error(ServerError::kInternal);
-        if (auto* in = std::get_if<SliceInput>(&ev); in && in->comm) {
-          in->comm->fail(std::string("reducer internal error: ") + e.what());
-        } else {
-          TALLY_WARN("reducer: engine error: %s", e.what());
-        }
-      }
-    }
-    batch.clear();
-  }
-}
-
-void Engine::Shard::onInput(SliceInput in) {
+PendingMap::node_type Engine::Shard::fileLocked(SliceInput in, std::string* fail_reason) {
   Comm& comm = *in.comm;
   if (comm.failed()) {
     in.data.reset();
     in.peer->releaseCredit();
-    return;
+    return {};
   }
   const Key key{&comm, in.header.seq, in.header.slice};
   auto [it, fresh] = pending.try_emplace(key);
@@ -150,7 +107,7 @@ void Engine::Shard::onInput(SliceInput in) {
     p.peers.resize(comm.nranks);
   } else if (!sameCall(p.header, in.header) || p.peers[in.rank]) {
     // Ranks must issue the same calls in the same order. Say who sent what.
-    std::string reason =
+    *fail_reason =
         p.peers[in.rank]
             ? "rank " + std::to_string(in.rank) + " sent " + wire::describeSlice(in.header) +
                   " twice"
@@ -160,20 +117,16 @@ void Engine::Shard::onInput(SliceInput in) {
     in.data.reset();
     in.peer->releaseCredit();
     releaseAll(&p);
-    std::shared_ptr<Comm> keep = p.comm;
     pending.erase(it);
     observer->error(ServerError::kMismatch);
-    keep->fail(reason);
-    return;
+    return {};
   }
-  // Readers stamp inputs before posting them, so a later stamp can be processed first.
+  // Inputs are stamped before they are filed, so a later stamp can be filed first.
   p.first_arrival = std::min(p.first_arrival, in.arrived);
   p.inputs[in.rank] = std::move(in.data);
   p.peers[in.rank] = std::move(in.peer);
-  if (++p.have == comm.nranks) {
-    complete(&p);
-    pending.erase(it);
-  }
+  if (++p.have < comm.nranks) return {};
+  return pending.extract(it);
 }
 
 Buffer Engine::Shard::combine(Pending* p) {
@@ -195,6 +148,8 @@ Buffer Engine::Shard::combine(Pending* p) {
     for (uint32_t r = 0; r < n; ++r) p->inputs[r].reset();
     return out;
   }
+  // Per thread: several threads may complete slices of one shard at once.
+  thread_local std::vector<const void*> srcs;
   srcs.resize(n);
   for (uint32_t r = 0; r < n; ++r) srcs[r] = p->inputs[r]->data();
   // In rank order whatever order the inputs came in, so every run gives the same bits. The sum
@@ -251,17 +206,9 @@ void Engine::Shard::complete(Pending* p) {
               p->comm->id.toString().c_str());
 }
 
-void Engine::Shard::onDrop(const Comm* comm) {
-  auto it = pending.lower_bound(Key{comm, 0, 0});
-  while (it != pending.end() && it->first.comm == comm) {
-    releaseAll(&it->second);
-    it = pending.erase(it);
-  }
-}
-
-Engine::Engine(int threads, size_t pool_cache_bytes, ServerObserver* observer) {
-  const size_t per_shard = pool_cache_bytes / static_cast<size_t>(threads);
-  for (int i = 0; i < threads; ++i) {
+Engine::Engine(int shards, size_t pool_cache_bytes, ServerObserver* observer) {
+  const size_t per_shard = pool_cache_bytes / static_cast<size_t>(shards);
+  for (int i = 0; i < shards; ++i) {
     auto s = std::make_unique<Shard>();
     s->observer = observer;
     s->pool = BufferPool::create(per_shard);
@@ -271,32 +218,34 @@ Engine::Engine(int threads, size_t pool_cache_bytes, ServerObserver* observer) {
 
 Engine::~Engine() { stop(); }
 
-void Engine::start() {
-  for (auto& s : shards_) {
-    Shard* shard = s.get();
-    shard->thread = std::thread([shard] {
-      transport::tcp::allowInlineSends(true);
-      shard->run();
-    });
-  }
-  started_ = true;
-}
-
 void Engine::stop() {
-  if (!started_) return;
-  started_ = false;
   for (auto& s : shards_) {
+    PendingMap dropped;
     {
       std::lock_guard<std::mutex> lock(s->mu);
-      s->queue.emplace_back(StopShard{});
+      dropped.swap(s->pending);
     }
-    s->cv.notify_one();
+    for (auto& [key, p] : dropped) releaseAll(&p);
   }
-  for (auto& s : shards_) {
-    if (s->thread.joinable()) s->thread.join();
-    std::lock_guard<std::mutex> lock(s->mu);
-    s->queue.clear();
+}
+
+void Engine::submit(int shard, SliceInput in) {
+  Shard& s = *shards_[shard];
+  std::shared_ptr<Comm> comm = in.comm;
+  std::string fail_reason;
+  try {
+    PendingMap::node_type done;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      done = s.fileLocked(std::move(in), &fail_reason);
+    }
+    if (done) s.complete(&done.mapped());
+  } catch (const std::exception& e) {
+    // Allocation failure or a broken invariant: fail what we can name, keep serving others.
+    s.observer->error(ServerError::kInternal);
+    fail_reason = std::string("reducer internal error: ") + e.what();
   }
+  if (!fail_reason.empty()) comm->fail(fail_reason);
 }
 
 int Engine::shardOf(const wire::CommId& comm, uint32_t slice) const {
@@ -306,22 +255,20 @@ int Engine::shardOf(const wire::CommId& comm, uint32_t slice) const {
 
 BufferPool& Engine::pool(int shard) { return *shards_[shard]->pool; }
 
-void Engine::post(int shard, SliceInput in) {
-  Shard& s = *shards_[shard];
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    s.queue.emplace_back(std::move(in));
-  }
-  s.cv.notify_one();
-}
-
 void Engine::dropComm(const std::shared_ptr<Comm>& comm) {
+  const Comm* key = comm.get();
   for (auto& s : shards_) {
+    PendingMap dropped;
     {
       std::lock_guard<std::mutex> lock(s->mu);
-      s->queue.emplace_back(DropComm{comm});
+      auto it = s->pending.lower_bound(Key{key, 0, 0});
+      while (it != s->pending.end() && it->first.comm == key) {
+        auto next = std::next(it);
+        dropped.insert(s->pending.extract(it));
+        it = next;
+      }
     }
-    s->cv.notify_one();
+    for (auto& [k, p] : dropped) releaseAll(&p);
   }
 }
 

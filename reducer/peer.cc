@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <exception>
 
-#include "common/crc32c.h"
 #include "common/log.h"
 #include "reducer/server_internal.h"
+#include "reducer/session.h"
 
 namespace tally::reducer::server {
 namespace {
@@ -131,6 +131,9 @@ Status Peer::recvOne(void* data, size_t size, int tag, size_t* got) {
 }
 
 void Peer::readerLoop() {
+  // The reader completes slices (Engine::submit) and posts their results: let it write small
+  // ones to the socket itself.
+  transport::tcp::allowInlineSends(true);
   std::array<uint8_t, wire::kMaxHeaderBytes> header;
   bool graceful = false;
   bool internal = false;
@@ -187,31 +190,14 @@ void Peer::readerLoop() {
     internal = true;
   }
 
-  const bool stopping = ctx_->stopping.load() || aborted_.load();
-  if (!graceful && !stopping && !counted_) {
-    ctx_->observer->error(internal       ? ServerError::kInternal
-                          : recv_failed_ ? ServerError::kPeerLost
-                                         : ServerError::kProtocol);
-  }
-  if (comm_ && !stopping) {
-    const std::string why = "rank " + std::to_string(rank_) + " (peer " + name_ + ") " +
-                            (st.isOk()         ? "left"
-                             : worker_aborted ? "gave up: " + st.message()
-                                              : "was lost: " + st.toString());
-    if (graceful) {
-      TALLY_INFO(log::kColl, "reducer: %s left communicator %s", name_.c_str(),
-                 comm_->id.toString().c_str());
-    } else if (worker_aborted) {
-      TALLY_WARN("reducer: peer %s (rank %d of communicator %s) gave up: %s", name_.c_str(),
-                 rank_, comm_->id.toString().c_str(), st.message().c_str());
-    } else {
-      TALLY_WARN("reducer: peer %s (rank %d of communicator %s) lost: %s", name_.c_str(), rank_,
-                 comm_->id.toString().c_str(), st.toString().c_str());
-    }
-    ctx_->registry->leave(comm_, rank_, graceful, why);
-  } else if (!graceful && !stopping) {
-    TALLY_WARN("reducer: peer %s closed before joining: %s", name_.c_str(), st.toString().c_str());
-  }
+  Ending ending;
+  ending.status = st;
+  ending.graceful = graceful;
+  ending.internal = internal;
+  ending.recv_failed = recv_failed_;
+  ending.worker_aborted = worker_aborted;
+  ending.counted = counted_;
+  reportEnd(ctx_, comm_, rank_, name_, ending, ctx_->stopping.load() || aborted_.load());
   comm_.reset();
   {
     std::lock_guard<std::mutex> lock(out_mu_);
@@ -225,43 +211,23 @@ void Peer::readerLoop() {
 
 Status Peer::handleHello(const uint8_t* data, size_t size, bool* end) {
   if (comm_) return Status::remote("second Hello on one connection");
-  wire::Hello hello;
-  Status st = wire::decodeHello(data, size, &hello);
-  if (st.isOk() && hello.checksum) {
-    Status why;
-    if (crc32c::shared(&why) == nullptr) {
-      st = Status::invalidUsage("this reducer cannot check TALLY_CHECKSUM=1: " + why.message());
-    }
-  }
-  bool over_limit = false;
-  if (st.isOk()) st = ctx_->registry->join(shared_from_this(), hello, &comm_, &over_limit);
-  if (!st.isOk()) {
-    TALLY_WARN("reducer: rejecting peer %s: %s", name_.c_str(), st.message().c_str());
-    ctx_->observer->error(over_limit ? ServerError::kLimit : ServerError::kRejectedHello);
-    OutMsg m;
-    m.header = wire::encodeReject(wire::Reason{st.message()});
-    send(std::move(m));
+  OutMsg reject;
+  TALLY_RETURN_IF_ERROR(acceptHello(ctx_, shared_from_this(), data, size, &comm_, &rank_,
+                                    &reject.header));
+  if (!comm_) {
+    send(std::move(reject));
     lingerAfterRefusal();
     *end = true;  // the writer has sent the Reject, or sends it before it closes
-    return Status::ok();
   }
-  rank_ = static_cast<int>(hello.rank);
-  TALLY_INFO(log::kColl, "reducer: peer %s joined communicator %s as rank %u of %u",
-             name_.c_str(), hello.comm.toString().c_str(), hello.rank, hello.nranks);
   return Status::ok();
 }
 
 Status Peer::handleSlice(const uint8_t* data, size_t size) {
   if (!comm_) return Status::remote("slice before Hello");
   wire::SliceHeader h;
-  TALLY_RETURN_IF_ERROR(wire::decodeSlice(data, size, &h));
-  Status st = comm_->checkSlice(h, rank_);
-  if (!st.isOk()) {
-    comm_->fail(st.message());
-    return st;
-  }
+  size_t bytes = 0;
+  TALLY_RETURN_IF_ERROR(acceptSliceHeader(*comm_, rank_, data, size, &h, &bytes));
   const int shard = ctx_->engine->shardOf(comm_->id, h.slice);
-  const size_t bytes = h.payloadBytes();
   Buffer buf;  // stays null for an empty piece (all-gather): no payload follows its header
   size_t got = 0;
   if (bytes > 0) {
@@ -269,29 +235,14 @@ Status Peer::handleSlice(const uint8_t* data, size_t size) {
     TALLY_RETURN_IF_ERROR(recvOne(buf->data(), bytes, wire::kTagPayload, &got));
   }
   if (got != bytes) {
-    st = Status::remote("rank " + std::to_string(rank_) + " sent " + std::to_string(got) +
-                        " payload bytes for " + wire::describeSlice(h) + ", expected " +
-                        std::to_string(bytes));
+    Status st = Status::remote("rank " + std::to_string(rank_) + " sent " + std::to_string(got) +
+                               " payload bytes for " + wire::describeSlice(h) + ", expected " +
+                               std::to_string(bytes));
     comm_->fail(st.message());
     return st;
   }
-  if (comm_->checksum && bytes > 0) {
-    // Before the input can reach a sum. The library loaded when the Hello was admitted.
-    const uint32_t crc = crc32c::shared(nullptr)->compute(buf->data(), bytes);
-    if (crc != h.crc && comm_->failed()) return Status::ok();  // dropped, as the engine would
-    if (crc != h.crc) {
-      char sums[64];
-      std::snprintf(sums, sizeof(sums), "CRC32C %08x, header says %08x", crc, h.crc);
-      st = Status::remote("checksum mismatch: rank " + std::to_string(rank_) + " (peer " + name_ +
-                          ") sent " + wire::describeSlice(h) + " with payload " + sums +
-                          "; corrupted in transit");
-      ctx_->observer->error(ServerError::kChecksum);
-      counted_ = true;
-      // The slice is dropped and the communicator fails (logged there): every member gets the
-      // Error. This connection stays open until the worker, having read it, closes.
-      comm_->fail(st.message());
-      return Status::ok();
-    }
+  if (bytes > 0 && !payloadIntact(ctx_, *comm_, rank_, name_, h, buf->data(), bytes, &counted_)) {
+    return Status::ok();
   }
   {
     std::lock_guard<std::mutex> lock(credit_mu_);
@@ -304,7 +255,7 @@ Status Peer::handleSlice(const uint8_t* data, size_t size) {
   in.rank = rank_;
   in.header = h;
   in.data = std::move(buf);
-  ctx_->engine->post(shard, std::move(in));
+  ctx_->engine->submit(shard, std::move(in));  // reduced here when it completes its slice
   return Status::ok();
 }
 

@@ -2,27 +2,14 @@
 // Challenge, and with a job token the worker's Answer, checked before any Hello is parsed or any
 // communicator state exists for the connection.
 #include <array>
-#include <cctype>
 #include <chrono>
 
 #include "common/log.h"
 #include "reducer/opening.h"
 #include "reducer/server_internal.h"
+#include "reducer/session.h"
 
 namespace tally::reducer::server {
-namespace {
-
-// Text from a peer, fit for one log line.
-std::string printable(const std::string& text) {
-  std::string out = text;
-  for (char& c : out) {
-    if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
-  }
-  return out;
-}
-
-}  // namespace
-
 Status Peer::greet(bool* end) {
   *end = false;
   opening::ReducerSide side;
@@ -59,20 +46,11 @@ Status Peer::greet(bool* end) {
 }
 
 void Peer::refusedInOpening(wire::MsgType type, const uint8_t* data, size_t size) {
-  ctx_->observer->error(ServerError::kAuth);
   counted_ = true;
-  if (type == wire::MsgType::kReject) {
-    wire::Reason reason;
-    Status st = wire::decodeReject(data, size, &reason);
-    TALLY_WARN("reducer: peer %s refused this reducer: %s", name_.c_str(),
-               st.isOk() ? printable(reason.text).c_str() : st.message().c_str());
-    return;
-  }
-  const Status why = opening::unexpectedAnswer();
-  TALLY_WARN("reducer: refusing peer %s: %s", name_.c_str(), why.message().c_str());
-  OutMsg m;
-  m.header = wire::encodeReject(wire::Reason{why.message()});
-  send(std::move(m));
+  OutMsg reject;
+  server::refusedInOpening(ctx_, name_, type, data, size, &reject.header);
+  if (reject.header.size == 0) return;
+  send(std::move(reject));
   lingerAfterRefusal();
 }
 

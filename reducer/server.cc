@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "reducer/loop.h"
 #include "reducer/server_internal.h"
 #include "transport/tcp/tcp.h"
 
@@ -24,7 +25,8 @@ class ServerImpl final : public ReducerServer {
  public:
   explicit ServerImpl(const ServerOptions& options)
       : engine_(options.threads, options.pool_cache_bytes, observerOf(options)),
-        registry_(&engine_, options, observerOf(options)) {
+        registry_(&engine_, options, observerOf(options)),
+        loops_(&ctx_, options.threads) {
     ctx_.options = options;
     ctx_.engine = &engine_;
     ctx_.registry = &registry_;
@@ -40,7 +42,7 @@ class ServerImpl final : public ReducerServer {
     }
     TALLY_RETURN_IF_ERROR(network_->listenAt(ctx_.options.listen, &listener_));
     address_ = listener_->address();
-    engine_.start();
+    TALLY_RETURN_IF_ERROR(loops_.start());
     accept_thread_ = std::thread([this] { acceptLoop(); });
     return Status::ok();
   }
@@ -61,6 +63,7 @@ class ServerImpl final : public ReducerServer {
     }
     for (auto& p : peers) p->abort();
     for (auto& p : peers) p->join();
+    loops_.stop();
     registry_.clear();
     engine_.stop();
     peers.clear();
@@ -82,10 +85,10 @@ class ServerImpl final : public ReducerServer {
         continue;
       }
       if (!conn) continue;
-      size_t open = 0;
+      size_t open = loops_.connections();
       {
         std::lock_guard<std::mutex> lock(peers_mu_);
-        open = peers_.size();
+        open += peers_.size();
       }
       if (open >= ctx_.options.max_connections) {
         // Closing at once tells the worker; its connect fails with "connection closed".
@@ -93,6 +96,14 @@ class ServerImpl final : public ReducerServer {
                    conn->peerName().c_str(), open);
         ctx_.observer->error(ServerError::kLimit);
         conn->close();
+        continue;
+      }
+      std::string name = conn->peerName();
+      transport::tcp::Fd socket(conn->takeSocket());
+      if (socket.valid()) {
+        // A one-socket TCP connection: served by an event loop.
+        TALLY_INFO(log::kNet, "reducer: accepted peer %s", name.c_str());
+        loops_.adopt(std::move(socket), std::move(name));
         continue;
       }
       auto peer = std::make_shared<server::Peer>(std::move(conn), &ctx_);
@@ -124,6 +135,7 @@ class ServerImpl final : public ReducerServer {
   server::ServerContext ctx_;
   server::Engine engine_;
   server::CommRegistry registry_;
+  server::EventLoops loops_;
   std::shared_ptr<transport::Network> network_;
   std::unique_ptr<transport::Listener> listener_;
   std::string address_;
@@ -148,7 +160,7 @@ Status ReducerServer::start(const ServerOptions& options, std::unique_ptr<Reduce
   }
   auto server = std::make_unique<ServerImpl>(options);
   TALLY_RETURN_IF_ERROR(server->listen());
-  TALLY_INFO(log::kInit, "reducer: listening on %s (%s), %d engine threads, window %d",
+  TALLY_INFO(log::kInit, "reducer: listening on %s (%s), %d threads, window %d",
              server->address().c_str(), server->transportName(), options.threads,
              options.window);
   *out = std::move(server);

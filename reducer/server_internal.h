@@ -53,30 +53,41 @@ struct OutMsg {
   bool releases_credit = false;  // a result: frees one window slot once sent (or dropped)
 };
 
+// What communicators and the engine need of a worker connection, whichever kind serves it: a
+// Peer (below, threads over any transport) or a LoopPeer (loop.h, a TCP socket in an event
+// loop).
+class Member {
+ public:
+  virtual ~Member() = default;
+  // Queues a message; dropped (with its credit released) once the connection has ended. Any
+  // thread.
+  virtual void send(OutMsg msg) = 0;
+  // One slice this connection sent is no longer buffered. Any thread.
+  virtual void releaseCredit() = 0;
+  virtual const std::string& name() const = 0;
+};
+
 // One worker connection: a reader thread (headers, payloads into pooled buffers, dispatch) and a
 // writer thread (Ready, Reject, results, Error in queue order). A message queued while the
 // writer has nothing queued or being posted is posted by the sending thread itself (an engine
 // thread, saving a thread hand-off per result); the writer still reaps its completion. Only the
 // holder of post_mu_ posts, and send() posts only when nothing is ahead, so order is kept.
 // Peer lock order: out_mu_ -> post_mu_ -> credit_mu_ (send() only try-locks post_mu_).
-class Peer : public std::enable_shared_from_this<Peer> {
+class Peer final : public Member, public std::enable_shared_from_this<Peer> {
  public:
   Peer(std::unique_ptr<transport::Connection> conn, ServerContext* ctx);
-  ~Peer();
+  ~Peer() override;
 
   void start();
-  // Queues a message; dropped (with its credit released) once the writer has ended. Any thread.
-  void send(OutMsg msg);
-  // One slice this connection sent is no longer buffered. Any thread.
-  void releaseCredit();
+  void send(OutMsg msg) override;
+  void releaseCredit() override;
   // Server stop: closes the connection so both threads end soon. Any thread.
   void abort();
   // Joins the reader (which joined the writer). Call after finished() or abort().
   void join();
   bool finished() const { return finished_.load(std::memory_order_acquire); }
 
-  const std::string& name() const { return name_; }
-  int rank() const { return rank_; }  // -1 until the peer joined a communicator
+  const std::string& name() const override { return name_; }
 
  private:
   void readerLoop();
@@ -182,7 +193,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   Engine* engine_;
   ServerObserver* observer_;
   std::mutex mu_;
-  std::vector<std::shared_ptr<Peer>> members_;  // by rank; cleared when the last one leaves
+  std::vector<std::shared_ptr<Member>> members_;  // by rank; cleared when the last one leaves
   std::vector<bool> open_;
   uint32_t joined_ = 0;
   uint32_t open_count_ = 0;
@@ -205,7 +216,7 @@ class CommRegistry {
   // Adds `peer` as hello.rank. When this completes the group, Ready goes to every member. On
   // failure the peer is not a member and the Status message is the reason to Reject it with;
   // *over_limit tells whether a server limit (memory) was the reason.
-  Status join(const std::shared_ptr<Peer>& peer, const wire::Hello& hello,
+  Status join(const std::shared_ptr<Member>& peer, const wire::Hello& hello,
               std::shared_ptr<Comm>* out, bool* over_limit);
   // The member `rank` is gone: after Bye when `graceful`; otherwise its loss fails the
   // communicator, with `why` in the Error the others get. The last leave frees the communicator.
@@ -217,9 +228,9 @@ class CommRegistry {
  private:
   // join's locked part. *comm_out and *created are set whether or not the Hello is accepted
   // (*created: this Hello made the communicator); *ready_to when it completed the group.
-  Status addMember(const std::shared_ptr<Peer>& peer, const wire::Hello& hello,
+  Status addMember(const std::shared_ptr<Member>& peer, const wire::Hello& hello,
                    std::shared_ptr<Comm>* comm_out, bool* created,
-                   std::vector<std::shared_ptr<Peer>>* ready_to, bool* over_limit);
+                   std::vector<std::shared_ptr<Member>>* ready_to, bool* over_limit);
 
   // Whether a communicator of this Hello's shape fits the limits; *bytes: what it reserves
   // (mu_ held).
@@ -236,28 +247,32 @@ class CommRegistry {
   uint64_t reserved_bytes_ = 0;  // sum of the communicators' reservations (mu_)
 };
 
-// A slice input from one rank, on its way to the engine thread owning its stream.
+// A slice input from one rank, handed to the engine by the thread that received it.
 struct SliceInput {
   std::shared_ptr<Comm> comm;
-  std::shared_ptr<Peer> peer;
+  std::shared_ptr<Member> peer;
   int rank = 0;
   wire::SliceHeader header;
   Buffer data;
   std::chrono::steady_clock::time_point arrived;  // when its payload had been received
 };
 
-// `threads` engine threads; (communicator, slice index) streams are hashed to them.
+// Gathers every rank's input of a slice and, on the thread that brings the last one, reduces
+// them and sends the result (run to completion: no thread of its own, no hand-off). Each
+// (communicator, slice index) stream is hashed to one of `shards` shards, each with its own lock
+// and buffer pool; the lock is held only to file an input, never while reducing or sending.
 class Engine {
  public:
-  Engine(int threads, size_t pool_cache_bytes, ServerObserver* observer);
+  Engine(int shards, size_t pool_cache_bytes, ServerObserver* observer);
   ~Engine();
-  void start();
-  // Ends and joins the threads, dropping what they held. Idempotent.
+  // Forgets every buffered slice (server stop). Idempotent.
   void stop();
 
   int shardOf(const wire::CommId& comm, uint32_t slice) const;
   BufferPool& pool(int shard);
-  void post(int shard, SliceInput in);
+  // Files an input; when it was the last one of its slice, reduces and sends the results on this
+  // thread. Any thread; never throws (an internal error fails the input's communicator).
+  void submit(int shard, SliceInput in);
   // Every shard forgets the communicator's buffered slices (after fail or the last leave).
   void dropComm(const std::shared_ptr<Comm>& comm);
 
@@ -265,7 +280,6 @@ class Engine {
 
  private:
   std::vector<std::unique_ptr<Shard>> shards_;
-  bool started_ = false;
 };
 
 }  // namespace tally::reducer::server

@@ -1,0 +1,429 @@
+// One worker connection in an event loop (loop.h): its protocol on the loop thread, its sends
+// from any thread.
+#include <sys/socket.h>
+
+#include "common/log.h"
+#include "reducer/loop.h"
+#include "transport/tcp/socket.h"
+
+namespace tally::reducer::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long a Reject waits for the worker to close, and a last message to go out.
+constexpr auto kLinger = std::chrono::seconds(2);
+constexpr auto kFlushTime = std::chrono::seconds(2);
+
+}  // namespace
+
+LoopPeer::LoopPeer(ServerContext* ctx, Loop* loop, transport::tcp::Fd fd, std::string name)
+    : ctx_(ctx), loop_(loop), name_(std::move(name)), reader_(name_), fd_(std::move(fd)) {}
+
+LoopPeer::~LoopPeer() = default;
+
+Status LoopPeer::open() {
+  ctx_->observer->connectionOpened();
+  TALLY_RETURN_IF_ERROR(transport::tcp::setNonBlocking(fd_.get(), true));
+  TALLY_RETURN_IF_ERROR(opening::ReducerSide::start(&ctx_->options.job_token, &side_));
+  phase_ = side_.authRequired() ? Phase::kAnswer : Phase::kMain;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = this;
+    if (::epoll_ctl(loop_->epollFd(), EPOLL_CTL_ADD, fd_.get(), &ev) != 0) {
+      return Status::fromErrno("epoll_ctl", errno);
+    }
+    interest_ = EPOLLIN;
+  }
+  OutMsg challenge;
+  challenge.header = side_.challenge();
+  send(std::move(challenge));
+  return Status::ok();
+}
+
+void LoopPeer::send(OutMsg msg) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) {
+    if (msg.releases_credit) creditLocked();
+    return;
+  }
+  Queued& q = queued_.emplace_back();
+  q.msg = std::move(msg);
+  out_.push(wire::kTagHeader, q.msg.header.data(), q.msg.header.size);
+  q.frames = 1;
+  if (q.msg.payload) {
+    out_.push(wire::kTagPayload, q.msg.payload->data() + q.msg.payload_offset,
+              q.msg.payload_bytes);
+    q.frames = 2;
+  }
+  // Nothing ahead waits for room: write now, from this thread.
+  if (!out_blocked_) flushLocked();
+}
+
+void LoopPeer::releaseCredit() {
+  std::lock_guard<std::mutex> lock(mu_);
+  creditLocked();
+}
+
+void LoopPeer::creditLocked() {
+  buffered_--;
+  if (paused_ && !done_reading_ && !closed_ && buffered_ < ctx_->options.window) {
+    // The reader stopped at its window; its loop goes on (bytes may wait in its staging buffer,
+    // which no epoll event would announce).
+    paused_ = false;
+    updateInterestLocked();
+    loop_->resume(shared_from_this());
+  }
+}
+
+void LoopPeer::flushLocked() {
+  if (closed_ || !write_error_.isOk()) return;
+  size_t written = 0;
+  bool blocked = false;
+  Status st = out_.flush(fd_.get(), name_, &written, &blocked);
+  settleLocked(written);
+  if (!st.isOk()) {
+    // The loop sees the socket shut down and ends the connection with this error.
+    write_error_ = st;
+    ::shutdown(fd_.get(), SHUT_RDWR);
+    blocked = false;
+  }
+  if (written > 0 || !out_blocked_) last_write_ = Clock::now();
+  if (blocked != out_blocked_) {
+    out_blocked_ = blocked;
+    updateInterestLocked();
+  }
+}
+
+void LoopPeer::settleLocked(size_t messages) {
+  while (messages > 0) {
+    Queued& q = queued_.front();
+    q.frames--;
+    messages--;
+    if (q.frames == 0) {
+      const bool credit = q.msg.releases_credit;
+      queued_.pop_front();
+      if (credit) creditLocked();
+    }
+  }
+}
+
+void LoopPeer::updateInterestLocked() {
+  if (closed_) return;
+  const uint32_t want = (paused_ || done_reading_ ? 0u : static_cast<uint32_t>(EPOLLIN)) |
+                        (out_blocked_ ? static_cast<uint32_t>(EPOLLOUT) : 0u);
+  if (want == interest_) return;
+  epoll_event ev{};
+  ev.events = want;
+  ev.data.ptr = this;
+  if (::epoll_ctl(loop_->epollFd(), EPOLL_CTL_MOD, fd_.get(), &ev) == 0) interest_ = want;
+}
+
+void LoopPeer::onEvents(uint32_t events) {
+  if (phase_ == Phase::kDone) return;
+  if (events & EPOLLOUT) {
+    std::lock_guard<std::mutex> lock(mu_);
+    flushLocked();
+  }
+  if (phase_ == Phase::kFlush) {
+    bool done = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done = queued_.empty() || !write_error_.isOk();
+    }
+    if (done || (events & (EPOLLHUP | EPOLLERR))) closeNow();
+    return;
+  }
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) readMessages();
+}
+
+void LoopPeer::readMessages() {
+  const int window = ctx_->options.window;
+  for (;;) {
+    if (phase_ == Phase::kDone || phase_ == Phase::kFlush) return;
+    if (phase_ == Phase::kMain && reader_.betweenMessages() && comm_) {
+      // Window flow control, as Peer::waitForCredit argues: stop taking slices while `window`
+      // of them are buffered; TCP then pushes back on the worker.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (buffered_ >= window) {
+        paused_ = true;
+        updateInterestLocked();
+        return;
+      }
+    }
+    transport::tcp::FrameReader::Event event;
+    Status st = reader_.read(fd_.get(), &event);
+    if (!st.isOk()) {
+      if (phase_ == Phase::kLinger) return closeNow();  // the worker closed: the Reject is in
+      Ending ending;
+      ending.status = st;
+      ending.recv_failed = true;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!write_error_.isOk()) ending.status = write_error_;
+      }
+      return end(std::move(ending));
+    }
+    if (event == transport::tcp::FrameReader::Event::kNone) return;
+    last_read_ = Clock::now();
+    if (event == transport::tcp::FrameReader::Event::kHeader) {
+      if (!placeBody()) return;
+      continue;
+    }
+    onBody();
+  }
+}
+
+bool LoopPeer::placeBody() {
+  const transport::tcp::Header& h = reader_.header();
+  if (phase_ == Phase::kPayload) {
+    const size_t bytes = slice_.payloadBytes();
+    if (h.tag != wire::kTagPayload || h.size != bytes) {
+      Ending ending;
+      ending.status = Status::remote(
+          "rank " + std::to_string(rank_) + " sent " + std::to_string(h.size) +
+          " payload bytes for " + wire::describeSlice(slice_) + ", expected " +
+          std::to_string(bytes));
+      comm_->fail(ending.status.message());
+      end(std::move(ending));
+      return false;
+    }
+    reader_.setBody(payload_->data());
+    return true;
+  }
+  if (h.tag != wire::kTagHeader || h.size > header_.size()) {
+    if (phase_ == Phase::kLinger) {
+      closeNow();
+      return false;
+    }
+    Ending ending;
+    ending.status = Status::remote("peer " + name_ + " sent a message of " +
+                                   std::to_string(h.size) + " bytes with tag " +
+                                   std::to_string(h.tag) + " where a message header was due");
+    end(std::move(ending));
+    return false;
+  }
+  reader_.setBody(header_.data());
+  return true;
+}
+
+void LoopPeer::onBody() {
+  if (phase_ == Phase::kPayload) return onPayload();
+  const size_t size = static_cast<size_t>(reader_.header().size);
+  if (phase_ == Phase::kLinger) return;  // dropped
+  if (phase_ == Phase::kAnswer) return onAnswer(header_.data(), size);
+  onHeaderMessage(header_.data(), size);
+}
+
+void LoopPeer::onAnswer(const uint8_t* data, size_t size) {
+  wire::MsgType type;
+  if (wire::peekType(data, size, &type).isOk() && type == wire::MsgType::kReject) {
+    wire::Frame none;
+    refusedInOpening(ctx_, name_, type, data, size, &none);
+    counted_ = true;
+    Ending ending;
+    ending.graceful = true;
+    return end(std::move(ending));
+  }
+  OutMsg reply;
+  Status st = side_.checkAnswer(data, size, &reply.header);
+  if (!st.isOk()) {
+    TALLY_WARN("reducer: refusing peer %s: %s", name_.c_str(), st.message().c_str());
+    ctx_->observer->error(ServerError::kAuth);
+    counted_ = true;
+    return lingerFor(wire::encodeReject(wire::Reason{st.message()}));
+  }
+  TALLY_INFO(log::kNet, "reducer: peer %s proved the job token", name_.c_str());
+  send(std::move(reply));
+  phase_ = Phase::kMain;
+}
+
+void LoopPeer::onHeaderMessage(const uint8_t* data, size_t size) {
+  Ending ending;
+  wire::MsgType type;
+  ending.status = wire::peekType(data, size, &type);
+  if (!ending.status.isOk()) return end(std::move(ending));
+  switch (type) {
+    case wire::MsgType::kSlice: {
+      if (!comm_) {
+        ending.status = Status::remote("slice before Hello");
+        return end(std::move(ending));
+      }
+      size_t bytes = 0;
+      ending.status = acceptSliceHeader(*comm_, rank_, data, size, &slice_, &bytes);
+      if (!ending.status.isOk()) return end(std::move(ending));
+      payload_shard_ = ctx_->engine->shardOf(comm_->id, slice_.slice);
+      payload_.reset();
+      if (bytes == 0) return onPayload();  // an empty all-gather piece: no payload follows
+      payload_ = ctx_->engine->pool(payload_shard_).get(bytes);
+      phase_ = Phase::kPayload;
+      return;
+    }
+    case wire::MsgType::kHello: {
+      if (comm_) {
+        ending.status = Status::remote("second Hello on one connection");
+        return end(std::move(ending));
+      }
+      wire::Frame reject;
+      ending.status = acceptHello(ctx_, shared_from_this(), data, size, &comm_, &rank_, &reject);
+      if (!ending.status.isOk()) return end(std::move(ending));
+      if (!comm_) lingerFor(reject);
+      return;
+    }
+    case wire::MsgType::kBye:
+      ending.graceful = true;
+      return end(std::move(ending));
+    case wire::MsgType::kError:
+      if (comm_) {
+        // The worker gave up on the communicator and says why: the other ranks hear that cause.
+        wire::Reason reason;
+        ending.status = wire::decodeError(data, size, &reason);
+        if (ending.status.isOk()) {
+          ending.status = Status::remote(reason.text);
+          ending.worker_aborted = true;
+          ending.recv_failed = true;  // counted as a lost peer
+        }
+        return end(std::move(ending));
+      }
+      break;
+    case wire::MsgType::kReject:
+    case wire::MsgType::kAnswer:
+      if (!comm_) {  // only a reducer without a token gets here
+        wire::Frame reject;
+        refusedInOpening(ctx_, name_, type, data, size, &reject);
+        counted_ = true;
+        if (reject.size > 0) return lingerFor(reject);
+        ending.graceful = true;
+        return end(std::move(ending));
+      }
+      break;
+    default:
+      break;
+  }
+  ending.status = Status::remote(std::string("unexpected ") + wire::msgTypeName(type) +
+                                 " message from a worker");
+  end(std::move(ending));
+}
+
+void LoopPeer::onPayload() {
+  phase_ = Phase::kMain;
+  const size_t bytes = slice_.payloadBytes();
+  if (bytes > 0 &&
+      !payloadIntact(ctx_, *comm_, rank_, name_, slice_, payload_->data(), bytes, &counted_)) {
+    payload_.reset();
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    buffered_++;
+  }
+  SliceInput in;
+  in.arrived = Clock::now();
+  in.comm = comm_;
+  in.peer = shared_from_this();
+  in.rank = rank_;
+  in.header = slice_;
+  in.data = std::move(payload_);
+  ctx_->engine->submit(payload_shard_, std::move(in));  // reduced here when it completes
+}
+
+void LoopPeer::lingerFor(const wire::Frame& reject) {
+  // Closing at once could beat the Reject to the worker; it closes as soon as it has it.
+  OutMsg m;
+  m.header = reject;
+  send(std::move(m));
+  phase_ = Phase::kLinger;
+  deadline_ = Clock::now() + kLinger;
+}
+
+void LoopPeer::end(Ending ending) {
+  ending.counted = ending.counted || counted_;
+  reportEnd(ctx_, comm_, rank_, name_, ending, ctx_->stopping.load());
+  comm_.reset();
+  payload_.reset();
+  bool idle = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_reading_ = true;
+    updateInterestLocked();
+    idle = queued_.empty() || !write_error_.isOk();
+  }
+  if (idle) return closeNow();
+  phase_ = Phase::kFlush;  // a last Error or Reject may still be on its way out
+  deadline_ = Clock::now() + kFlushTime;
+}
+
+void LoopPeer::closeNow() {
+  if (phase_ == Phase::kDone) return;
+  phase_ = Phase::kDone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fd_.valid()) {
+      ::epoll_ctl(loop_->epollFd(), EPOLL_CTL_DEL, fd_.get(), nullptr);
+      fd_.reset();
+    }
+    closed_ = true;
+    out_ = transport::tcp::FrameQueue();
+    while (!queued_.empty()) {
+      const bool credit = queued_.front().msg.releases_credit;
+      queued_.pop_front();
+      if (credit) creditLocked();
+    }
+  }
+  comm_.reset();
+  payload_.reset();
+  ctx_->observer->connectionClosed();
+}
+
+void LoopPeer::abort() {
+  if (phase_ == Phase::kDone) return;
+  closeNow();
+}
+
+void LoopPeer::onTick(Clock::time_point now) {
+  if (phase_ == Phase::kDone) return;
+  if (phase_ == Phase::kLinger || phase_ == Phase::kFlush) {
+    bool flushed = false;
+    if (phase_ == Phase::kFlush) {  // another thread may have written the last bytes
+      std::lock_guard<std::mutex> lock(mu_);
+      flushed = queued_.empty();
+    }
+    if (flushed || now > deadline_) closeNow();
+    return;
+  }
+  Ending ending;
+  const int64_t join_ms = ctx_->options.join_timeout_ms;
+  if (!comm_ && join_ms > 0 && now - opened_ > std::chrono::milliseconds(join_ms)) {
+    // A connection holds a slot: one that never joins (a scanner, a slow-loris peer, a worker
+    // that lost its way) is closed. A member may idle between calls.
+    ctx_->observer->error(ServerError::kTimeout);
+    ending.counted = true;
+    ending.status = Status::timeout("peer " + name_ + " did not join a communicator within " +
+                                    std::to_string(join_ms) + " ms of connecting");
+    return end(std::move(ending));
+  }
+  const int64_t io_ms = ctx_->options.tcp.io_timeout_ms;
+  if (io_ms <= 0) return;
+  const auto limit = std::chrono::milliseconds(io_ms);
+  if (!reader_.betweenMessages() && now - last_read_ > limit) {
+    ending.status = Status::timeout("peer " + name_ +
+                                    " sent part of a message, then nothing within the I/O "
+                                    "timeout (TALLY_TIMEOUT_MS)");
+    return end(std::move(ending));
+  }
+  bool stalled = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stalled = out_blocked_ && now - last_write_ > limit;
+  }
+  if (stalled) {
+    ending.status = Status::timeout("peer " + name_ +
+                                    " took no data within the I/O timeout (TALLY_TIMEOUT_MS): "
+                                    "it is stuck or not reading");
+    end(std::move(ending));
+  }
+}
+
+}  // namespace tally::reducer::server

@@ -1,0 +1,125 @@
+#include "reducer/session.h"
+
+#include <cctype>
+#include <cstdio>
+
+#include "common/crc32c.h"
+#include "common/log.h"
+#include "reducer/opening.h"
+
+namespace tally::reducer::server {
+namespace {
+
+// Text from a peer, fit for one log line.
+std::string printable(const std::string& text) {
+  std::string out = text;
+  for (char& c : out) {
+    if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
+  }
+  return out;
+}
+
+}  // namespace
+
+Status acceptHello(ServerContext* ctx, const std::shared_ptr<Member>& self, const uint8_t* data,
+                   size_t size, std::shared_ptr<Comm>* comm, int* rank, wire::Frame* reject) {
+  wire::Hello hello;
+  Status st = wire::decodeHello(data, size, &hello);
+  if (st.isOk() && hello.checksum) {
+    Status why;
+    if (crc32c::shared(&why) == nullptr) {
+      st = Status::invalidUsage("this reducer cannot check TALLY_CHECKSUM=1: " + why.message());
+    }
+  }
+  bool over_limit = false;
+  if (st.isOk()) st = ctx->registry->join(self, hello, comm, &over_limit);
+  if (!st.isOk()) {
+    TALLY_WARN("reducer: rejecting peer %s: %s", self->name().c_str(), st.message().c_str());
+    ctx->observer->error(over_limit ? ServerError::kLimit : ServerError::kRejectedHello);
+    *reject = wire::encodeReject(wire::Reason{st.message()});
+    comm->reset();
+    return Status::ok();
+  }
+  *rank = static_cast<int>(hello.rank);
+  TALLY_INFO(log::kColl, "reducer: peer %s joined communicator %s as rank %u of %u",
+             self->name().c_str(), hello.comm.toString().c_str(), hello.rank, hello.nranks);
+  return Status::ok();
+}
+
+Status acceptSliceHeader(Comm& comm, int rank, const uint8_t* data, size_t size,
+                         wire::SliceHeader* h, size_t* bytes) {
+  TALLY_RETURN_IF_ERROR(wire::decodeSlice(data, size, h));
+  Status st = comm.checkSlice(*h, rank);
+  if (!st.isOk()) {
+    comm.fail(st.message());
+    return st;
+  }
+  *bytes = h->payloadBytes();
+  return Status::ok();
+}
+
+bool payloadIntact(ServerContext* ctx, Comm& comm, int rank, const std::string& name,
+                   const wire::SliceHeader& h, const uint8_t* data, size_t bytes, bool* counted) {
+  if (!comm.checksum || bytes == 0) return true;
+  // The library loaded when the Hello was admitted.
+  const uint32_t crc = crc32c::shared(nullptr)->compute(data, bytes);
+  if (crc == h.crc) return true;
+  if (comm.failed()) return false;  // dropped, as the engine would
+  char sums[64];
+  std::snprintf(sums, sizeof(sums), "CRC32C %08x, header says %08x", crc, h.crc);
+  const std::string why = "checksum mismatch: rank " + std::to_string(rank) + " (peer " + name +
+                          ") sent " + wire::describeSlice(h) + " with payload " + sums +
+                          "; corrupted in transit";
+  ctx->observer->error(ServerError::kChecksum);
+  *counted = true;
+  // Every member gets the Error (logged there). The connection stays open until the worker,
+  // having read it, closes.
+  comm.fail(why);
+  return false;
+}
+
+void refusedInOpening(ServerContext* ctx, const std::string& name, wire::MsgType type,
+                      const uint8_t* data, size_t size, wire::Frame* reject) {
+  ctx->observer->error(ServerError::kAuth);
+  if (type == wire::MsgType::kReject) {
+    wire::Reason reason;
+    Status st = wire::decodeReject(data, size, &reason);
+    TALLY_WARN("reducer: peer %s refused this reducer: %s", name.c_str(),
+               st.isOk() ? printable(reason.text).c_str() : st.message().c_str());
+    return;
+  }
+  const Status why = opening::unexpectedAnswer();
+  TALLY_WARN("reducer: refusing peer %s: %s", name.c_str(), why.message().c_str());
+  *reject = wire::encodeReject(wire::Reason{why.message()});
+}
+
+void reportEnd(ServerContext* ctx, const std::shared_ptr<Comm>& comm, int rank,
+               const std::string& name, const Ending& e, bool stopping) {
+  if (!e.graceful && !stopping && !e.counted) {
+    ctx->observer->error(e.internal      ? ServerError::kInternal
+                         : e.recv_failed ? ServerError::kPeerLost
+                                         : ServerError::kProtocol);
+  }
+  if (comm && !stopping) {
+    const std::string why = "rank " + std::to_string(rank) + " (peer " + name + ") " +
+                            (e.status.isOk()    ? "left"
+                             : e.worker_aborted ? "gave up: " + e.status.message()
+                                                : "was lost: " + e.status.toString());
+    if (e.graceful) {
+      TALLY_INFO(log::kColl, "reducer: %s left communicator %s", name.c_str(),
+                 comm->id.toString().c_str());
+    } else if (e.worker_aborted) {
+      TALLY_WARN("reducer: peer %s (rank %d of communicator %s) gave up: %s", name.c_str(), rank,
+                 comm->id.toString().c_str(), e.status.message().c_str());
+    } else {
+      TALLY_WARN("reducer: peer %s (rank %d of communicator %s) lost: %s", name.c_str(), rank,
+                 comm->id.toString().c_str(), e.status.toString().c_str());
+    }
+    ctx->registry->leave(comm, rank, e.graceful, why);
+  } else if (!e.graceful && !stopping) {
+    TALLY_WARN("reducer: peer %s closed before joining: %s", name.c_str(),
+               e.status.toString().c_str());
+  }
+}
+
+}  // namespace tally::reducer::server

@@ -1,0 +1,53 @@
+// The protocol steps of one worker connection on the reducer, shared by the two ways a
+// connection is served: a Peer (peer.cc, threads over any transport) and a LoopPeer
+// (loop_peer.cc, a TCP socket in an event loop). They decide, check, log and count; the caller
+// does the I/O. Not a public interface.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "reducer/server_internal.h"
+#include "reducer/wire.h"
+
+namespace tally::reducer::server {
+
+// A Hello: decoded, checked and joined to its communicator. Ok with *comm set: a member as
+// *rank. Ok with *comm null: refused (logged and counted), send *reject and linger.
+Status acceptHello(ServerContext* ctx, const std::shared_ptr<Member>& self, const uint8_t* data,
+                   size_t size, std::shared_ptr<Comm>* comm, int* rank, wire::Frame* reject);
+
+// A slice header from `rank`, decoded and checked against its communicator; a header that does
+// not fit fails the communicator. *bytes: the payload that follows (0: none follows).
+Status acceptSliceHeader(Comm& comm, int rank, const uint8_t* data, size_t size,
+                         wire::SliceHeader* h, size_t* bytes);
+
+// With TALLY_CHECKSUM, checks a received payload before it can reach a sum. False: drop the
+// input (a mismatch fails the communicator; it was counted, and *counted is set).
+bool payloadIntact(ServerContext* ctx, Comm& comm, int rank, const std::string& name,
+                   const wire::SliceHeader& h, const uint8_t* data, size_t bytes, bool* counted);
+
+// During the opening the worker sent a Reject (it refused this reducer) or an Answer this
+// reducer did not ask for: logged and counted. For the Answer, *reject is the Reject to send
+// (then linger); for a Reject it stays empty.
+void refusedInOpening(ServerContext* ctx, const std::string& name, wire::MsgType type,
+                      const uint8_t* data, size_t size, wire::Frame* reject);
+
+// How a connection ended, and what the reducer makes of it.
+struct Ending {
+  Status status;                // ok: Bye or refused (graceful), else why it ended
+  bool graceful = false;        // Bye, or an opening refusal already counted
+  bool internal = false;        // an exception inside the reducer
+  bool recv_failed = false;     // a receive failed: the peer is lost
+  bool worker_aborted = false;  // the worker sent an Error with its reason
+  bool counted = false;         // the error was counted already (auth, checksum, timeout)
+};
+// Counts and logs the end, and tells the communicator (a member lost fails it). `stopping`:
+// the server is stopping, nothing is reported.
+void reportEnd(ServerContext* ctx, const std::shared_ptr<Comm>& comm, int rank,
+               const std::string& name, const Ending& ending, bool stopping);
+
+}  // namespace tally::reducer::server
