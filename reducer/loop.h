@@ -102,6 +102,7 @@ class LoopPeer final : public Member, public std::enable_shared_from_this<LoopPe
   Buffer payload_;
   int payload_shard_ = 0;
   bool counted_ = false;
+  bool hangup_ = false;  // epoll reported the connection reset or shut down
   std::chrono::steady_clock::time_point deadline_{};  // kLinger, kFlush: when to give up
   std::chrono::steady_clock::time_point last_read_ = opened_;
 

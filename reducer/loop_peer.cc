@@ -136,6 +136,9 @@ void LoopPeer::onEvents(uint32_t events) {
     if (done || (events & (EPOLLHUP | EPOLLERR))) closeNow();
     return;
   }
+  // A reset connection is reported even while the reader is paused at its window: read on to
+  // the error rather than wait for a slot (and spin on the event meanwhile).
+  if (events & (EPOLLHUP | EPOLLERR)) hangup_ = true;
   if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) readMessages();
 }
 
@@ -143,7 +146,7 @@ void LoopPeer::readMessages() {
   const int window = ctx_->options.window;
   for (;;) {
     if (phase_ == Phase::kDone || phase_ == Phase::kFlush) return;
-    if (phase_ == Phase::kMain && reader_.betweenMessages() && comm_) {
+    if (phase_ == Phase::kMain && reader_.betweenMessages() && comm_ && !hangup_) {
       // Window flow control, as Peer::waitForCredit argues: stop taking slices while `window`
       // of them are buffered; TCP then pushes back on the worker.
       std::lock_guard<std::mutex> lock(mu_);

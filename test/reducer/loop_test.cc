@@ -1,0 +1,109 @@
+// The reducer's event loops (reducer/loop.h): the thread count does not grow with connections,
+// idle connections cost a loop nothing while others all-reduce, and closed ones are forgotten.
+#include <dirent.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+#include "test/metrics/counting_observer.h"
+#include "transport/tcp/tcp.h"
+
+namespace tally::reducer::test {
+namespace {
+
+int threadCount() {
+  int n = 0;
+  DIR* dir = ::opendir("/proc/self/task");
+  if (dir == nullptr) return -1;
+  while (dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  ::closedir(dir);
+  return n;
+}
+
+bool waitFor(const std::function<bool()>& done, int64_t ms = 10000) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+TEST(EventLoops, ThreadsStayAtTheLoopCountWith256Connections) {
+  constexpr int kLoops = 2;
+  constexpr int kIdle = 256;
+  const int before = threadCount();
+  ASSERT_GT(before, 0);
+  CountingObserver observer;
+  ServerOptions o;
+  o.listen = "127.0.0.1:0";
+  o.threads = kLoops;
+  o.observer = &observer;
+  std::unique_ptr<ReducerServer> server;
+  ASSERT_TRUE(ReducerServer::start(o, &server).isOk());
+
+  // Connections that never say anything: each holds a socket on the reducer, not a thread.
+  transport::tcp::TcpOptions tcp;
+  tcp.sockets = 1;
+  tcp.connect_timeout_ms = 5000;
+  transport::ConnectionOptions one;
+  one.sockets = 1;
+  std::vector<std::unique_ptr<transport::Connection>> idle(kIdle);
+  for (auto& c : idle) {
+    ASSERT_TRUE(transport::tcp::connectBlocking(server->address(), tcp, one, &c).isOk());
+  }
+  ASSERT_TRUE(waitFor([&] { return observer.connections.load() == kIdle; }))
+      << observer.connections.load() << " connections open";
+  // The loops and the accept thread; the idle clients' connections start no helper threads
+  // until they post.
+  EXPECT_LE(threadCount() - before, kLoops + 2) << "threads grew with connections";
+
+  // Four workers all-reduce beside them, checked.
+  const int kRanks = 4;
+  CollOptions co;
+  co.reducers = {server->address()};
+  co.slice_bytes = 64 << 10;
+  co.connect_timeout_ms = 5000;
+  co.timeout_ms = 10000;
+  std::vector<std::unique_ptr<CollClient>> clients;
+  for (const Status& s : connectAll(std::vector<CollOptions>(kRanks, co), &clients)) {
+    ASSERT_TRUE(s.isOk()) << s.toString();
+  }
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      std::vector<float> v(300001, static_cast<float>(r + 1));
+      CollRequest req;
+      Status s = post(clients[r].get(), v.data(), v.data(), v.size(), DataType::kFloat32,
+                      ReduceOp::kSum, &req);
+      if (s.isOk()) s = waitRequest(&req, nullptr);
+      if (!s.isOk()) {
+        errors[r] = s.toString();
+      } else if (v.front() != 10.0f || v.back() != 10.0f) {
+        errors[r] = "wrong sum " + std::to_string(v.front());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  for (auto& c : clients) c->close();
+  clients.clear();
+
+  idle.clear();  // closes them: the reducer forgets every one
+  EXPECT_TRUE(waitFor([&] { return observer.connections.load() == 0; }))
+      << observer.connections.load() << " connections still open";
+  server->stop();
+  EXPECT_EQ(observer.errors[static_cast<size_t>(ServerError::kInternal)].load(), 0u);
+}
+
+}  // namespace
+}  // namespace tally::reducer::test
