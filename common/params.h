@@ -51,9 +51,16 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
     "workerpool2, then TF_CONFIG's ps; when none lists any, CollNet reports zero devices and "  \
     "NCCL uses its point-to-point algorithms.")                                                 \
   X(kBytes, sliceBytes, "TALLY_SLICE_BYTES", "256K",                                            \
-    "Largest slice: each all-reduce call is cut into slices spread over the reducers, at "       \
-    "least 8 per reducer and none under 32K (or this value, if smaller). Every rank and "         \
-    "reducer must agree on it.")                                                                \
+    "Largest slice: each CollNet call is cut into slices spread over the reducers, at least "  \
+    "TALLY_SLICES_PER_REDUCER per reducer and none under TALLY_MIN_SLICE_BYTES (or this "       \
+    "value, if smaller). Every rank must agree on it.")                                          \
+  X(kInt, slicesPerReducer, "TALLY_SLICES_PER_REDUCER", "0",                                    \
+    "Slices each call is cut into per reducer, at least (1 to 64), so results flow back while " \
+    "later inputs still arrive. 0: 2 on loopback and links of 25 Gbit/s or more (where CPU "   \
+    "per slice limits), else 8 (where the link does). Every rank must agree on it.")            \
+  X(kBytes, minSliceBytes, "TALLY_MIN_SLICE_BYTES", "0",                                        \
+    "Smallest slice TALLY_SLICES_PER_REDUCER may cut down to. 0: 128K on loopback and links "   \
+    "of 25 Gbit/s or more, else 32K.")                                                          \
   X(kInt, collWindow, "TALLY_COLL_WINDOW", "16",                                                \
     "Slices a worker keeps in flight to each reducer; bounds the reducer's memory per "         \
     "connection to this many slices.")                                                          \

@@ -1,5 +1,6 @@
 #include "plugin/state.h"
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
 
@@ -58,6 +59,15 @@ PluginState::PluginState(Params params, ClusterInput cluster,
 
   coll_options_.reducers = reducers_.addresses;
   coll_options_.slice_bytes = params_.sliceBytes;
+  // The slice plan follows the link the workers use (NCCL's device 0 of this transport).
+  const transport::DeviceProperties* link =
+      devices_.empty() ? nullptr : &devices_.front()->properties();
+  const reducer::SlicePlan plan = reducer::choosePlan(
+      params_.sliceBytes, static_cast<uint32_t>(std::max<int64_t>(0, params_.slicesPerReducer)),
+      params_.minSliceBytes, link != nullptr && link->loopback,
+      link != nullptr ? link->speed_mbps : 0);
+  coll_options_.slices_per_reducer = plan.per_reducer;
+  coll_options_.min_slice_bytes = plan.min_slice_bytes;
   coll_options_.window = static_cast<int>(params_.collWindow);
   coll_options_.max_requests = static_cast<int>(params_.collMaxRequests);
   coll_options_.connect_timeout_ms = params_.connectTimeout;

@@ -51,7 +51,7 @@ uint64_t getLe(const uint8_t* p, int n) {
   return v;
 }
 
-// FNV-1a over what every rank must agree on: the reducer list (in order), the slice size and
+// FNV-1a over what every rank must agree on: the reducer list (in order), the slice plan and
 // the checksum setting.
 uint64_t configDigest(const CollOptions& o) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -68,6 +68,10 @@ uint64_t configDigest(const CollOptions& o) {
   }
   uint8_t slice[8];
   putLe(slice, o.slice_bytes, 8);
+  mix(slice, sizeof(slice));
+  putLe(slice, o.slices_per_reducer, 8);
+  mix(slice, sizeof(slice));
+  putLe(slice, o.min_slice_bytes, 8);
   mix(slice, sizeof(slice));
   if (o.checksum) mix("+crc32c", 7);  // absent when off: digests from before it stay the same
   return h;
@@ -93,6 +97,16 @@ Status validateOptions(const CollOptions& o) {
     return Status::invalidUsage("TALLY_SLICE_BYTES must be 1 to " +
                                 std::to_string(wire::kMaxSliceBytes) + ", not " +
                                 std::to_string(o.slice_bytes));
+  }
+  if (o.slices_per_reducer < 1 || o.slices_per_reducer > kMaxSlicesPerReducer) {
+    return Status::invalidUsage("TALLY_SLICES_PER_REDUCER must be 1 to " +
+                                std::to_string(kMaxSlicesPerReducer) + ", not " +
+                                std::to_string(o.slices_per_reducer));
+  }
+  if (o.min_slice_bytes < 1 || o.min_slice_bytes > wire::kMaxSliceBytes) {
+    return Status::invalidUsage("TALLY_MIN_SLICE_BYTES must be 1 to " +
+                                std::to_string(wire::kMaxSliceBytes) + ", not " +
+                                std::to_string(o.min_slice_bytes));
   }
   if (o.window < 1 || o.window > static_cast<int>(wire::kMaxWindow)) {
     return Status::invalidUsage("TALLY_COLL_WINDOW must be 1 to " +
@@ -209,6 +223,8 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
     hello.reducer_index = static_cast<uint32_t>(r);
     hello.nreducers = static_cast<uint32_t>(nred);
     hello.slice_bytes = options.slice_bytes;
+    hello.slices_per_reducer = options.slices_per_reducer;
+    hello.min_slice_bytes = static_cast<uint32_t>(options.min_slice_bytes);
     hello.window = static_cast<uint32_t>(options.window);
     hello.checksum = options.checksum;
     Status st = awaitProof(conns[r].get(), options.reducers[r], rank, deadline, sides[r]);
@@ -368,7 +384,9 @@ Status CollClientImpl::post(const CallSpec& spec, size_t result_bytes, CollReque
     return Status::ok();
   }
   const size_t elt = dataTypeSize(spec.type);
-  const uint64_t per_slice = sliceElements(spec.count, elt, options_.slice_bytes, links_.size());
+  const SlicePlan plan{options_.slice_bytes, options_.slices_per_reducer,
+                       options_.min_slice_bytes};
+  const uint64_t per_slice = sliceElements(spec.count, elt, plan, links_.size());
   const uint64_t nslices = (spec.count + per_slice - 1) / per_slice;
   if (nslices > UINT32_MAX) return Status::invalidUsage("collective: too many slices");
   if (shared_->calls_in_flight.load(std::memory_order_acquire) >= options_.max_requests) {

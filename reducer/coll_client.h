@@ -25,6 +25,7 @@
 
 #include "common/status.h"
 #include "common/types.h"
+#include "reducer/slicing.h"
 #include "transport/network.h"
 
 namespace tally::reducer {
@@ -44,6 +45,10 @@ inline constexpr size_t kCollHandleBytes = 64;
 struct CollOptions {
   std::vector<std::string> reducers;   // "host:port", the same list on every rank
   uint64_t slice_bytes = 256 * 1024;   // TALLY_SLICE_BYTES
+  // The rest of the slice plan (reducer/slicing.h; the plugin picks it from the link speed unless
+  // TALLY_SLICES_PER_REDUCER / TALLY_MIN_SLICE_BYTES say).
+  uint32_t slices_per_reducer = kSlicesPerReducer;
+  uint64_t min_slice_bytes = kMinSliceBytes;
   int window = 16;                     // TALLY_COLL_WINDOW: slices in flight per reducer
   int max_requests = 64;               // TALLY_COLL_MAX_REQUESTS
   int64_t connect_timeout_ms = 120000;

@@ -15,6 +15,7 @@ Comm::Comm(const wire::Hello& first, Engine* engine, ServerObserver* observer)
       nreducers(first.nreducers),
       reducer_index(first.reducer_index),
       slice_bytes(first.slice_bytes),
+      plan{first.slice_bytes, first.slices_per_reducer, first.min_slice_bytes},
       checksum(first.checksum),
       engine_(engine),
       observer_(observer),
@@ -77,15 +78,17 @@ Status Comm::checkSlice(const wire::SliceHeader& h, int rank) const {
   }
   if (h.offset != want.offset || h.count != want.count) {
     return Status::remote("rank " + std::to_string(rank) + " sent " + wire::describeSlice(h) +
-                          ", which does not match " + std::to_string(slice_bytes) +
-                          "-byte slices");
+                          ", which does not match its communicator's slices (at most " +
+                          std::to_string(slice_bytes) + " bytes, at least " +
+                          std::to_string(plan.per_reducer) + " per reducer of at least " +
+                          std::to_string(plan.min_slice_bytes) + ")");
   }
   return Status::ok();
 }
 
 Span Comm::sliceOf(const wire::SliceHeader& h) const {
   const uint64_t per_slice =
-      sliceElements(h.total_count, dataTypeSize(h.type), slice_bytes, nreducers);
+      sliceElements(h.total_count, dataTypeSize(h.type), plan, nreducers);
   return sliceSpan(h.total_count, per_slice, h.slice);
 }
 
@@ -172,6 +175,16 @@ Status CommRegistry::addMember(const std::shared_ptr<Member>& peer, const wire::
     return Status::invalidUsage(who + " uses " + std::to_string(hello.slice_bytes) +
                                 "-byte slices, earlier members " +
                                 std::to_string(comm->slice_bytes));
+  }
+  if (hello.slices_per_reducer != comm->plan.per_reducer ||
+      hello.min_slice_bytes != comm->plan.min_slice_bytes) {
+    return Status::invalidUsage(
+        who + " cuts calls into at least " + std::to_string(hello.slices_per_reducer) +
+        " slices per reducer of at least " + std::to_string(hello.min_slice_bytes) +
+        " bytes, earlier members " + std::to_string(comm->plan.per_reducer) + " of " +
+        std::to_string(comm->plan.min_slice_bytes) +
+        " (TALLY_SLICES_PER_REDUCER and TALLY_MIN_SLICE_BYTES, or the link speed they follow, "
+        "differ between hosts)");
   }
   if (hello.checksum != comm->checksum) {
     return Status::invalidUsage(who + " has TALLY_CHECKSUM=" + (hello.checksum ? "1" : "0") +

@@ -168,6 +168,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   const uint32_t nreducers;
   const uint32_t reducer_index;
   const uint64_t slice_bytes;
+  const SlicePlan plan;  // how the ranks cut their calls (slicing.h), from the first Hello
   const bool checksum;  // TALLY_CHECKSUM: inputs carry a CRC32C and results get one (wire.h)
   uint64_t reserved_bytes = 0;  // memory it holds against the server's limits (registry's mu_)
 

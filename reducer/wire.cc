@@ -5,11 +5,13 @@
 #include <cstdio>
 #include <cstring>
 
+
 namespace tally::reducer::wire {
 namespace {
 
 // Body sizes (after the preamble) of each message type. Fixed per type: decode insists on them.
-constexpr size_t kHelloBody = 16 + 4 * 4 + 8 + 4 + 4;  // comm, 4 x u32, slice_bytes, window, flags
+// comm, 4 x u32, slice_bytes, slices_per_reducer, min_slice_bytes, window, flags
+constexpr size_t kHelloBody = 16 + 4 * 4 + 8 + 4 + 4 + 4 + 4;
 constexpr size_t kReadyBody = 16 + 4 + 4;
 constexpr size_t kReasonBody = 2 + 2 + kMaxReasonBytes;  // length, reserved, text
 // seq, slice, kind, reserved (3), offset, count, total_count, type, op, reserved (2), crc,
@@ -243,6 +245,8 @@ Frame encodeHello(const Hello& m) {
   w.u32(m.reducer_index);
   w.u32(m.nreducers);
   w.u64(m.slice_bytes);
+  w.u32(m.slices_per_reducer);
+  w.u32(m.min_slice_bytes);
   w.u32(m.window);
   w.u32(m.checksum ? kHelloChecksum : 0);
   return f;
@@ -311,6 +315,8 @@ Status decodeHello(const uint8_t* data, size_t size, Hello* out) {
   m.reducer_index = r.u32();
   m.nreducers = r.u32();
   m.slice_bytes = r.u64();
+  m.slices_per_reducer = r.u32();
+  m.min_slice_bytes = r.u32();
   m.window = r.u32();
   const uint32_t flags = r.u32();
   if ((flags & ~kHelloChecksum) != 0) {
@@ -328,6 +334,13 @@ Status decodeHello(const uint8_t* data, size_t size, Hello* out) {
   if (m.slice_bytes < 1 || m.slice_bytes > kMaxSliceBytes) {
     return Status::remote("Hello with slice size " + std::to_string(m.slice_bytes) +
                           " bytes (1 to " + std::to_string(kMaxSliceBytes) + ")");
+  }
+  if (m.slices_per_reducer < 1 || m.slices_per_reducer > kMaxSlicesPerReducer ||
+      m.min_slice_bytes < 1 || m.min_slice_bytes > kMaxSliceBytes) {
+    return Status::remote("Hello with slice plan " + std::to_string(m.slices_per_reducer) +
+                          " per reducer, at least " + std::to_string(m.min_slice_bytes) +
+                          " bytes (1 to " + std::to_string(kMaxSlicesPerReducer) + ", 1 to " +
+                          std::to_string(kMaxSliceBytes) + ")");
   }
   if (m.window < 1 || m.window > kMaxWindow) {
     return Status::remote("Hello with window " + std::to_string(m.window));

@@ -48,14 +48,16 @@
 #include "common/auth.h"
 #include "common/status.h"
 #include "common/types.h"
+#include "reducer/slicing.h"
 
 namespace tally::reducer::wire {
 
 inline constexpr uint32_t kMagic = 0x594c4154;  // bytes "TALY" on the wire
 // 2: slices cut as reducer/slicing.h says. 3: the authenticated opening (Challenge, Answer,
 // Proof), Hello.checksum and the slice CRC. 4: all-gather and reduce-scatter (SliceHeader::kind,
-// rank_count, window_offset; empty pieces).
-inline constexpr uint16_t kVersion = 4;
+// rank_count, window_offset; empty pieces). 5: the slice plan in Hello (slices_per_reducer,
+// min_slice_bytes).
+inline constexpr uint16_t kVersion = 5;
 
 // Transport tags: a header, and the payload that follows a slice or result header.
 inline constexpr int kTagHeader = 0x7a11;
@@ -104,6 +106,9 @@ struct Hello {
   uint32_t reducer_index = 0;  // which entry of TALLY_REDUCERS the worker thinks this reducer is
   uint32_t nreducers = 0;
   uint64_t slice_bytes = 0;    // the worker's TALLY_SLICE_BYTES
+  // The rest of its slice plan (reducer/slicing.h); the slow-link plan unless set.
+  uint32_t slices_per_reducer = kSlicesPerReducer;
+  uint32_t min_slice_bytes = static_cast<uint32_t>(kMinSliceBytes);
   uint32_t window = 0;         // slices the worker keeps in flight to this reducer
   bool checksum = false;       // TALLY_CHECKSUM: slices and results carry a CRC32C
 };

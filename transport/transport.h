@@ -70,6 +70,7 @@ struct DeviceProperties {
   std::string address;    // numeric address the device listens on
   std::string pci_path;   // sysfs path of the NIC, empty when none
   int speed_mbps = 0;     // link speed
+  bool loopback = false;  // the loopback interface (no link: the CPU is the limit)
   float latency_us = 0;
   uint64_t guid = 0;
   // registerMemory(kCuda) works, so connections carry CUDA device memory: verbs with a

@@ -239,6 +239,8 @@ void roundTrip(const uint8_t* data, size_t size) {
   hello.reducer_index = in.take<uint32_t>();
   hello.nreducers = in.take<uint32_t>();
   hello.slice_bytes = in.take<uint64_t>();
+  hello.slices_per_reducer = in.take<uint32_t>();
+  hello.min_slice_bytes = in.take<uint32_t>();
   hello.window = in.take<uint32_t>();
   hello.checksum = (in.take<uint8_t>() & 1) != 0;
   wire::Frame f = wire::encodeHello(hello);
@@ -247,7 +249,10 @@ void roundTrip(const uint8_t* data, size_t size) {
     TALLY_FUZZ_CHECK(back.comm == hello.comm && back.rank == hello.rank &&
                          back.nranks == hello.nranks && back.reducer_index == hello.reducer_index &&
                          back.nreducers == hello.nreducers &&
-                         back.slice_bytes == hello.slice_bytes && back.window == hello.window &&
+                         back.slice_bytes == hello.slice_bytes &&
+                         back.slices_per_reducer == hello.slices_per_reducer &&
+                         back.min_slice_bytes == hello.min_slice_bytes &&
+                         back.window == hello.window &&
                          back.checksum == hello.checksum,
                      "Hello changed in a round trip");
   }

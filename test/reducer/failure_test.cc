@@ -22,6 +22,15 @@ TEST(CollFailureTest, MismatchedHandlesRejected) {
   sliced.slice_bytes *= 2;
   st = connectAll({good, sliced}, &clients);
   for (auto& s : st) EXPECT_EQ(s.code(), StatusCode::kInvalidUsage) << s.toString();
+  // The rest of the slice plan too (hosts whose links got different plans).
+  auto fewer = good;
+  fewer.slices_per_reducer = kFastSlicesPerReducer;
+  st = connectAll({good, fewer}, &clients);
+  for (auto& s : st) EXPECT_EQ(s.code(), StatusCode::kInvalidUsage) << s.toString();
+  auto larger = good;
+  larger.min_slice_bytes = kFastMinSliceBytes;
+  st = connectAll({larger, good}, &clients);
+  for (auto& s : st) EXPECT_EQ(s.code(), StatusCode::kInvalidUsage) << s.toString();
 }
 
 TEST(CollFailureTest, MismatchedCountsFailAllRanks) {

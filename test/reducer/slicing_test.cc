@@ -42,6 +42,31 @@ TEST(Slicing, CutsEachCallIntoSeveralSlicesPerReducer) {
   }
 }
 
+TEST(Slicing, FastLinksAndLoopbackGetFewerLargerSlices) {
+  const uint64_t kMax = 256 << 10;
+  const SlicePlan slow = choosePlan(kMax, 0, 0, false, 10000);
+  EXPECT_EQ(slow.per_reducer, kSlicesPerReducer);
+  EXPECT_EQ(slow.min_slice_bytes, kMinSliceBytes);
+  EXPECT_EQ(slow.max_slice_bytes, kMax);
+  for (const SlicePlan& fast :
+       {choosePlan(kMax, 0, 0, true, 0), choosePlan(kMax, 0, 0, false, 100000)}) {
+    EXPECT_EQ(fast.per_reducer, kFastSlicesPerReducer);
+    EXPECT_EQ(fast.min_slice_bytes, kFastMinSliceBytes);
+  }
+  // Settings win over the link.
+  const SlicePlan set = choosePlan(kMax, 5, 48 << 10, true, 0);
+  EXPECT_EQ(set.per_reducer, 5u);
+  EXPECT_EQ(set.min_slice_bytes, uint64_t{48} << 10);
+  // A 1 MiB float call over 2 reducers: 16 slices of 64 KiB on a slow link, 4 of 256 KiB on a
+  // fast one.
+  const uint64_t count = (1 << 20) / 4;
+  EXPECT_EQ(sliceElements(count, 4, slow, 2), count / 16);
+  EXPECT_EQ(sliceElements(count, 4, choosePlan(kMax, 0, 0, true, 0), 2), count / 4);
+  // A slice plan never cuts below its smallest slice, nor above the largest.
+  EXPECT_EQ(sliceElements(count, 4, set, 8), (uint64_t{48} << 10) / 4);
+  EXPECT_EQ(sliceElements(count * 64, 4, set, 1), kMax / 4);
+}
+
 TEST(Slicing, ZeroReducersCountsAsOne) {
   EXPECT_EQ(sliceElements(1 << 20, 4, 256 << 10, 0), sliceElements(1 << 20, 4, 256 << 10, 1));
 }

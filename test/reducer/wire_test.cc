@@ -28,6 +28,8 @@ Hello sampleHello() {
   m.reducer_index = 1;
   m.nreducers = 3;
   m.slice_bytes = 256 * 1024;
+  m.slices_per_reducer = 3;
+  m.min_slice_bytes = 96 * 1024;
   m.window = 16;
   m.checksum = true;
   return m;
@@ -61,6 +63,8 @@ TEST(WireTest, HelloRoundTrip) {
   EXPECT_EQ(d.reducer_index, 1u);
   EXPECT_EQ(d.nreducers, 3u);
   EXPECT_EQ(d.slice_bytes, 256u * 1024);
+  EXPECT_EQ(d.slices_per_reducer, 3u);
+  EXPECT_EQ(d.min_slice_bytes, 96u * 1024);
   EXPECT_EQ(d.window, 16u);
   EXPECT_TRUE(d.checksum);
   m.checksum = false;
@@ -69,21 +73,38 @@ TEST(WireTest, HelloRoundTrip) {
   EXPECT_FALSE(d.checksum);
 }
 
-TEST(WireTest, VersionFour) {
-  EXPECT_EQ(kVersion, 4);
+TEST(WireTest, HelloWithoutASlicePlanIsRefused) {
+  for (uint32_t per : {0u, kMaxSlicesPerReducer + 1}) {
+    Hello m = sampleHello();
+    m.slices_per_reducer = per;
+    Frame f = encodeHello(m);
+    Hello d = sampleHello();
+    Status st = decodeHello(f.data(), f.size, &d);
+    EXPECT_FALSE(st.isOk()) << per;
+    EXPECT_NE(st.message().find("slice plan"), std::string::npos) << st.message();
+  }
+  Hello m = sampleHello();
+  m.min_slice_bytes = 0;
+  Frame f = encodeHello(m);
+  Hello d;
+  EXPECT_FALSE(decodeHello(f.data(), f.size, &d).isOk());
+}
+
+TEST(WireTest, VersionFive) {
+  EXPECT_EQ(kVersion, 5);
   Frame f = encodeBye();
-  EXPECT_EQ(f.bytes[4], 4);
+  EXPECT_EQ(f.bytes[4], 5);
   EXPECT_EQ(f.bytes[5], 0);
-  // A peer of version 3 (before all-gather and reduce-scatter) or 2 is refused with a message
-  // that names both versions.
-  for (uint8_t old : {uint8_t{3}, uint8_t{2}}) {
+  // A peer of version 4 (before the slice plan in Hello), 3 (before all-gather and
+  // reduce-scatter) or 2 is refused with a message that names both versions.
+  for (uint8_t old : {uint8_t{4}, uint8_t{3}, uint8_t{2}}) {
     f.bytes[4] = old;
     MsgType t;
     Status st = peekType(f.data(), f.size, &t);
     EXPECT_FALSE(st.isOk());
     EXPECT_NE(st.message().find("version " + std::to_string(old)), std::string::npos)
         << st.message();
-    EXPECT_NE(st.message().find("speaks 4"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("speaks 5"), std::string::npos) << st.message();
   }
 }
 

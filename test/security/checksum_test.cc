@@ -225,3 +225,34 @@ TEST_F(ChecksumTest, ReducerRefusesAHelloThatDisagrees) {
 
 }  // namespace
 }  // namespace tally::security_test
+
+namespace tally::security_test {
+namespace {
+
+TEST_F(ChecksumTest, ReducerRefusesAHelloWithAnotherSlicePlan) {
+  std::unique_ptr<RawPeer> a, b;
+  ASSERT_TRUE(RawPeer::connect(server_->address(), &a).isOk());
+  ASSERT_TRUE(RawPeer::connect(server_->address(), &b).isOk());
+  HeaderBuf buf;
+  size_t got = 0;
+  ASSERT_TRUE(a->recv(&buf, &got).isOk());  // Challenge
+  ASSERT_TRUE(b->recv(&buf, &got).isOk());
+  wire::Hello h;
+  h.comm = wire::CommId{0x51ce, 0x91a2};
+  h.nranks = 2;
+  h.nreducers = 1;
+  h.slice_bytes = 65536;
+  h.window = 4;
+  ASSERT_TRUE(a->send(wire::encodeHello(h)).isOk());
+  ASSERT_TRUE(waitUntil([&] { return obs_.communicators.load() == 1; }));
+  h.rank = 1;
+  h.slices_per_reducer = 2;
+  ASSERT_TRUE(b->send(wire::encodeHello(h)).isOk());
+  std::string reason;
+  ASSERT_TRUE(b->recvReject(&reason).isOk());
+  EXPECT_NE(reason.find("at least 2 slices per reducer"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("earlier members 8 of 32768"), std::string::npos) << reason;
+}
+
+}  // namespace
+}  // namespace tally::security_test

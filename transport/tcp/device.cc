@@ -68,6 +68,7 @@ Status createDevice(const Interface& iface, const TcpOptions& options,
   properties.address = iface.address;
   properties.pci_path = readPciPath(iface.name);
   properties.speed_mbps = readSpeedMbps(iface.name);
+  properties.loopback = iface.loopback;
   properties.guid = hashName(iface.name);
   TALLY_INFO(log::kNet, "tcp: device %s address %s speed %d Mbps%s%s", iface.name.c_str(),
              iface.address.c_str(), properties.speed_mbps,
