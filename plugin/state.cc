@@ -75,6 +75,8 @@ PluginState::PluginState(Params params, ClusterInput cluster,
   coll_options_.job_token = params_.jobToken;
   coll_options_.job_token_file = params_.jobTokenFile;
   coll_options_.checksum = params_.checksum;
+  coll_options_.progress = params_.collProgress == "legacy" ? reducer::CollProgress::kLegacy
+                                                             : reducer::CollProgress::kThread;
 }
 
 Status PluginState::create(const Params& params, std::unique_ptr<PluginState>* out) {
@@ -87,6 +89,10 @@ Status PluginState::create(const Params& params, ClusterInput cluster,
     return Status::invalidUsage(
         "TALLY_COLL_MAX_REQUESTS=" + std::to_string(params.collMaxRequests) +
         " is not valid: expected 1 to 65536");
+  }
+  if (params.collProgress != "thread" && params.collProgress != "legacy") {
+    return Status::invalidUsage("TALLY_COLL_PROGRESS=" + params.collProgress +
+                                " is not valid: expected thread or legacy");
   }
   if (params.collWindow < 1) {
     return Status::invalidUsage("TALLY_COLL_WINDOW=" + std::to_string(params.collWindow) +

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "reducer/coll_client_impl.h"
 #include "reducer/coll_connect.h"
+#include "reducer/coll_raw_link.h"
 #include "reducer/opening.h"
 #include "reducer/slicing.h"
 #include "transport/tcp/tcp.h"
@@ -24,10 +25,15 @@ using client::awaitReady;
 using client::Clock;
 using client::CollClientImpl;
 using client::connectReducer;
-using client::Link;
+using client::ConnHeaderChannel;
+using client::FdHeaderChannel;
+using client::HeaderChannel;
+using client::isTcpNetwork;
 using client::msLeft;
 using client::openReducer;
-using client::sendHeader;
+using client::Progress;
+using client::RawLink;
+using client::ThreadedLink;
 
 // Handle layout (little-endian): magic u32 | version u16 | reserved u16 | comm id (hi u64, lo u64)
 // | config digest u64 | nreducers u32 | zeros up to kCollHandleBytes.
@@ -196,11 +202,19 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
   sides.reserve(nred);
   for (size_t r = 0; r < nred; ++r) sides.emplace_back(&token, options.reducers[r]);
 
+  // Each reducer is reached over a transport Connection, or (TALLY_COLL_PROGRESS=thread on TCP)
+  // over the raw socket taken from a one-socket TCP connection.
+  const bool raw = options.progress == CollProgress::kThread && isTcpNetwork(options.network.get());
+  transport::ConnectionOptions conn_options;
+  if (raw) conn_options.sockets = 1;
   std::vector<std::unique_ptr<transport::Connection>> conns(nred);
-  auto closeAll = [&conns] {
+  std::vector<transport::tcp::Fd> fds(nred);
+  std::vector<std::unique_ptr<HeaderChannel>> chans(nred);
+  auto closeAll = [&conns, &fds] {
     for (auto& c : conns) {
       if (c) c->close();
     }
+    for (auto& f : fds) f.reset();
   };
   // In three passes, so each waits on every reducer at once: the transport connect and the
   // opening (Challenge, Answer); each reducer's Proof, then Hello; every Ready. A reducer
@@ -211,8 +225,18 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
     return st;
   };
   for (size_t r = 0; r < nred; ++r) {
-    Status st = connectReducer(options.network.get(), options.reducers[r], deadline, &conns[r]);
-    if (st.isOk()) st = openReducer(conns[r].get(), options.reducers[r], deadline, &sides[r]);
+    Status st = connectReducer(options.network.get(), options.reducers[r], deadline, conn_options,
+                               &conns[r]);
+    if (st.isOk() && raw) fds[r].reset(conns[r]->takeSocket());
+    if (st.isOk()) {
+      if (fds[r].valid()) {
+        conns[r].reset();
+        chans[r] = std::make_unique<FdHeaderChannel>(fds[r].get(), options.reducers[r]);
+      } else {
+        chans[r] = std::make_unique<ConnHeaderChannel>(conns[r].get());
+      }
+      st = openReducer(chans[r].get(), options.reducers[r], deadline, &sides[r]);
+    }
     if (!st.isOk()) return fail(st);
   }
   for (size_t r = 0; r < nred; ++r) {
@@ -227,27 +251,46 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
     hello.min_slice_bytes = static_cast<uint32_t>(options.min_slice_bytes);
     hello.window = static_cast<uint32_t>(options.window);
     hello.checksum = options.checksum;
-    Status st = awaitProof(conns[r].get(), options.reducers[r], rank, deadline, sides[r]);
+    Status st = awaitProof(chans[r].get(), options.reducers[r], rank, deadline, sides[r]);
     if (st.isOk()) {
-      st = sendHeader(conns[r].get(), wire::encodeHello(hello), deadline,
-                      "Hello to reducer " + options.reducers[r]);
+      st = chans[r]->send(wire::encodeHello(hello), deadline,
+                          "Hello to reducer " + options.reducers[r]);
     }
     if (!st.isOk()) return fail(st);
   }
   std::vector<int> windows(nred, options.window);
   for (size_t r = 0; r < nred; ++r) {
-    Status st = awaitReady(conns[r].get(), options.reducers[r], rank, deadline, &windows[r]);
+    Status st = awaitReady(chans[r].get(), options.reducers[r], rank, deadline, &windows[r]);
     if (!st.isOk()) return fail(st);
   }
+  chans.clear();
   auto impl = std::make_unique<CollClientImpl>(options, rank, nranks);
+  Progress* progress = nullptr;
   for (size_t r = 0; r < nred; ++r) {
     const int window = std::min(options.window, windows[r]);
-    impl->addLink(std::make_unique<Link>(impl.get(), options.reducers[r], std::move(conns[r]),
-                                         window, options.timeout_ms, crc));
+    if (!fds[r].valid()) {
+      impl->addLink(std::make_unique<ThreadedLink>(
+          impl.get(), options.reducers[r], std::move(conns[r]), window, options.timeout_ms, crc));
+      continue;
+    }
+    if (progress == nullptr) {
+      std::unique_ptr<Progress> p;
+      Status st = Progress::create(&p);
+      if (!st.isOk()) return fail(st);
+      progress = p.get();
+      impl->setProgress(std::move(p));
+    }
+    const int fd = fds[r].get();
+    auto link = std::make_unique<RawLink>(impl.get(), options.reducers[r], std::move(fds[r]),
+                                          progress, window, options.timeout_ms, crc);
+    Status st = progress->add(link.get(), fd);
+    impl->addLink(std::move(link));
+    if (!st.isOk()) return fail(st);
   }
   impl->start();
-  TALLY_INFO(log::kColl, "CollNet rank %d of %d joined communicator %s on %zu reducers%s%s", rank,
+  TALLY_INFO(log::kColl, "CollNet rank %d of %d joined communicator %s on %zu reducers%s%s%s", rank,
              nranks, comm.toString().c_str(), nred,
+             progress != nullptr ? ", raw sockets with one progress thread" : "",
              token.empty() ? "" : ", job token proven both ways",
              crc != nullptr ? ", CRC32C on every slice" : "");
   *out = std::move(impl);
@@ -285,6 +328,11 @@ CollClientImpl::~CollClientImpl() { close(); }
 
 void CollClientImpl::start() {
   for (auto& l : links_) l->start();
+  if (progress_) progress_->start();
+}
+
+void CollClientImpl::setProgress(std::unique_ptr<Progress> progress) {
+  progress_ = std::move(progress);
 }
 
 Status CollClientImpl::iallreduce(const void* send, void* recv, size_t count, DataType type,
@@ -320,8 +368,7 @@ Status windowPart(const char* what, const CollWindow& w, int rank, int nranks, S
       w.count > w.rank_count * n - w.offset) {
     return Status::internal(std::string(what) + ": window [" + std::to_string(w.offset) + ", +" +
                             std::to_string(w.count) + ") passes the end of " +
-                            std::to_string(nranks) + " parts of " +
-                            std::to_string(w.rank_count));
+                            std::to_string(nranks) + " parts of " + std::to_string(w.rank_count));
   }
   *part = rankPart(static_cast<uint64_t>(rank), w.rank_count, w.offset, w.count);
   return Status::ok();
@@ -412,8 +459,7 @@ Status CollClientImpl::post(const CallSpec& spec, size_t result_bytes, CollReque
     // Every rank sends every slice and gets a result for each (wire.h): pieces may be empty.
     t.send = spec.kind == wire::CollKind::kAllGather ? pieceOf(slice, part) : slice;
     t.recv = spec.kind == wire::CollKind::kReduceScatter ? pieceOf(slice, part) : slice;
-    Link& link = *links_[(call->seq + j) % nlinks];
-    if (!link.tryPostNow(t)) link.enqueue(std::move(t));
+    links_[(call->seq + j) % nlinks]->post(std::move(t));
   }
   *req = CollRequest(std::move(call), result_bytes);
   return Status::ok();
@@ -484,8 +530,8 @@ void CollClientImpl::close() {
   if (in_flight > 0) {
     // The other ranks may never match these calls: no waiting for them.
     abortLocked(Status::internal("the CollNet communicator was closed with " +
-                                 std::to_string(in_flight) + " call" +
-                                 (in_flight == 1 ? "" : "s") + " in flight"));
+                                 std::to_string(in_flight) + " call" + (in_flight == 1 ? "" : "s") +
+                                 " in flight"));
     return;
   }
   closed_ = true;

@@ -42,6 +42,12 @@ struct CollWindow {
 // Bytes of the connect handle; fits NCCL's 128-byte handle.
 inline constexpr size_t kCollHandleBytes = 64;
 
+// How a client drives its reducer links (TALLY_COLL_PROGRESS).
+enum class CollProgress {
+  kThread,  // TCP: raw sockets, the posting thread and one epoll progress thread per client
+  kLegacy,  // a sender and a receiver thread per reducer, over the transport's threads
+};
+
 struct CollOptions {
   std::vector<std::string> reducers;   // "host:port", the same list on every rank
   uint64_t slice_bytes = 256 * 1024;   // TALLY_SLICE_BYTES
@@ -61,6 +67,8 @@ struct CollOptions {
   // TALLY_CHECKSUM: a CRC32C on every slice and result payload (ISA-L, libisal2). Every rank
   // must agree (it is part of the handle's digest) and the reducers check it too.
   bool checksum = false;
+  // kThread applies to TCP only; other transports always use kLegacy's threaded links.
+  CollProgress progress = CollProgress::kThread;
   // The transport the reducers are reached over (the plugin's, from TALLY_TRANSPORT). Null: TCP
   // with default options.
   std::shared_ptr<transport::Network> network;

@@ -1,5 +1,8 @@
 // Inside CollClient (coll_client.h): the client object (coll_client.cc: handles, connect,
-// iallreduce, close) and its per-reducer links (coll_link.cc: sender and receiver threads).
+// iallreduce, close) and its per-reducer links, of two kinds behind one interface (Link):
+// ThreadedLink (coll_link.cc: a sender and a receiver thread over a transport::Connection, for
+// every transport; TALLY_COLL_PROGRESS=legacy) and RawLink (coll_raw_link.h: a TCP socket driven
+// by the posting thread and one epoll progress thread per client, TALLY_COLL_PROGRESS=thread).
 // Not a public interface.
 //
 // Data flow: iallreduce numbers the call (seq), cuts it into slices and queues slice j on link
@@ -19,11 +22,13 @@
 // in such a step for a moment after fail() closed its connection; abort() joins the link threads
 // (and takes send_mu_ once more) after closing, so when it returns nothing touches them.
 //
-// A slice is posted by the iallreduce caller itself when its link has nothing queued, a free
-// credit and no send under way (tryPostNow); otherwise the link's sender thread posts it. Either
-// way only the holder of Link::send_mu_ posts, so a link sends its slices in queue order.
+// ThreadedLink: a slice is posted by the iallreduce caller itself when its link has nothing
+// queued, a free credit and no send under way (tryPostNow); otherwise the link's sender thread
+// posts it. Either way only the holder of send_mu_ posts, so a link sends its slices in queue
+// order.
 //
-// Lock order: CollClientImpl::post_mu_ -> Link::send_mu_ -> Link::mu_. Shared::mu is a leaf.
+// Lock order: CollClientImpl::post_mu_ -> ThreadedLink::send_mu_ -> ThreadedLink::mu_ (RawLink::mu_
+// for a RawLink). Shared::mu is a leaf.
 #pragma once
 
 #include <array>
@@ -101,40 +106,65 @@ struct SliceTask {
 
 class CollClientImpl;
 
-// One reducer: its connection, sender thread and receiver thread.
+// One reducer as the client drives it.
 class Link {
  public:
-  // `crc` (TALLY_CHECKSUM; null when off) checksums each slice sent and checks each result.
-  Link(CollClientImpl* client, std::string address, std::unique_ptr<transport::Connection> conn,
-       int window, int64_t timeout_ms, const crc32c::Crc32c* crc);
-  ~Link();
+  virtual ~Link() = default;
 
-  void start();
-  // Queues a slice (called with the client's post_mu_ held). Any thread.
-  void enqueue(SliceTask task);
-  // Posts the slice from this thread when nothing is queued or being sent and a credit is free
-  // (called with the client's post_mu_ held); false: enqueue it instead. A failed send fails
-  // the client, as on the sender thread.
-  bool tryPostNow(const SliceTask& task);
-  // Asks the sender to send Bye after what is queued, then end.
-  void requestBye();
-  // Waits up to timeout_ms for the sender to have sent Bye (or ended).
-  bool waitSenderDone(int64_t timeout_ms);
-  // Closes the connection: pending transfers fail, both threads end soon. Any thread.
+  // Starts the link's own threads, if it has any.
+  virtual void start() = 0;
+  // Sends the slice now or queues it behind earlier ones until a credit is free (called with the
+  // client's post_mu_ held, so slices arrive in seq order). A failed send fails the client.
+  virtual void post(SliceTask task) = 0;
+  // Asks for Bye after what is queued.
+  virtual void requestBye() = 0;
+  // Waits up to timeout_ms for the Bye to have gone out (or the link to have ended).
+  virtual bool waitSenderDone(int64_t timeout_ms) = 0;
   // Best effort: tells the reducer why this worker gives up on the communicator (an Error
   // message), so the reducer can pass the cause on to the other ranks. postAbort posts it;
   // finishAbort waits until the deadline (with yield_to_abort, only until an abort() is under
   // way, see CollClientImpl::hurrying) for it to be out, else closes the connection. Called by
   // CollClientImpl::fail only, once.
-  void postAbort(const std::string& reason);
-  void finishAbort(Clock::time_point deadline, bool yield_to_abort);
-  void closeConnection();
-  // Stops and joins both threads (closes the connection first).
-  void stopAndJoin();
+  virtual void postAbort(const std::string& reason) = 0;
+  virtual void finishAbort(Clock::time_point deadline, bool yield_to_abort) = 0;
+  // Closes the connection: pending transfers fail, the link's I/O ends soon. Any thread.
+  virtual void closeConnection() = 0;
+  // Closes the connection, then waits until no thread of the link touches caller memory (joins
+  // its threads). The owner's thread only.
+  virtual void stopAndJoin() = 0;
 
-  const std::string& address() const { return address_; }
+  virtual const std::string& address() const = 0;
+};
+
+// One reducer over a transport::Connection: a sender thread and a receiver thread.
+class ThreadedLink final : public Link {
+ public:
+  // `crc` (TALLY_CHECKSUM; null when off) checksums each slice sent and checks each result.
+  ThreadedLink(CollClientImpl* client, std::string address,
+               std::unique_ptr<transport::Connection> conn, int window, int64_t timeout_ms,
+               const crc32c::Crc32c* crc);
+  ~ThreadedLink() override;
+
+  void start() override;
+  void post(SliceTask task) override;
+  // Asks the sender to send Bye after what is queued, then end.
+  void requestBye() override;
+  bool waitSenderDone(int64_t timeout_ms) override;
+  void postAbort(const std::string& reason) override;
+  void finishAbort(Clock::time_point deadline, bool yield_to_abort) override;
+  void closeConnection() override;
+  // Stops and joins both threads (closes the connection first).
+  void stopAndJoin() override;
+
+  const std::string& address() const override { return address_; }
 
  private:
+  // Queues a slice (called with the client's post_mu_ held).
+  void enqueue(SliceTask task);
+  // Posts the slice from this thread when nothing is queued or being sent and a credit is free
+  // (called with the client's post_mu_ held); false: enqueue it instead. A failed send fails
+  // the client, as on the sender thread.
+  bool tryPostNow(const SliceTask& task);
   void senderLoop();
   void receiverLoop();
   // Waits for `req` in short steps; gives up when stopping or when no result has arrived for
@@ -162,7 +192,7 @@ class Link {
   std::mutex mu_;
   std::condition_variable cv_;
   // Containers of the data path take their blocks from small_pool: no heap use per call.
-  using SliceKey = std::pair<uint64_t, uint32_t>;  // (call seq, slice)
+  using SliceKey = std::pair<uint64_t, uint32_t>;          // (call seq, slice)
   std::deque<SliceTask, PoolAllocator<SliceTask>> queue_;  // not yet sent
   std::map<SliceKey, SliceTask, std::less<SliceKey>,
            PoolAllocator<std::pair<const SliceKey, SliceTask>>>
@@ -190,6 +220,8 @@ class Link {
   std::unique_ptr<transport::Request> abort_req_;
 };
 
+class Progress;
+
 class CollClientImpl final : public CollClient {
  public:
   CollClientImpl(const CollOptions& options, int rank, int nranks);
@@ -206,8 +238,10 @@ class CollClientImpl final : public CollClient {
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }
 
-  // Links are added by connect() before start().
+  // Links (and the progress thread RawLinks share, when there are any) are added by connect()
+  // before start().
   void addLink(std::unique_ptr<Link> link) { links_.push_back(std::move(link)); }
+  void setProgress(std::unique_ptr<Progress> progress);
   void start();
   // Makes `st` the client's sticky error (the first one wins), after closing every connection.
   // Before closing, each reducer is sent an Error with the cause, waiting at most wait_ms (or
@@ -230,6 +264,8 @@ class CollClientImpl final : public CollClient {
   const int rank_;
   const int nranks_;
   std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
+  // Declared before links_: RawLinks stop it in their destructors.
+  std::unique_ptr<Progress> progress_;
   std::vector<std::unique_ptr<Link>> links_;
   std::mutex post_mu_;
   uint64_t next_seq_ = 0;

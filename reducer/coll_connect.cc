@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "transport/tcp/frames.h"
 #include "transport/tcp/tcp.h"
 
 namespace tally::reducer::client {
@@ -15,21 +16,6 @@ Status waitUntil(transport::Request* req, Clock::time_point deadline, size_t* si
                  const std::string& what) {
   Status st = req->wait(msLeft(deadline), sizes);
   if (st.code() == StatusCode::kTimeout) return Status::timeout(what);
-  return st;
-}
-
-// Receives one header message until the deadline (`what` names it in the timeout error).
-Status recvHeader(transport::Connection* conn, Clock::time_point deadline, HeaderBuf* buf,
-                  size_t* got, const std::string& what) {
-  void* data = buf->data();
-  size_t size = buf->size();
-  int tag = wire::kTagHeader;
-  transport::MemoryRegion* mr = nullptr;
-  std::unique_ptr<transport::Request> req;
-  TALLY_RETURN_IF_ERROR(conn->irecv(1, &data, &size, &tag, &mr, &req));
-  if (!req) return Status::internal("transport had no room for a receive");
-  Status st = waitUntil(req.get(), deadline, got, what);
-  if (!st.isOk()) conn->close();  // the pending receive must not outlive an open connection
   return st;
 }
 
@@ -59,11 +45,8 @@ int64_t msLeft(Clock::time_point deadline) {
 }
 
 Status connectReducer(transport::Network* network, const std::string& address,
-                      Clock::time_point deadline, std::unique_ptr<transport::Connection>* out) {
-  // One TCP socket per reducer: a reducer serves it from an event loop (reducer/loop.h), and
-  // the reducers together spread a worker's traffic over as many streams as there are reducers.
-  transport::ConnectionOptions conn_options;
-  conn_options.sockets = 1;
+                      Clock::time_point deadline, const transport::ConnectionOptions& options,
+                      std::unique_ptr<transport::Connection>* out) {
   Status last;
   for (;;) {
     if (network != nullptr) {
@@ -71,14 +54,14 @@ Status connectReducer(transport::Network* network, const std::string& address,
       // the plugin sets both from TALLY_CONNECT_TIMEOUT_MS, and when they end together the
       // network's error says why (refused, unreachable) where ours would only say "timeout".
       std::unique_ptr<transport::PendingConnection> pending;
-      last = network->connectTo(address, conn_options, &pending);
+      last = network->connectTo(address, options, &pending);
       if (last.isOk()) {
         last = transport::finishConnect(pending.get(), msLeft(deadline) + kConnectGraceMs, out);
       }
     } else {
       transport::tcp::TcpOptions tcp;
       tcp.connect_timeout_ms = std::max<int64_t>(1, msLeft(deadline));
-      last = transport::tcp::connectBlocking(address, tcp, conn_options, out);
+      last = transport::tcp::connectBlocking(address, tcp, options, out);
     }
     if (last.isOk()) return last;
     if (last.code() == StatusCode::kInvalidUsage) return last;  // a bad address: no point retrying
@@ -89,19 +72,53 @@ Status connectReducer(transport::Network* network, const std::string& address,
   return Status::timeout("could not connect to reducer " + address + ": " + last.toString());
 }
 
-Status sendHeader(transport::Connection* conn, const wire::Frame& frame, Clock::time_point deadline,
-                  const std::string& what) {
+Status ConnHeaderChannel::send(const wire::Frame& frame, Clock::time_point deadline,
+                               const std::string& what) {
   std::unique_ptr<transport::Request> req;
-  TALLY_RETURN_IF_ERROR(conn->isend(frame.data(), frame.size, wire::kTagHeader, nullptr, &req));
+  TALLY_RETURN_IF_ERROR(conn_->isend(frame.data(), frame.size, wire::kTagHeader, nullptr, &req));
   if (!req) return Status::internal("transport had no room for " + what);
   return waitUntil(req.get(), deadline, nullptr, "sending " + what + " timed out");
 }
 
-Status openReducer(transport::Connection* conn, const std::string& address,
-                   Clock::time_point deadline, opening::WorkerSide* side) {
+Status ConnHeaderChannel::recv(Clock::time_point deadline, HeaderBuf* buf, size_t* got,
+                               const std::string& what) {
+  void* data = buf->data();
+  size_t size = buf->size();
+  int tag = wire::kTagHeader;
+  transport::MemoryRegion* mr = nullptr;
+  std::unique_ptr<transport::Request> req;
+  TALLY_RETURN_IF_ERROR(conn_->irecv(1, &data, &size, &tag, &mr, &req));
+  if (!req) return Status::internal("transport had no room for a receive");
+  Status st = waitUntil(req.get(), deadline, got, what);
+  if (!st.isOk()) conn_->close();  // the pending receive must not outlive an open connection
+  return st;
+}
+
+Status FdHeaderChannel::send(const wire::Frame& frame, Clock::time_point deadline,
+                             const std::string& what) {
+  Status st = transport::tcp::sendFrame(fd_, wire::kTagHeader, frame.data(), frame.size,
+                                        msLeft(deadline), peer_);
+  if (st.code() == StatusCode::kTimeout) return Status::timeout("sending " + what + " timed out");
+  return st;
+}
+
+Status FdHeaderChannel::recv(Clock::time_point deadline, HeaderBuf* buf, size_t* got,
+                             const std::string& what) {
+  Status st = transport::tcp::recvFrame(fd_, wire::kTagHeader, buf->data(), buf->size(), got,
+                                        msLeft(deadline), peer_);
+  if (st.code() == StatusCode::kTimeout) return Status::timeout(what);
+  return st;
+}
+
+bool isTcpNetwork(const transport::Network* network) {
+  return network == nullptr || std::string(network->name()) == "tcp";
+}
+
+Status openReducer(HeaderChannel* chan, const std::string& address, Clock::time_point deadline,
+                   opening::WorkerSide* side) {
   HeaderBuf buf;
   size_t got = 0;
-  TALLY_RETURN_IF_ERROR(recvHeader(conn, deadline, &buf, &got,
+  TALLY_RETURN_IF_ERROR(chan->recv(deadline, &buf, &got,
                                    "reducer " + address +
                                        " sent no Challenge in time (is it a "
                                        "tally-reducer of this version?)"));
@@ -111,22 +128,22 @@ Status openReducer(transport::Connection* conn, const std::string& address,
   Status st = side->onChallenge(buf.data(), got, &send_answer, &answer, &reject);
   if (!st.isOk()) {
     if (!reject.empty()) {
-      (void)sendHeader(conn, wire::encodeReject(wire::Reason{reject}),
+      (void)chan->send(wire::encodeReject(wire::Reason{reject}),
                        std::min(deadline, Clock::now() + std::chrono::seconds(1)), "Reject");
     }
     return st;
   }
-  if (send_answer) TALLY_RETURN_IF_ERROR(sendHeader(conn, answer, deadline, "the Answer"));
+  if (send_answer) TALLY_RETURN_IF_ERROR(chan->send(answer, deadline, "the Answer"));
   return Status::ok();
 }
 
-Status awaitProof(transport::Connection* conn, const std::string& address, int rank,
+Status awaitProof(HeaderChannel* chan, const std::string& address, int rank,
                   Clock::time_point deadline, const opening::WorkerSide& side) {
   if (!side.expectsProof()) return Status::ok();
   HeaderBuf buf;
   size_t got = 0;
   TALLY_RETURN_IF_ERROR(
-      recvHeader(conn, deadline, &buf, &got, "reducer " + address + " sent no Proof in time"));
+      chan->recv(deadline, &buf, &got, "reducer " + address + " sent no Proof in time"));
   wire::MsgType type;
   TALLY_RETURN_IF_ERROR(wire::peekType(buf.data(), got, &type));
   if (type == wire::MsgType::kReject || type == wire::MsgType::kError) {
@@ -135,13 +152,12 @@ Status awaitProof(transport::Connection* conn, const std::string& address, int r
   return side.checkProof(buf.data(), got);
 }
 
-Status awaitReady(transport::Connection* conn, const std::string& address, int rank,
+Status awaitReady(HeaderChannel* chan, const std::string& address, int rank,
                   Clock::time_point deadline, int* window) {
   HeaderBuf buf;
   size_t got = 0;
-  TALLY_RETURN_IF_ERROR(
-      recvHeader(conn, deadline, &buf, &got,
-                 "reducer " + address + " did not report all ranks joined in time"));
+  TALLY_RETURN_IF_ERROR(chan->recv(
+      deadline, &buf, &got, "reducer " + address + " did not report all ranks joined in time"));
   wire::MsgType type;
   TALLY_RETURN_IF_ERROR(wire::peekType(buf.data(), got, &type));
   if (type == wire::MsgType::kReady) {

@@ -23,9 +23,9 @@ int64_t nowNs() {
 
 }  // namespace
 
-Link::Link(CollClientImpl* client, std::string address,
-           std::unique_ptr<transport::Connection> conn, int window, int64_t timeout_ms,
-           const crc32c::Crc32c* crc)
+ThreadedLink::ThreadedLink(CollClientImpl* client, std::string address,
+                           std::unique_ptr<transport::Connection> conn, int window,
+                           int64_t timeout_ms, const crc32c::Crc32c* crc)
     : client_(client),
       address_(std::move(address)),
       conn_(std::move(conn)),
@@ -33,15 +33,19 @@ Link::Link(CollClientImpl* client, std::string address,
       timeout_ms_(timeout_ms),
       crc_(crc) {}
 
-Link::~Link() { stopAndJoin(); }
+ThreadedLink::~ThreadedLink() { stopAndJoin(); }
 
-void Link::start() {
+void ThreadedLink::start() {
   last_progress_ns_.store(nowNs());
   sender_ = std::thread([this] { senderLoop(); });
   receiver_ = std::thread([this] { receiverLoop(); });
 }
 
-void Link::enqueue(SliceTask task) {
+void ThreadedLink::post(SliceTask task) {
+  if (!tryPostNow(task)) enqueue(std::move(task));
+}
+
+void ThreadedLink::enqueue(SliceTask task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(task));
@@ -49,13 +53,13 @@ void Link::enqueue(SliceTask task) {
   cv_.notify_all();
 }
 
-void Link::registerLocked(const SliceTask& task) {
+void ThreadedLink::registerLocked(const SliceTask& task) {
   // Registered before the send is posted: the result may come back before isend returns.
   waiting_.emplace(std::make_pair(task.call->seq, task.slice), task);
   if (outstanding_++ == 0) last_progress_ns_.store(nowNs());
 }
 
-bool Link::tryPostNow(const SliceTask& task) {
+bool ThreadedLink::tryPostNow(const SliceTask& task) {
   std::unique_lock<std::mutex> send_lock(send_mu_, std::try_to_lock);
   if (!send_lock.owns_lock()) return false;  // the sender is posting: queue behind it
   Status st = reapSends(false);
@@ -72,14 +76,14 @@ bool Link::tryPostNow(const SliceTask& task) {
   return true;
 }
 
-void Link::reportFailure(const Status& st) {
+void ThreadedLink::reportFailure(const Status& st) {
   if (client_->closing() || stop_.load()) return;
-  client_->fail(Status(st.code() == StatusCode::kTimeout ? StatusCode::kTimeout
-                                                          : StatusCode::kRemote,
-                       "reducer " + address_ + ": " + st.message()));
+  client_->fail(
+      Status(st.code() == StatusCode::kTimeout ? StatusCode::kTimeout : StatusCode::kRemote,
+             "reducer " + address_ + ": " + st.message()));
 }
 
-void Link::requestBye() {
+void ThreadedLink::requestBye() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     bye_ = true;
@@ -87,12 +91,12 @@ void Link::requestBye() {
   cv_.notify_all();
 }
 
-bool Link::waitSenderDone(int64_t timeout_ms) {
+bool ThreadedLink::waitSenderDone(int64_t timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
   return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return sender_done_; });
 }
 
-void Link::postAbort(const std::string& reason) {
+void ThreadedLink::postAbort(const std::string& reason) {
   // Posted without send_mu_ (the failing thread may hold it): it can land between a slice and
   // its payload, and the reducer then reports a protocol error instead of the reason. The
   // communicator fails either way.
@@ -102,26 +106,27 @@ void Link::postAbort(const std::string& reason) {
                      &abort_req_);
 }
 
-void Link::finishAbort(Clock::time_point deadline, bool yield_to_abort) {
+void ThreadedLink::finishAbort(Clock::time_point deadline, bool yield_to_abort) {
   if (!abort_req_) return;
   // In steps of a millisecond, so that an abort() on the owner's thread can cut the wait short.
   for (;;) {
     const int64_t left = msLeft(deadline);
     Status st = abort_req_->wait(std::min<int64_t>(left, 1), nullptr);
     if (st.isOk()) return;
-    if (st.code() != StatusCode::kTimeout || left <= 1 || (yield_to_abort && client_->hurrying())) break;
+    if (st.code() != StatusCode::kTimeout || left <= 1 || (yield_to_abort && client_->hurrying()))
+      break;
   }
   conn_->close();
 }
 
-void Link::closeConnection() {
+void ThreadedLink::closeConnection() {
   conn_->close();
   stop_.store(true, std::memory_order_release);
   { std::lock_guard<std::mutex> lock(mu_); }
   cv_.notify_all();
 }
 
-void Link::stopAndJoin() {
+void ThreadedLink::stopAndJoin() {
   closeConnection();
   if (sender_.joinable()) sender_.join();
   if (receiver_.joinable()) receiver_.join();
@@ -132,7 +137,7 @@ void Link::stopAndJoin() {
   abort_req_.reset();
 }
 
-Status Link::waitBounded(transport::Request* req, size_t* size) {
+Status ThreadedLink::waitBounded(transport::Request* req, size_t* size) {
   size_t sizes[transport::kMaxRecvs] = {};
   for (;;) {
     Status st = req->wait(kPollMs, sizes);
@@ -150,13 +155,13 @@ Status Link::waitBounded(transport::Request* req, size_t* size) {
     const int64_t idle_ms = (nowNs() - last_progress_ns_.load()) / 1000000;
     if (outstanding > 0 && idle_ms > timeout_ms_) {
       return Status::timeout("no result from reducer " + address_ + " for " +
-                             std::to_string(idle_ms) + " ms with " +
-                             std::to_string(outstanding) + " slices outstanding");
+                             std::to_string(idle_ms) + " ms with " + std::to_string(outstanding) +
+                             " slices outstanding");
     }
   }
 }
 
-Status Link::reapSends(bool block) {
+Status ThreadedLink::reapSends(bool block) {
   while (!sends_.empty()) {
     Sent& s = *sends_.front();
     for (transport::Request* r : {s.header_req.get(), s.payload_req.get()}) {
@@ -178,7 +183,7 @@ Status Link::reapSends(bool block) {
   return Status::ok();
 }
 
-Status Link::sendSlice(const SliceTask& task) {
+Status ThreadedLink::sendSlice(const SliceTask& task) {
   const Call& call = *task.call;
   const size_t elt = dataTypeSize(call.type);
   std::unique_ptr<Sent> sent;
@@ -226,7 +231,7 @@ Status Link::sendSlice(const SliceTask& task) {
   return Status::ok();
 }
 
-void Link::senderLoop() {
+void ThreadedLink::senderLoop() {
   Status st;
   bool send_bye = false;
   while (!stop_.load(std::memory_order_acquire)) {
@@ -277,7 +282,7 @@ void Link::senderLoop() {
   cv_.notify_all();
 }
 
-Status Link::receiveResult(const uint8_t* header, size_t size) {
+Status ThreadedLink::receiveResult(const uint8_t* header, size_t size) {
   wire::SliceHeader h;
   TALLY_RETURN_IF_ERROR(wire::decodeResult(header, size, &h));
   SliceTask task;
@@ -341,7 +346,7 @@ Status Link::receiveResult(const uint8_t* header, size_t size) {
   return Status::ok();
 }
 
-void Link::receiverLoop() {
+void ThreadedLink::receiverLoop() {
   std::array<uint8_t, wire::kMaxHeaderBytes>& header = recv_header_;
   Status st;
   while (!stop_.load(std::memory_order_acquire)) {

@@ -158,6 +158,10 @@ void FrameQueue::push(int tag, const void* body, uint64_t size) {
   queue_.push_back(m);
 }
 
+void FrameQueue::dropUnstarted() {
+  while (!queue_.empty() && queue_.back().sent == 0) queue_.pop_back();
+}
+
 Status FrameQueue::flush(int fd, const std::string& peer, size_t* written, bool* blocked) {
   *written = 0;
   *blocked = false;

@@ -65,6 +65,11 @@ class FrameQueue {
  public:
   void push(int tag, const void* body, uint64_t size);
   bool empty() const { return queue_.empty(); }
+  // Drops every message of which nothing was written yet (a message part-way out stays, so the
+  // stream stays well formed). For a connection that gives up: what it pushes next follows at once.
+  void dropUnstarted();
+  // Drops every message (the socket is not written again).
+  void clear() { queue_.clear(); }
   size_t size() const { return queue_.size(); }
   // Writes what the socket takes without blocking, many messages per sendmsg. *written: how many
   // messages at the front went out completely (and left the queue); *blocked: the socket is

@@ -1,0 +1,111 @@
+// The CollClient's progress thread for its RawLinks (coll_raw_link.h): one epoll loop over every
+// link's socket, plus an eventfd that stop() writes.
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "common/log.h"
+#include "reducer/coll_raw_link.h"
+
+namespace tally::reducer::client {
+namespace {
+
+// How often the loop looks for timed-out links, at the latest.
+constexpr int kPollMs = 100;
+constexpr int kMaxEvents = 64;
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Status Progress::create(std::unique_ptr<Progress>* out) {
+  std::unique_ptr<Progress> p(new Progress());
+  p->epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  if (!p->epoll_.valid()) return Status::fromErrno("epoll_create1", errno);
+  p->wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!p->wake_.valid()) return Status::fromErrno("eventfd", errno);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;  // the eventfd
+  if (::epoll_ctl(p->epoll_.get(), EPOLL_CTL_ADD, p->wake_.get(), &ev) != 0) {
+    return Status::fromErrno("epoll_ctl", errno);
+  }
+  *out = std::move(p);
+  return Status::ok();
+}
+
+Progress::~Progress() { stop(); }
+
+Status Progress::add(RawLink* link, int fd) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = link;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+    return Status::fromErrno("epoll_ctl", errno);
+  }
+  links_.push_back(link);
+  return Status::ok();
+}
+
+void Progress::start() {
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  if (!thread_.joinable() && !stop_.load()) thread_ = std::thread([this] { loop(); });
+}
+
+void Progress::watch(RawLink* link, int fd, bool output) {
+  epoll_event ev{};
+  ev.events = EPOLLIN | (output ? EPOLLOUT : 0u);
+  ev.data.ptr = link;
+  // Fails only for a socket no longer in the set (being closed): nothing to watch then.
+  (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, fd, &ev);
+}
+
+void Progress::unwatch(int fd) { (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr); }
+
+void Progress::stop() {
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  stop_.store(true, std::memory_order_release);
+  if (!thread_.joinable()) return;
+  const uint64_t one = 1;
+  // The counter cannot overflow with one write per stop; a failure would only delay the stop
+  // until the next poll interval.
+  (void)!::write(wake_.get(), &one, sizeof(one));
+  thread_.join();
+}
+
+void Progress::loop() {
+  epoll_event events[kMaxEvents];
+  int64_t next_check_ns = nowNs() + kPollMs * 1000000LL;
+  while (!stop_.load(std::memory_order_acquire)) {
+    const int n = ::epoll_wait(epoll_.get(), events, kMaxEvents, kPollMs);
+    if (n < 0 && errno != EINTR) {
+      TALLY_WARN("CollNet progress thread: epoll_wait failed: %s", std::strerror(errno));
+      break;
+    }
+    for (int i = 0; i < n; ++i) {
+      auto* link = static_cast<RawLink*>(events[i].data.ptr);
+      if (link == nullptr) {
+        uint64_t v;
+        (void)!::read(wake_.get(), &v, sizeof(v));
+        continue;
+      }
+      const uint32_t e = events[i].events;
+      link->onEvents((e & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) != 0, (e & EPOLLOUT) != 0);
+    }
+    const int64_t now = nowNs();
+    if (now >= next_check_ns) {
+      for (RawLink* link : links_) link->checkTimeout(now);
+      next_check_ns = now + kPollMs * 1000000LL;
+    }
+  }
+}
+
+}  // namespace tally::reducer::client
