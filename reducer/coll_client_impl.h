@@ -33,6 +33,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -103,6 +104,45 @@ struct SliceTask {
   Span send;  // window-relative elements
   Span recv;
 };
+
+// What goes out for a slice: its header (with the payload's CRC32C when `crc` is given) and
+// its payload, straight from the caller's send buffer (null and 0 for an empty piece).
+struct OutgoingSlice {
+  wire::SliceHeader header;
+  const void* payload = nullptr;
+  size_t bytes = 0;
+};
+inline OutgoingSlice outgoingSlice(const SliceTask& task, const crc32c::Crc32c* crc) {
+  const Call& call = *task.call;
+  const size_t elt = dataTypeSize(call.type);
+  OutgoingSlice out;
+  wire::SliceHeader& h = out.header;
+  h.seq = call.seq;
+  h.slice = task.slice;
+  h.kind = call.kind;
+  h.offset = task.send.offset;
+  h.count = task.send.count;
+  h.total_count = call.count;
+  h.type = call.type;
+  h.op = call.op;
+  h.rank_count = call.rank_count;
+  h.window_offset = call.window_offset;
+  // Zero copy: the payload goes from the user's buffer. Its result can only come back (and be
+  // written over this range, when send == recv) after the reducer has received all of it.
+  out.bytes = task.send.count * elt;
+  if (out.bytes > 0) {
+    out.payload = call.send + (task.send.offset - call.send_origin) * elt;
+    if (crc != nullptr) h.crc = crc->compute(out.payload, out.bytes);
+  }
+  return out;
+}
+
+// The steady clock in nanoseconds, for the links' progress timestamps.
+inline int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 class CollClientImpl;
 

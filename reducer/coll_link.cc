@@ -15,12 +15,6 @@ constexpr int64_t kPollMs = 100;
 // Sends the sender keeps in flight before it waits for the oldest (two per slice).
 constexpr size_t kMaxInflightSends = 64;
 
-int64_t nowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 ThreadedLink::ThreadedLink(CollClientImpl* client, std::string address,
@@ -184,8 +178,6 @@ Status ThreadedLink::reapSends(bool block) {
 }
 
 Status ThreadedLink::sendSlice(const SliceTask& task) {
-  const Call& call = *task.call;
-  const size_t elt = dataTypeSize(call.type);
   std::unique_ptr<Sent> sent;
   if (spare_sends_.empty()) {
     sent = std::make_unique<Sent>();
@@ -193,24 +185,10 @@ Status ThreadedLink::sendSlice(const SliceTask& task) {
     sent = std::move(spare_sends_.back());
     spare_sends_.pop_back();
   }
-  wire::SliceHeader h;
-  h.seq = call.seq;
-  h.slice = task.slice;
-  h.kind = call.kind;
-  h.offset = task.send.offset;
-  h.count = task.send.count;
-  h.total_count = call.count;
-  h.type = call.type;
-  h.op = call.op;
-  h.rank_count = call.rank_count;
-  h.window_offset = call.window_offset;
-  // Zero copy: the payload goes from the user's buffer. Its result can only come back (and be
-  // written over this range, when send == recv) after the reducer has received all of it.
-  const size_t bytes = task.send.count * elt;
-  const void* payload =
-      bytes == 0 ? nullptr : call.send + (task.send.offset - call.send_origin) * elt;
-  if (crc_ != nullptr && bytes > 0) h.crc = crc_->compute(payload, bytes);
-  sent->header = wire::encodeSlice(h);
+  const OutgoingSlice out = outgoingSlice(task, crc_);
+  const void* payload = out.payload;
+  const size_t bytes = out.bytes;
+  sent->header = wire::encodeSlice(out.header);
   for (;;) {
     TALLY_RETURN_IF_ERROR(conn_->isend(sent->header.data(), sent->header.size, wire::kTagHeader,
                                        nullptr, &sent->header_req));

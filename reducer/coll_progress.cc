@@ -18,12 +18,6 @@ namespace {
 constexpr int kPollMs = 100;
 constexpr int kMaxEvents = 64;
 
-int64_t nowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 Status Progress::create(std::unique_ptr<Progress>* out) {

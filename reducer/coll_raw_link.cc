@@ -16,12 +16,6 @@ namespace {
 // Read events one link handles per wake-up at most.
 constexpr int kMaxReadEvents = 1024;
 
-int64_t nowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 RawLink::RawLink(CollClientImpl* client, std::string address, transport::tcp::Fd fd,
@@ -55,40 +49,22 @@ void RawLink::reportFailure(const Status& st) {
 }
 
 void RawLink::pushSliceLocked(const SliceTask& task) {
-  const Call& call = *task.call;
-  const size_t elt = dataTypeSize(call.type);
-  wire::SliceHeader h;
-  h.seq = call.seq;
-  h.slice = task.slice;
-  h.kind = call.kind;
-  h.offset = task.send.offset;
-  h.count = task.send.count;
-  h.total_count = call.count;
-  h.type = call.type;
-  h.op = call.op;
-  h.rank_count = call.rank_count;
-  h.window_offset = call.window_offset;
-  // Zero copy: the payload goes from the user's buffer. Its result can only come back (and be
-  // written over this range, when send == recv) after the reducer has received all of it.
-  const size_t bytes = task.send.count * elt;
-  const void* payload =
-      bytes == 0 ? nullptr : call.send + (task.send.offset - call.send_origin) * elt;
-  if (crc_ != nullptr && bytes > 0) h.crc = crc_->compute(payload, bytes);
+  const OutgoingSlice out = outgoingSlice(task, crc_);
   const uint32_t slot = free_frames_.back();
   free_frames_.pop_back();
-  frames_[slot] = wire::encodeSlice(h);
+  frames_[slot] = wire::encodeSlice(out.header);
   out_.push(wire::kTagHeader, frames_[slot].data(), frames_[slot].size);
   ++messages_pushed_;
   // An empty piece (all-gather) is its header alone.
-  if (bytes > 0) {
-    out_.push(wire::kTagPayload, payload, bytes);
+  if (out.bytes > 0) {
+    out_.push(wire::kTagPayload, out.payload, out.bytes);
     ++messages_pushed_;
   }
   Waiting w;
   w.task = task;
   w.last_message = messages_pushed_;
   w.frame = slot;
-  waiting_.emplace(std::make_pair(call.seq, task.slice), std::move(w));
+  waiting_.emplace(std::make_pair(task.call->seq, task.slice), std::move(w));
   if (outstanding_++ == 0) last_progress_ns_.store(nowNs());
 }
 

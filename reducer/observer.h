@@ -2,7 +2,7 @@
 // tally-reducer turns these events into Prometheus metrics (tools/metrics/); tests count them.
 // Nothing here knows about any metrics library.
 //
-// Threads: the server calls an observer from its accept, reader and engine threads, concurrently
+// Threads: the server calls an observer from its accept, loop and reader threads, concurrently
 // and with no lock of its own held, so every method must be thread-safe. Slice events come once
 // per reduced slice on the data path: keep them to a few atomic operations, never block.
 //
@@ -77,7 +77,7 @@ class ServerObserver {
 
   // One slice was reduced and its result is about to be queued to every rank. `input_bytes` is
   // the slice's bytes times the number of ranks; `latency` runs from the first of its inputs
-  // having arrived (payload received) to now. Called on an engine thread, before any rank can
+  // having arrived (payload received) to now. Called on the thread that completed the slice, before any rank can
   // have the result, so a worker that got its results sees them counted.
   virtual void sliceReduced(uint64_t input_bytes, std::chrono::nanoseconds latency) = 0;
 

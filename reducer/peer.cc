@@ -1,5 +1,7 @@
-// One worker connection on the reducer: its reader thread (headers, payloads, dispatch to the
-// engine) and its writer thread (Ready, Reject, results and Error, in queue order).
+// One worker connection on the reducer served by threads (transports other than TCP, and TCP
+// connections of several sockets): its reader thread (headers, payloads, into the engine, which
+// reduces on this thread when the input completes a slice) and its writer thread (Ready, Reject,
+// results and Error, in queue order).
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -51,7 +53,7 @@ void Peer::send(OutMsg msg) {
   {
     std::lock_guard<std::mutex> lock(out_mu_);
     if (!writer_done_) {
-      // Nothing ahead of it: post from this thread (an engine thread, usually), without waking
+      // Nothing ahead of it: post from this thread (the one that completed a slice, usually), without waking
       // the writer first. Otherwise queue it behind the others, for the writer.
       if (out_.empty() && !writer_posting_ && !writer_finish_ && tryPostNowLocked(&msg)) return;
       out_.push_back(std::move(msg));

@@ -8,8 +8,11 @@
 // same bytes to every rank. See reducer/wire.h for the messages, docs/security.md for the job
 // token and TALLY_CHECKSUM.
 //
-// Threads: an accept thread; per connection a reader and a writer thread; `threads` engine
-// threads, each owning the (communicator, slice index) streams hashed to it, with its own queue.
+// Threads: an accept thread and `threads` event loops (reducer/loop.h), each serving many TCP
+// connections of one socket (what workers open): it reads a connection's slices and, on the
+// input that completes a slice, reduces it and writes the result to every rank, with no hand-off
+// to another thread. Connections over other transports (and TCP ones of several sockets) get a
+// reader and a writer thread each, which reduce and answer the same way.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +29,7 @@ namespace tally::reducer {
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:0";  // "host:port"; port 0 picks a free port
-  int threads = 4;                     // engine threads, >= 1
+  int threads = 4;                     // event-loop threads (and engine shards), >= 1
   int window = 16;                     // slices buffered per connection before reading stops
   // The transport to listen on (transport/select.h opens it from TALLY_TRANSPORT). Null: a TCP
   // network made from `tcp`.

@@ -1,5 +1,6 @@
 // Inside the ReducerServer (server.h): connections (Peer, peer.cc), communicators (Comm,
-// CommRegistry, comm.cc) and the engine threads (Engine, engine.cc). Not a public interface.
+// CommRegistry, comm.cc) and the engine (Engine, engine.cc); the event loops that serve TCP
+// connections are in loop.h. Not a public interface.
 //
 // Ownership: the server owns every Peer until its threads are joined. A Peer that joined holds
 // its Comm; a Comm holds its members until the last one leaves (then the registry forgets it and
@@ -67,8 +68,9 @@ class Member {
   virtual const std::string& name() const = 0;
 };
 
-// One worker connection: a reader thread (headers, payloads into pooled buffers, dispatch) and a
-// writer thread (Ready, Reject, results, Error in queue order). A message queued while the
+// One worker connection served by threads (any transport; TCP connections of one socket go to
+// the event loops instead): a reader thread (headers, payloads into pooled buffers, into the
+// engine) and a writer thread (Ready, Reject, results, Error in queue order). A message queued while the
 // writer has nothing queued or being posted is posted by the sending thread itself (an engine
 // thread, saving a thread hand-off per result); the writer still reaps its completion. Only the
 // holder of post_mu_ posts, and send() posts only when nothing is ahead, so order is kept.

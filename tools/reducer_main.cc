@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
                  "network to serve over: auto, tcp, ofi or verbs (default: TALLY_TRANSPORT, "
                  "else auto)")
       ->check(CLI::IsMember({"auto", "tcp", "ofi", "verbs"}));
-  app.add_option("--threads", options.threads, "engine threads")
+  app.add_option("--threads", options.threads, "event-loop threads: each serves many connections, reducing and answering their slices")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   app.add_option("--window", options.window, "slices buffered per worker connection")

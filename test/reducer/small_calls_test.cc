@@ -1,6 +1,7 @@
-// Small calls, the latency path: a slice is posted by the iallreduce caller when its link is idle
-// and by the link's sender otherwise, and a result by the engine thread when the connection's
-// writer is idle and by the writer otherwise. Windows of 1 on both sides make every call mix
+// Small calls, the latency path: a slice is written by the iallreduce caller when its link is
+// idle and by the link's progress thread (or sender) otherwise, and a result by the thread that
+// completed the slice when the connection has nothing queued and by its loop (or writer)
+// otherwise. Windows of 1 on both sides make every call mix
 // the two ways, so these tests check that order, credits and results survive the mix, and that
 // the client's reused call records never mix two calls.
 #include <gtest/gtest.h>

@@ -2,7 +2,7 @@
 // keeps the reducer's Prometheus metrics. docs/metrics.md lists them.
 //
 // Every event is one or two atomic updates (prometheus-cpp counters and gauges are atomics; the
-// latency histogram is LatencyHistogram, lock-free), so it is safe on the engine threads' path.
+// latency histogram is LatencyHistogram, lock-free), so it is safe on the loop threads' path.
 #pragma once
 
 #include <array>
