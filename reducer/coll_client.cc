@@ -174,16 +174,18 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
   for (int i = 1; i < nranks; ++i) {
     if (infos[i].digest != infos[0].digest || infos[i].nreducers != infos[0].nreducers) {
       return Status::invalidUsage("rank " + std::to_string(i) +
-                                  " has a different TALLY_REDUCERS, TALLY_SLICE_BYTES or "
-                                  "TALLY_CHECKSUM than rank 0 (" +
+                                  " has a different TALLY_REDUCERS, TALLY_CHECKSUM or slice plan "
+                                  "(TALLY_SLICE_BYTES, TALLY_SLICES_PER_REDUCER, "
+                                  "TALLY_MIN_SLICE_BYTES, or the link speed they follow) than "
+                                  "rank 0 (" +
                                   std::to_string(infos[i].nreducers) + " vs " +
                                   std::to_string(infos[0].nreducers) + " reducers)");
     }
   }
   if (configDigest(options) != infos[0].digest) {
     return Status::invalidUsage("rank " + std::to_string(rank) +
-                                " (this rank) has a different TALLY_REDUCERS, "
-                                "TALLY_SLICE_BYTES or TALLY_CHECKSUM than its handle or rank 0");
+                                " (this rank) has a different TALLY_REDUCERS, TALLY_CHECKSUM "
+                                "or slice plan than its handle or rank 0");
   }
   const wire::CommId comm = infos[0].comm;
   const auto deadline = Clock::now() + std::chrono::milliseconds(options.connect_timeout_ms);
