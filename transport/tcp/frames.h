@@ -21,7 +21,9 @@
 namespace tally::transport::tcp {
 
 // Reads messages with as few recv calls as it can: headers and small bodies come through a
-// staging buffer, several per call; a large body is read straight into its destination.
+// staging buffer, several per call; a large body is read straight into its destination, and
+// while large bodies come the staged reads stop just past the next header, so little of a large
+// body is copied twice.
 class FrameReader {
  public:
   enum class Event {
@@ -57,6 +59,8 @@ class FrameReader {
   uint8_t* body_ = nullptr;
   uint64_t body_got_ = 0;
   bool clean_eof_ = false;
+  // The last body of more than a few header bytes was a large one: read little ahead.
+  bool large_bodies_ = false;
 };
 
 // Messages waiting to be written to one socket, in order. A body is borrowed: it must stay valid
