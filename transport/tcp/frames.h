@@ -23,7 +23,8 @@ namespace tally::transport::tcp {
 // Reads messages with as few recv calls as it can: headers and small bodies come through a
 // staging buffer, several per call; a large body is read straight into its destination, and
 // while large bodies come the staged reads stop just past the next header, so little of a large
-// body is copied twice.
+// body is copied twice. A body that is still missing many bytes when the socket runs dry sets
+// SO_RCVLOWAT, so the caller's epoll wakes once for the rest rather than per packet.
 class FrameReader {
  public:
   enum class Event {
@@ -47,8 +48,10 @@ class FrameReader {
 
  private:
   enum class State { kHeader, kAwaitBody, kBody };
-  // Receives into [dst, dst+room); false with *event = kNone when nothing is there.
+  // Receives into [dst, dst+room); *got = 0 when nothing is there.
   Status recvSome(int fd, uint8_t* dst, size_t room, size_t* got);
+  // Sets the socket's SO_RCVLOWAT when it changes.
+  void setLowat(int fd, uint64_t bytes);
 
   std::string peer_;
   std::unique_ptr<uint8_t[]> stage_;
@@ -61,6 +64,7 @@ class FrameReader {
   bool clean_eof_ = false;
   // The last body of more than a few header bytes was a large one: read little ahead.
   bool large_bodies_ = false;
+  uint64_t lowat_ = 1;  // the socket's SO_RCVLOWAT as last set
 };
 
 // Messages waiting to be written to one socket, in order. A body is borrowed: it must stay valid
