@@ -22,9 +22,11 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "common/auth.h"
 #include "common/log.h"
@@ -55,7 +57,11 @@ int main(int argc, char** argv) {
                  "network to serve over: auto, tcp, ofi or verbs (default: TALLY_TRANSPORT, "
                  "else auto)")
       ->check(CLI::IsMember({"auto", "tcp", "ofi", "verbs"}));
-  app.add_option("--threads", options.threads, "event-loop threads: each serves many connections, reducing and answering their slices")
+  // One loop per core: each serves many connections and reduces and answers their slices itself.
+  options.threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 64u));
+  app.add_option("--threads", options.threads,
+                 "event-loop threads, each serving many connections (default: the core count, "
+                 "at most 64)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   app.add_option("--window", options.window, "slices buffered per worker connection")
