@@ -83,7 +83,7 @@ Status testOp(const RequestSync<Op>& sync, const Op& op, bool* done, size_t* siz
     *done = true;
     return Status::ok();
   }
-  if (sync.failed) return sync.error;
+  if (sync.failed) return connectionFailure(sync.error);
   *done = false;
   return Status::ok();
 }
@@ -99,7 +99,7 @@ Status waitOp(const RequestSync<Op>& sync, const Op& op, int64_t timeout_ms, siz
     return Status::timeout("request to peer " + sync.peer + " still pending after " +
                            std::to_string(timeout_ms) + " ms");
   }
-  if (!op.done) return sync.error;
+  if (!op.done) return connectionFailure(sync.error);
   copySizesLocked(sync, op, sizes);
   return Status::ok();
 }

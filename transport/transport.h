@@ -50,6 +50,15 @@ class MemoryRegion {
   MemoryType type = MemoryType::kHost;
 };
 
+// What a request reports once its connection has failed: that failure, and never kTimeout. From
+// test() and wait(), kTimeout only ever means "not done yet, the wait ran out", which callers
+// answer by waiting again; a connection that died of an I/O timeout must not read as that (it
+// would be polled for ever), so it reports kRemote with the same message.
+inline Status connectionFailure(const Status& failure) {
+  if (failure.code() != StatusCode::kTimeout) return failure;
+  return Status::remote(failure.message());
+}
+
 // A posted send or receive. Owned by the caller. Destroying a request that is not done is
 // allowed only after its Connection has been closed or destroyed. The same holds for its
 // buffers: after a request fails, a helper thread may still be finishing I/O on them until
@@ -61,7 +70,8 @@ class Request {
   // bytes received into buffer i (one entry for a send: the bytes sent).
   virtual Status test(bool* done, size_t* sizes) = 0;
   // Blocks until done, an error, or timeout_ms elapses (then Status kTimeout, request still
-  // pending). timeout_ms < 0 waits without limit; used only where the caller bounds it itself.
+  // pending; an error is never kTimeout, see connectionFailure). timeout_ms < 0 waits without
+  // limit; used only where the caller bounds it itself.
   virtual Status wait(int64_t timeout_ms, size_t* sizes) = 0;
 };
 

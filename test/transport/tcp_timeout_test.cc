@@ -1,6 +1,8 @@
 // The TCP transport's I/O timeout (TcpOptions::io_timeout_ms, TALLY_TIMEOUT_MS): an idle
 // connection lives on, but a peer that stops in the middle of a message, or stops reading what
-// is sent to it, fails the connection with kTimeout instead of holding a thread forever.
+// is sent to it, fails the connection instead of holding a thread forever. Its requests then
+// report kRemote naming the timeout: kTimeout from a wait only means "not done yet", and a dead
+// connection must never read as that (transport.h, connectionFailure).
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -102,7 +104,7 @@ TEST(TcpIoTimeout, PeerStoppingMidHeaderFailsTheConnection) {
   ASSERT_EQ(::send(p.fd, header, 5, MSG_NOSIGNAL), 5);  // and then nothing
   int64_t ms = 0;
   Status s = receiveOutcome(p.server.get(), 1000, start, &ms);
-  EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.toString();
+  EXPECT_EQ(s.code(), StatusCode::kRemote) << s.toString();
   EXPECT_NE(s.message().find("sent 5 of"), std::string::npos) << s.toString();
   EXPECT_GE(ms, kIoTimeoutMs * 8 / 10);
   EXPECT_LT(ms, 5000);
@@ -120,7 +122,7 @@ TEST(TcpIoTimeout, PeerStoppingMidPayloadFailsTheConnection) {
   ASSERT_EQ(::send(p.fd, part.data(), part.size(), MSG_NOSIGNAL), 10);
   int64_t ms = 0;
   Status s = receiveOutcome(p.server.get(), 100000, start, &ms);
-  EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.toString();
+  EXPECT_EQ(s.code(), StatusCode::kRemote) << s.toString();
   EXPECT_NE(s.message().find("sent 10 of 100000"), std::string::npos) << s.toString();
   EXPECT_LT(ms, 5000);
 }
@@ -135,7 +137,7 @@ TEST(TcpIoTimeout, PeerThatDoesNotReadFailsTheSend) {
   ASSERT_TRUE(p.server->isend(data.data(), data.size(), 1, nullptr, &s).isOk());
   ASSERT_NE(s, nullptr);
   Status st = s->wait(kWaitMs, nullptr);
-  EXPECT_EQ(st.code(), StatusCode::kTimeout) << st.toString();
+  EXPECT_EQ(st.code(), StatusCode::kRemote) << st.toString();
   EXPECT_NE(st.message().find("took no data"), std::string::npos) << st.toString();
   EXPECT_LT(msSince(start), 5000);
   p.server->close();

@@ -157,12 +157,12 @@ Status FlushQp::testLocked(Ticket& ticket, bool* done) {
     *done = true;
     return Status::ok();
   }
-  if (!ticket.error.isOk()) return ticket.error;
+  if (!ticket.error.isOk()) return connectionFailure(ticket.error);
   if (timeout_ms_ > 0 &&
       FlushClock::now() - ticket.posted_at > std::chrono::milliseconds(timeout_ms_)) {
     breakLocked(Status::timeout("flush on the connection to peer " + peer_ +
                                 " did not complete within the I/O timeout (TALLY_TIMEOUT_MS)"));
-    return ticket.error;
+    return connectionFailure(ticket.error);
   }
   *done = false;
   return Status::ok();

@@ -1,0 +1,148 @@
+// A member whose connection dies of the I/O timeout is released (issue 16, A). The worker here
+// is a raw socket speaking the TCP transport's framing, so it can stop anywhere: it joins a
+// one-rank communicator and then either stops in the middle of a slice's payload or sends slices
+// and never reads their results. Once nothing moves for the I/O timeout the reducer must drop
+// the connection, its communicator and its reservation, and not poll the dead connection as a
+// live one. Both ways a connection is served: an event loop (one socket) and a reader and a
+// writer thread (two sockets).
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "harness.h"
+#include "reducer/wire.h"
+#include "test/metrics/counting_observer.h"
+#include "transport/tcp/fd.h"
+#include "transport/tcp/frames.h"
+#include "transport/tcp/wire.h"
+
+namespace tally::reducer::test {
+namespace {
+
+namespace tcp = transport::tcp;
+
+constexpr int64_t kIoTimeoutMs = 300;
+constexpr int64_t kWaitMs = 5000;
+constexpr uint64_t kSliceBytes = 4096;
+
+enum class Stall { kMidPayload, kNotReading };
+
+// `streams` raw sockets that said the TCP transport's hello to `address` as one connection.
+std::vector<tcp::Fd> connectStreams(const std::string& address, int streams) {
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  std::vector<tcp::Fd> fds;
+  for (int i = 0; i < streams; ++i) {
+    tcp::Fd fd(::socket(AF_INET, SOCK_STREAM, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    tcp::Hello hello;
+    hello.index = static_cast<uint16_t>(i);
+    hello.count = static_cast<uint16_t>(streams);
+    hello.connection_id = 0x57a11ed;
+    hello.min_stripe = 64 * 1024;
+    uint8_t bytes[tcp::kHelloBytes];
+    tcp::encodeHello(hello, bytes);
+    EXPECT_EQ(::send(fd.get(), bytes, sizeof(bytes), MSG_NOSIGNAL),
+              static_cast<ssize_t>(sizeof(bytes)));
+    fds.push_back(std::move(fd));
+  }
+  return fds;
+}
+
+class StalledMember : public ::testing::TestWithParam<std::tuple<int, Stall>> {};
+
+TEST_P(StalledMember, IsReleasedAtTheIoTimeout) {
+  const auto [streams, stall] = GetParam();
+  CountingObserver observer;
+  ServerOptions o;
+  o.listen = "127.0.0.1:0";
+  o.threads = 1;
+  o.window = 4;
+  o.tcp.io_timeout_ms = kIoTimeoutMs;
+  o.observer = &observer;
+  std::unique_ptr<ReducerServer> server;
+  ASSERT_TRUE(ReducerServer::start(o, &server).isOk());
+
+  std::vector<tcp::Fd> fds = connectStreams(server->address(), streams);
+  const int fd = fds[0].get();  // headers and small payloads travel on stream 0 alone
+  std::array<uint8_t, wire::kMaxHeaderBytes> buf;
+  size_t got = 0;
+  ASSERT_TRUE(tcp::recvFrame(fd, wire::kTagHeader, buf.data(), buf.size(), &got, kWaitMs, "reducer")
+                  .isOk());  // the Challenge
+  wire::Hello hello;
+  hello.comm = wire::CommId{0x57a11, static_cast<uint64_t>(streams)};
+  hello.nranks = 1;
+  hello.nreducers = 1;
+  hello.slice_bytes = kSliceBytes;
+  hello.min_slice_bytes = kSliceBytes;
+  hello.window = 4;
+  const wire::Frame hello_frame = wire::encodeHello(hello);
+  ASSERT_TRUE(tcp::sendFrame(fd, wire::kTagHeader, hello_frame.data(), hello_frame.size, kWaitMs,
+                             "reducer")
+                  .isOk());
+  ASSERT_TRUE(tcp::recvFrame(fd, wire::kTagHeader, buf.data(), buf.size(), &got, kWaitMs, "reducer")
+                  .isOk());  // Ready
+  ASSERT_EQ(observer.communicators.load(), 1);
+
+  std::vector<float> payload(kSliceBytes / sizeof(float), 1.0f);
+  wire::SliceHeader h;
+  h.count = payload.size();
+  h.total_count = payload.size();
+  if (stall == Stall::kMidPayload) {
+    const wire::Frame slice = wire::encodeSlice(h);
+    ASSERT_TRUE(
+        tcp::sendFrame(fd, wire::kTagHeader, slice.data(), slice.size, kWaitMs, "reducer").isOk());
+    // The payload's transport header and 100 of its 4096 bytes, then nothing.
+    uint8_t header[tcp::kHeaderBytes];
+    tcp::encodeHeader(tcp::Header{tcp::kHeaderMagic, wire::kTagPayload, kSliceBytes}, header);
+    ASSERT_EQ(::send(fd, header, sizeof(header), MSG_NOSIGNAL),
+              static_cast<ssize_t>(sizeof(header)));
+    ASSERT_EQ(::send(fd, payload.data(), 100, MSG_NOSIGNAL), 100);
+  } else {
+    // Slices whose results are never read, until the socket takes no more: the reducer's
+    // results back up behind them.
+    for (uint64_t seq = 0;; ++seq) {
+      h.seq = seq;
+      const wire::Frame slice = wire::encodeSlice(h);
+      tcp::FrameQueue q;
+      q.push(wire::kTagHeader, slice.data(), slice.size);
+      q.push(wire::kTagPayload, payload.data(), kSliceBytes);
+      size_t written = 0;
+      bool blocked = false;
+      ASSERT_TRUE(q.flush(fd, "reducer", &written, &blocked).isOk());
+      if (blocked) break;  // a part-sent slice: the reducer sees a stall mid-payload too, later
+      ASSERT_LT(seq, 100000u) << "the reducer never stopped reading";
+    }
+  }
+  // Within a few timeouts the connection, the communicator and its reservation are gone.
+  EXPECT_TRUE(waitUntil(
+      [&] { return observer.connections.load() == 0 && observer.communicators.load() == 0; },
+      std::chrono::milliseconds(10 * kIoTimeoutMs + 3000)))
+      << observer.connections.load() << " connections, " << observer.communicators.load()
+      << " communicators still open";
+  fds.clear();
+  server->stop();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Served, StalledMember,
+    ::testing::Combine(::testing::Values(1, 2),
+                       ::testing::Values(Stall::kMidPayload, Stall::kNotReading)),
+    [](const ::testing::TestParamInfo<std::tuple<int, Stall>>& param) {
+      return std::string(std::get<0>(param.param) == 1 ? "EventLoop" : "Threads") +
+             (std::get<1>(param.param) == Stall::kMidPayload ? "_MidPayload" : "_NotReading");
+    });
+
+}  // namespace
+}  // namespace tally::reducer::test
