@@ -29,6 +29,11 @@ uint32_t Comm::resultCrc(const void* data, size_t bytes) const {
   return crc != nullptr ? crc->compute(data, bytes) : 0;
 }
 
+std::string Comm::joinedText() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::to_string(joined_) + " of " + std::to_string(nranks) + " ranks joined";
+}
+
 std::string Comm::describe() const {
   return id.toString() + " (" + std::to_string(nranks) + " ranks)";
 }
@@ -108,7 +113,8 @@ std::string gib(uint64_t bytes) {
 
 Status CommRegistry::admitLocked(const wire::Hello& hello, uint64_t* bytes) const {
   // A connection buffers at most window slices (the reader stops there), each at most
-  // slice_bytes; results take at most one more window's worth per communicator.
+  // slice_bytes; results take at most one more window's worth per communicator. Each member's
+  // share is reserved as it joins, so a communicator that never forms holds little.
   const uint64_t per_connection = static_cast<uint64_t>(window_) * hello.slice_bytes;
   const std::string what = "communicator " + hello.comm.toString() + " (" +
                            std::to_string(hello.nranks) + " ranks, " +
@@ -125,13 +131,26 @@ Status CommRegistry::admitLocked(const wire::Hello& hello, uint64_t* bytes) cons
     return Status::invalidUsage(what + " needs " + gib(need) + ", over this reducer's limit of " +
                                 gib(max_communicator_bytes_) + " per communicator");
   }
-  if (need > max_memory_bytes_ - std::min(reserved_bytes_, max_memory_bytes_)) {
-    return Status::system("reducer full: " + what + " needs " + gib(need) + ", and " +
+  const uint64_t now = 2 * per_connection;  // the results and the first member's inputs
+  if (now > max_memory_bytes_ - std::min(reserved_bytes_, max_memory_bytes_)) {
+    return Status::system("reducer full: " + what + " needs " + gib(now) + " to start, and " +
                           gib(reserved_bytes_) + " of its " + gib(max_memory_bytes_) +
                           " are held by " + std::to_string(comms_.size()) +
                           " other communicators");
   }
-  *bytes = need;
+  *bytes = now;
+  return Status::ok();
+}
+
+Status CommRegistry::admitMemberLocked(const Comm& comm, uint64_t* bytes) const {
+  const uint64_t per_connection = static_cast<uint64_t>(window_) * comm.slice_bytes;
+  if (per_connection > max_memory_bytes_ - std::min(reserved_bytes_, max_memory_bytes_)) {
+    return Status::system("reducer full: a member of communicator " + comm.describe() +
+                          " needs " + gib(per_connection) + ", and " + gib(reserved_bytes_) +
+                          " of its " + gib(max_memory_bytes_) + " are held by " +
+                          std::to_string(comms_.size()) + " communicators");
+  }
+  *bytes = per_connection;
   return Status::ok();
 }
 
@@ -194,12 +213,22 @@ Status CommRegistry::addMember(const std::shared_ptr<Member>& peer, const wire::
     return Status::invalidUsage(who + " joined twice (first from " +
                                 comm->members_[hello.rank]->name() + ")");
   }
+  if (!*created) {
+    uint64_t reserve = 0;
+    Status admitted = admitMemberLocked(*comm, &reserve);
+    if (!admitted.isOk()) {
+      *over_limit = true;
+      return admitted;
+    }
+    comm->reserved_bytes += reserve;
+    reserved_bytes_ += reserve;
+  }
   comm->members_[hello.rank] = peer;
   comm->open_[hello.rank] = true;
   comm->joined_++;
   comm->open_count_++;
   if (comm->joined_ == comm->nranks) {
-    comm->formed_ = true;
+    comm->formed_.store(true, std::memory_order_release);
     *ready_to = comm->members_;
   }
   return Status::ok();
@@ -215,6 +244,9 @@ Status CommRegistry::join(const std::shared_ptr<Member>& peer, const wire::Hello
   // Outside the locks. The creating Hello always becomes a member (a fresh communicator has
   // nothing to contradict), so no leave can close the communicator before this is reported.
   if (created) observer_->communicatorOpened();
+  // A member the memory left cannot hold: the communicator can never form, so its other members
+  // hear why now rather than at the join timeout.
+  if (!st.isOk() && *over_limit && comm && !created) comm->fail(st.message());
   TALLY_RETURN_IF_ERROR(st);
   *out = comm;
   if (!ready_to.empty()) {

@@ -407,6 +407,18 @@ void LoopPeer::onTick(Clock::time_point now) {
                                     std::to_string(join_ms) + " ms of connecting");
     return end(std::move(ending));
   }
+  if (comm_) {
+    bool failed = false;
+    ending.status = memberDeadline(ctx_, *comm_, now, &failed);
+    if (!ending.status.isOk()) {
+      ending.counted = true;
+      return end(std::move(ending));
+    }
+    if (failed) {  // its Error is queued: send it, then close (a peer may not close by itself)
+      ending.graceful = true;
+      return end(std::move(ending));
+    }
+  }
   const int64_t io_ms = ctx_->options.tcp.io_timeout_ms;
   if (io_ms <= 0) return;
   const auto limit = std::chrono::milliseconds(io_ms);

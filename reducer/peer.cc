@@ -118,6 +118,16 @@ Status Peer::recvOne(void* data, size_t size, int tag, size_t* got) {
       conn_->close();  // the request must not outlive an open connection
       return Status::remote("server stopping");
     }
+    if (comm_) {
+      bool failed = false;
+      Status why = memberDeadline(ctx_, *comm_, std::chrono::steady_clock::now(), &failed);
+      if (!why.isOk() || failed) {
+        conn_->close();
+        // Counted already: the formation timeout there, a failure where it happened.
+        counted_ = true;
+        return failed ? Status::remote("communicator failed") : why;
+      }
+    }
     // A connection holds threads: one that never joins (a scanner, a slow-loris peer, a worker
     // that lost its way) is closed after join_timeout_ms. A member may idle between calls.
     const int64_t limit = ctx_->options.join_timeout_ms;

@@ -173,6 +173,13 @@ class Comm : public std::enable_shared_from_this<Comm> {
   const SlicePlan plan;  // how the ranks cut their calls (slicing.h), from the first Hello
   const bool checksum;  // TALLY_CHECKSUM: inputs carry a CRC32C and results get one (wire.h)
   uint64_t reserved_bytes = 0;  // memory it holds against the server's limits (registry's mu_)
+  // When its first Hello came: it must form (every rank join) within the join timeout.
+  const std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
+
+  // Every rank joined.
+  bool formed() const { return formed_.load(std::memory_order_acquire); }
+  // "3 of 16 ranks joined", for the reason it did not form.
+  std::string joinedText();
 
   // The CRC32C a result header with this payload carries: computed once per slice for every
   // rank; 0 when !checksum. Any thread.
@@ -200,7 +207,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   std::vector<bool> open_;
   uint32_t joined_ = 0;
   uint32_t open_count_ = 0;
-  bool formed_ = false;
+  std::atomic<bool> formed_{false};
   std::atomic<bool> failed_{false};
 };
 
@@ -235,9 +242,12 @@ class CommRegistry {
                    std::shared_ptr<Comm>* comm_out, bool* created,
                    std::vector<std::shared_ptr<Member>>* ready_to, bool* over_limit);
 
-  // Whether a communicator of this Hello's shape fits the limits; *bytes: what it reserves
-  // (mu_ held).
+  // Whether a communicator of this Hello's shape fits the limits once complete, and whether what
+  // it reserves now fits the memory left: its results and its first member. *bytes: that
+  // reservation (mu_ held).
   Status admitLocked(const wire::Hello& hello, uint64_t* bytes) const;
+  // Whether one more member's inputs fit the memory left; *bytes: its reservation (mu_ held).
+  Status admitMemberLocked(const Comm& comm, uint64_t* bytes) const;
 
   Engine* engine_;
   const int window_;

@@ -93,6 +93,18 @@ void refusedInOpening(ServerContext* ctx, const std::string& name, wire::MsgType
   *reject = wire::encodeReject(wire::Reason{why.message()});
 }
 
+Status memberDeadline(ServerContext* ctx, Comm& comm, std::chrono::steady_clock::time_point now,
+                      bool* failed) {
+  *failed = comm.failed();
+  if (*failed || comm.formed()) return Status::ok();
+  const int64_t limit = ctx->options.join_timeout_ms;
+  if (limit <= 0 || now - comm.created <= std::chrono::milliseconds(limit)) return Status::ok();
+  ctx->observer->error(ServerError::kTimeout);
+  return Status::timeout("communicator " + comm.describe() + " did not form within " +
+                         std::to_string(limit) + " ms of its first Hello (" + comm.joinedText() +
+                         ")");
+}
+
 void reportEnd(ServerContext* ctx, const std::shared_ptr<Comm>& comm, int rank,
                const std::string& name, const Ending& e, bool stopping) {
   if (!e.graceful && !stopping && !e.counted) {

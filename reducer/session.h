@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -35,6 +36,14 @@ bool payloadIntact(ServerContext* ctx, Comm& comm, int rank, const std::string& 
 // (then linger); for a Reject it stays empty.
 void refusedInOpening(ServerContext* ctx, const std::string& name, wire::MsgType type,
                       const uint8_t* data, size_t size, wire::Frame* reject);
+
+// Whether a member's connection should end now (checked every ~100 ms): its communicator did
+// not form within the join timeout of its first Hello (kTimeout, counted; the communicator then
+// fails and frees what it reserved once its members are gone), or it failed already and its
+// Error is queued (ok with *failed set: the failure was reported where it happened). Ok with
+// *failed unset: keep it.
+Status memberDeadline(ServerContext* ctx, Comm& comm, std::chrono::steady_clock::time_point now,
+                      bool* failed);
 
 // How a connection ended, and what the reducer makes of it.
 struct Ending {

@@ -3,12 +3,14 @@
 // the limit, is counted, and leaves the server serving others.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "harness.h"
+#include "reducer/wire.h"
 #include "test/metrics/counting_observer.h"
 #include "transport/tcp/tcp.h"
 
@@ -134,6 +136,75 @@ TEST(Limits, ConnectionsOverTheLimitAreClosed) {
   EXPECT_TRUE(waitUntil([&] { return observer.errorCount(ServerError::kLimit) >= 1; }, std::chrono::milliseconds(5000)));
   expectSum(clients);  // the two admitted connections are untouched
   for (auto& c : clients) c->close();
+}
+
+// A peer that joins as rank 0 of an `nranks` communicator that will never form, and stays.
+std::unique_ptr<transport::Connection> squat(const ReducerServer& s, int nranks, uint64_t id) {
+  std::unique_ptr<transport::Connection> conn;
+  transport::tcp::TcpOptions tcp;
+  tcp.sockets = 1;
+  EXPECT_TRUE(transport::tcp::connectBlocking(s.address(), tcp, {}, &conn).isOk());
+  if (!conn) return nullptr;
+  std::array<uint8_t, wire::kMaxHeaderBytes> challenge;
+  void* data = challenge.data();
+  size_t size = challenge.size();
+  int tag = wire::kTagHeader;
+  transport::MemoryRegion* mr = nullptr;
+  std::unique_ptr<transport::Request> r;
+  EXPECT_TRUE(conn->irecv(1, &data, &size, &tag, &mr, &r).isOk());
+  EXPECT_TRUE(r && r->wait(5000, nullptr).isOk());
+  wire::Hello hello;
+  hello.comm = wire::CommId{0x5a77, id};
+  hello.nranks = static_cast<uint32_t>(nranks);
+  hello.nreducers = 1;
+  hello.slice_bytes = 64 << 10;
+  hello.window = 4;
+  const wire::Frame frame = wire::encodeHello(hello);
+  EXPECT_TRUE(conn->isend(frame.data(), frame.size, wire::kTagHeader, nullptr, &r).isOk());
+  EXPECT_TRUE(r && r->wait(5000, nullptr).isOk());
+  return conn;
+}
+
+TEST(Limits, CommunicatorIsFreedWhenItDoesNotFormInTime) {
+  CountingObserver observer;
+  ServerOptions o;
+  o.join_timeout_ms = 300;
+  auto server = startWith(o, &observer);
+  ASSERT_NE(server, nullptr);
+  auto squatter = squat(*server, 15, 1);
+  ASSERT_NE(squatter, nullptr);
+  ASSERT_TRUE(waitUntil([&] { return observer.communicators.load() == 1; }));
+  // Its rank 0 stays connected, but the communicator does not form: it and its connection go.
+  EXPECT_TRUE(waitUntil(
+      [&] { return observer.communicators.load() == 0 && observer.connections.load() == 0; },
+      std::chrono::milliseconds(5000)));
+  EXPECT_GE(observer.errorCount(ServerError::kTimeout), 1u);
+  std::vector<std::unique_ptr<CollClient>> clients;
+  ASSERT_TRUE(connectGroup(clientOptions(*server, 64 << 10), 2, &clients).isOk());
+  expectSum(clients);
+  for (auto& c : clients) c->close();
+  squatter->close();
+}
+
+TEST(Limits, MembersReserveMemoryAsTheyJoin) {
+  CountingObserver observer;
+  ServerOptions o;
+  const uint64_t unit = 4 * (64 << 10);  // window x slice: one connection's inputs
+  // Two 15-rank communicators would reserve 16 units each once complete; a 2-rank job needs 3.
+  o.max_memory_bytes = 33 * unit;
+  auto server = startWith(o, &observer);
+  ASSERT_NE(server, nullptr);
+  auto a = squat(*server, 15, 2);
+  auto b = squat(*server, 15, 3);
+  ASSERT_TRUE(waitUntil([&] { return observer.communicators.load() == 2; }));
+  // Each holds its results and its one member (2 units), so the job fits beside them.
+  std::vector<std::unique_ptr<CollClient>> clients;
+  Status st = connectGroup(clientOptions(*server, 64 << 10), 2, &clients);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  expectSum(clients);
+  for (auto& c : clients) c->close();
+  a->close();
+  b->close();
 }
 
 TEST(Limits, ConnectionThatNeverJoinsIsClosed) {
