@@ -397,6 +397,14 @@ void LoopPeer::onTick(Clock::time_point now) {
     return;
   }
   Ending ending;
+  const int64_t auth_ms = ctx_->options.auth_timeout_ms;
+  if (phase_ == Phase::kAnswer && auth_ms > 0 && now - opened_ > std::chrono::milliseconds(auth_ms)) {
+    ctx_->observer->error(ServerError::kTimeout);
+    ending.counted = true;
+    ending.status = Status::timeout("peer " + name_ + " did not answer the job token's Challenge within " +
+                                    std::to_string(auth_ms) + " ms of connecting");
+    return end(std::move(ending));
+  }
   const int64_t join_ms = ctx_->options.join_timeout_ms;
   if (!comm_ && join_ms > 0 && now - opened_ > std::chrono::milliseconds(join_ms)) {
     // A connection holds a slot: one that never joins (a scanner, a slow-loris peer, a worker

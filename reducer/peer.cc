@@ -128,6 +128,15 @@ Status Peer::recvOne(void* data, size_t size, int tag, size_t* got) {
         return failed ? Status::remote("communicator failed") : why;
       }
     }
+    const int64_t auth_ms = ctx_->options.auth_timeout_ms;
+    if (answering_ && auth_ms > 0 &&
+        std::chrono::steady_clock::now() - opened_ > std::chrono::milliseconds(auth_ms)) {
+      conn_->close();
+      ctx_->observer->error(ServerError::kTimeout);
+      counted_ = true;
+      return Status::timeout("peer " + name_ + " did not answer the job token's Challenge within " +
+                             std::to_string(auth_ms) + " ms of connecting");
+    }
     // A connection holds threads: one that never joins (a scanner, a slow-loris peer, a worker
     // that lost its way) is closed after join_timeout_ms. A member may idle between calls.
     const int64_t limit = ctx_->options.join_timeout_ms;

@@ -21,7 +21,10 @@ Status Peer::greet(bool* end) {
 
   std::array<uint8_t, wire::kMaxHeaderBytes> header;
   size_t got = 0;
-  TALLY_RETURN_IF_ERROR(recvOne(header.data(), header.size(), wire::kTagHeader, &got));
+  answering_ = true;  // recvOne holds it to auth_timeout_ms
+  Status received = recvOne(header.data(), header.size(), wire::kTagHeader, &got);
+  answering_ = false;
+  TALLY_RETURN_IF_ERROR(received);
   wire::MsgType type;
   if (wire::peekType(header.data(), got, &type).isOk() && type == wire::MsgType::kReject) {
     refusedInOpening(type, header.data(), got);

@@ -43,8 +43,13 @@ struct ServerOptions {
   uint64_t max_connection_bytes = 1ull << 30;  // window x slice bytes of one connection
   uint64_t max_communicator_bytes = 16ull << 30;
   uint64_t max_memory_bytes = 64ull << 30;     // all communicators' reservations together
-  // A connection that has not joined a communicator (opening and Hello) by then is closed.
+  // A connection that has not joined a communicator (opening and Hello) by then is closed, and
+  // a communicator whose ranks have not all joined by then (from its first Hello) fails.
   int64_t join_timeout_ms = 120000;
+  // With a job token: a connection that has not answered the Challenge by then is closed. A
+  // worker answers at once, so this is short: connections that never prove the token cannot
+  // hold slots for the join timeout.
+  int64_t auth_timeout_ms = 10000;
   // The job secret (common/auth.h). Set: every connection must prove it before its Hello is
   // read, and the server proves it back. Empty: workers without a token are served, and a
   // worker with one refuses this server.

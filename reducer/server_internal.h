@@ -138,6 +138,7 @@ class Peer final : public Member, public std::enable_shared_from_this<Peer> {
   int rank_ = -1;
   bool recv_failed_ = false;  // the reader ended because a receive failed (the peer is gone)
   bool counted_ = false;      // this connection's error was counted already (auth, checksum)
+  bool answering_ = false;    // greet() waits for the job token's Answer
 
   // Writer queue.
   std::mutex out_mu_;

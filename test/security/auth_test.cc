@@ -135,6 +135,45 @@ TEST(AuthTest, RightTokenGivesCorrectSums) {
   EXPECT_EQ(obs0.totalErrors() + obs1.totalErrors(), 0u);
 }
 
+// Connections that never answer the Challenge hold their slots only for the short auth timeout,
+// not the join timeout: once it passes, a job with the token gets every slot it needs (issue 16,
+// E), over an event loop and over threads (two sockets).
+TEST(AuthTest, SilentConnectionsLoseTheirSlotsAtTheAuthTimeout) {
+  for (int sockets : {1, 2}) {
+    CountingObserver obs;
+    ServerOptions o;
+    o.threads = 2;
+    o.job_token = auth::JobToken(kToken);
+    o.max_connections = 4;
+    o.auth_timeout_ms = 300;
+    o.join_timeout_ms = 60000;
+    o.observer = &obs;
+    std::unique_ptr<ReducerServer> server;
+    ASSERT_TRUE(ReducerServer::start(o, &server).isOk());
+    transport::tcp::TcpOptions tcp;
+    tcp.sockets = sockets;
+    std::vector<std::unique_ptr<transport::Connection>> silent(4);
+    for (auto& c : silent) {
+      ASSERT_TRUE(transport::tcp::connectBlocking(server->address(), tcp, {}, &c).isOk());
+    }
+    ASSERT_TRUE(waitUntil([&] { return obs.peak_connections.load() == 4; }));
+    const auto start = std::chrono::steady_clock::now();
+    ASSERT_TRUE(waitUntil([&] { return obs.connections.load() == 0; },
+                          std::chrono::milliseconds(5000)))
+        << sockets << " sockets: " << obs.connections.load() << " silent connections still open";
+    EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(150));
+    EXPECT_EQ(obs.errorCount(ServerError::kTimeout), 4u);
+    std::vector<std::unique_ptr<CollClient>> clients;
+    for (const Status& s : reducer::test::connectAll(
+             std::vector<CollOptions>(2, optionsFor({server.get()}, kToken)), &clients)) {
+      ASSERT_TRUE(s.isOk()) << s.toString();
+    }
+    expectCorrectSums(clients, 5000);
+    for (auto& c : clients) c->close();
+    for (auto& c : silent) c->close();
+  }
+}
+
 TEST(AuthTest, WrongTokenIsRefusedBeforeAnyCommunicatorExists) {
   LogCapture capture;
   CountingObserver obs;
