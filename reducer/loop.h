@@ -119,10 +119,10 @@ class LoopPeer final : public Member, public std::enable_shared_from_this<LoopPe
   bool closed_ = false;       // later sends are dropped
   Status write_error_;
   std::chrono::steady_clock::time_point last_write_{};
-  int buffered_ = 0;          // slices received and not yet answered
-  bool paused_ = false;       // the reader stopped at its window
-  bool done_reading_ = false; // the connection ended: it reads no more
-  uint32_t interest_ = 0;     // what epoll watches for this socket
+  int buffered_ = 0;           // slices received and not yet answered
+  bool paused_ = false;        // the reader stopped at its window
+  bool done_reading_ = false;  // the connection ended: it reads no more
+  uint32_t interest_ = 0;      // what epoll watches for this socket
 };
 
 // One loop thread and its connections.

@@ -54,8 +54,7 @@ void LoopPeer::send(OutMsg msg) {
   out_.push(wire::kTagHeader, q.msg.header.data(), q.msg.header.size);
   q.frames = 1;
   if (q.msg.payload) {
-    out_.push(wire::kTagPayload, q.msg.payload->data() + q.msg.payload_offset,
-              q.msg.payload_bytes);
+    out_.push(wire::kTagPayload, q.msg.payload->data() + q.msg.payload_offset, q.msg.payload_bytes);
     q.frames = 2;
   }
   // Nothing ahead waits for room: write now, from this thread.
@@ -185,10 +184,10 @@ bool LoopPeer::placeBody() {
     const size_t bytes = slice_.payloadBytes();
     if (h.tag != wire::kTagPayload || h.size != bytes) {
       Ending ending;
-      ending.status = Status::remote(
-          "rank " + std::to_string(rank_) + " sent " + std::to_string(h.size) +
-          " payload bytes for " + wire::describeSlice(slice_) + ", expected " +
-          std::to_string(bytes));
+      ending.status =
+          Status::remote("rank " + std::to_string(rank_) + " sent " + std::to_string(h.size) +
+                         " payload bytes for " + wire::describeSlice(slice_) + ", expected " +
+                         std::to_string(bytes));
       comm_->fail(ending.status.message());
       end(std::move(ending));
       return false;
@@ -397,35 +396,19 @@ void LoopPeer::onTick(Clock::time_point now) {
     return;
   }
   Ending ending;
-  const int64_t auth_ms = ctx_->options.auth_timeout_ms;
-  if (phase_ == Phase::kAnswer && auth_ms > 0 && now - opened_ > std::chrono::milliseconds(auth_ms)) {
-    ctx_->observer->error(ServerError::kTimeout);
+  // A connection holds a slot: one that never proves the token or never joins (a scanner, a
+  // slow-loris peer, a lost worker), or whose communicator does not form or failed, lets go. A
+  // member may idle between calls.
+  bool failed = false;
+  ending.status = comm_ ? memberDeadline(ctx_, *comm_, now, &failed)
+                        : openingDeadline(ctx_, name_, opened_, phase_ == Phase::kAnswer, now);
+  if (!ending.status.isOk()) {
     ending.counted = true;
-    ending.status = Status::timeout("peer " + name_ + " did not answer the job token's Challenge within " +
-                                    std::to_string(auth_ms) + " ms of connecting");
     return end(std::move(ending));
   }
-  const int64_t join_ms = ctx_->options.join_timeout_ms;
-  if (!comm_ && join_ms > 0 && now - opened_ > std::chrono::milliseconds(join_ms)) {
-    // A connection holds a slot: one that never joins (a scanner, a slow-loris peer, a worker
-    // that lost its way) is closed. A member may idle between calls.
-    ctx_->observer->error(ServerError::kTimeout);
-    ending.counted = true;
-    ending.status = Status::timeout("peer " + name_ + " did not join a communicator within " +
-                                    std::to_string(join_ms) + " ms of connecting");
+  if (failed) {  // its Error is queued: send it, then close (a peer may not close by itself)
+    ending.graceful = true;
     return end(std::move(ending));
-  }
-  if (comm_) {
-    bool failed = false;
-    ending.status = memberDeadline(ctx_, *comm_, now, &failed);
-    if (!ending.status.isOk()) {
-      ending.counted = true;
-      return end(std::move(ending));
-    }
-    if (failed) {  // its Error is queued: send it, then close (a peer may not close by itself)
-      ending.graceful = true;
-      return end(std::move(ending));
-    }
   }
   const int64_t io_ms = ctx_->options.tcp.io_timeout_ms;
   if (io_ms <= 0) return;

@@ -77,8 +77,8 @@ class ServerObserver {
 
   // One slice was reduced and its result is about to be queued to every rank. `input_bytes` is
   // the slice's bytes times the number of ranks; `latency` runs from the first of its inputs
-  // having arrived (payload received) to now. Called on the thread that completed the slice, before any rank can
-  // have the result, so a worker that got its results sees them counted.
+  // having arrived (payload received) to now. Called on the thread that completed the slice,
+  // before any rank can have the result, so a worker that got its results sees them counted.
   virtual void sliceReduced(uint64_t input_bytes, std::chrono::nanoseconds latency) = 0;
 
   virtual void error(ServerError cause) = 0;

@@ -53,8 +53,8 @@ void Peer::send(OutMsg msg) {
   {
     std::lock_guard<std::mutex> lock(out_mu_);
     if (!writer_done_) {
-      // Nothing ahead of it: post from this thread (the one that completed a slice, usually), without waking
-      // the writer first. Otherwise queue it behind the others, for the writer.
+      // Nothing ahead of it: post from this thread (usually the one that completed a slice),
+      // without waking the writer first. Otherwise queue it behind the others, for the writer.
       if (out_.empty() && !writer_posting_ && !writer_finish_ && tryPostNowLocked(&msg)) return;
       out_.push_back(std::move(msg));
       out_cv_.notify_one();
@@ -118,35 +118,18 @@ Status Peer::recvOne(void* data, size_t size, int tag, size_t* got) {
       conn_->close();  // the request must not outlive an open connection
       return Status::remote("server stopping");
     }
-    if (comm_) {
-      bool failed = false;
-      Status why = memberDeadline(ctx_, *comm_, std::chrono::steady_clock::now(), &failed);
-      if (!why.isOk() || failed) {
-        conn_->close();
-        // Counted already: the formation timeout there, a failure where it happened.
-        counted_ = true;
-        return failed ? Status::remote("communicator failed") : why;
-      }
-    }
-    const int64_t auth_ms = ctx_->options.auth_timeout_ms;
-    if (answering_ && auth_ms > 0 &&
-        std::chrono::steady_clock::now() - opened_ > std::chrono::milliseconds(auth_ms)) {
+    // A connection holds threads: one that never proves the token or never joins (a scanner, a
+    // slow-loris peer, a lost worker), or whose communicator does not form or failed, lets go.
+    // A member may idle between calls.
+    const auto now = std::chrono::steady_clock::now();
+    bool failed = false;
+    Status why = comm_ ? memberDeadline(ctx_, *comm_, now, &failed)
+                       : openingDeadline(ctx_, name_, opened_, answering_, now);
+    if (!why.isOk() || failed) {
       conn_->close();
-      ctx_->observer->error(ServerError::kTimeout);
+      // Counted already: the timeouts there, a communicator's failure where it happened.
       counted_ = true;
-      return Status::timeout("peer " + name_ + " did not answer the job token's Challenge within " +
-                             std::to_string(auth_ms) + " ms of connecting");
-    }
-    // A connection holds threads: one that never joins (a scanner, a slow-loris peer, a worker
-    // that lost its way) is closed after join_timeout_ms. A member may idle between calls.
-    const int64_t limit = ctx_->options.join_timeout_ms;
-    if (!comm_ && limit > 0 && std::chrono::steady_clock::now() - opened_ >
-                                   std::chrono::milliseconds(limit)) {
-      conn_->close();
-      ctx_->observer->error(ServerError::kTimeout);
-      counted_ = true;
-      return Status::timeout("peer " + name_ + " did not join a communicator within " +
-                             std::to_string(limit) + " ms of connecting");
+      return failed ? Status::remote("communicator failed") : why;
     }
   }
 }

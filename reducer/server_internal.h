@@ -70,9 +70,10 @@ class Member {
 
 // One worker connection served by threads (any transport; TCP connections of one socket go to
 // the event loops instead): a reader thread (headers, payloads into pooled buffers, into the
-// engine) and a writer thread (Ready, Reject, results, Error in queue order). A message queued while the
-// writer has nothing queued or being posted is posted by the sending thread itself (an engine
-// thread, saving a thread hand-off per result); the writer still reaps its completion. Only the
+// engine) and a writer thread (Ready, Reject, results, Error in queue order). A message queued
+// while the writer has nothing queued or being posted is posted by the sending thread itself
+// (the one that completed the slice, saving a thread hand-off per result); the writer still
+// reaps its completion. Only the
 // holder of post_mu_ posts, and send() posts only when nothing is ahead, so order is kept.
 // Peer lock order: out_mu_ -> post_mu_ -> credit_mu_ (send() only try-locks post_mu_).
 class Peer final : public Member, public std::enable_shared_from_this<Peer> {

@@ -93,6 +93,23 @@ void refusedInOpening(ServerContext* ctx, const std::string& name, wire::MsgType
   *reject = wire::encodeReject(wire::Reason{why.message()});
 }
 
+Status openingDeadline(ServerContext* ctx, const std::string& name,
+                       std::chrono::steady_clock::time_point opened, bool answering,
+                       std::chrono::steady_clock::time_point now) {
+  const int64_t auth_ms = ctx->options.auth_timeout_ms;
+  const int64_t join_ms = ctx->options.join_timeout_ms;
+  std::string why;
+  if (answering && auth_ms > 0 && now - opened > std::chrono::milliseconds(auth_ms)) {
+    why = "did not answer the job token's Challenge within " + std::to_string(auth_ms);
+  } else if (join_ms > 0 && now - opened > std::chrono::milliseconds(join_ms)) {
+    why = "did not join a communicator within " + std::to_string(join_ms);
+  } else {
+    return Status::ok();
+  }
+  ctx->observer->error(ServerError::kTimeout);
+  return Status::timeout("peer " + name + " " + why + " ms of connecting");
+}
+
 Status memberDeadline(ServerContext* ctx, Comm& comm, std::chrono::steady_clock::time_point now,
                       bool* failed) {
   *failed = comm.failed();

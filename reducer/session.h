@@ -4,8 +4,8 @@
 // does the I/O. Not a public interface.
 #pragma once
 
-#include <cstddef>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -36,6 +36,14 @@ bool payloadIntact(ServerContext* ctx, Comm& comm, int rank, const std::string& 
 // (then linger); for a Reject it stays empty.
 void refusedInOpening(ServerContext* ctx, const std::string& name, wire::MsgType type,
                       const uint8_t* data, size_t size, wire::Frame* reject);
+
+// Whether a connection that has not joined should end now (checked every ~100 ms): with a job
+// token, it has not answered the Challenge within auth_timeout_ms (`answering`); or it has not
+// joined within join_timeout_ms. A connection holds a slot (and, served by threads, threads):
+// scanners, slow-loris peers and lost workers must let go. kTimeout, counted; ok: keep it.
+Status openingDeadline(ServerContext* ctx, const std::string& name,
+                       std::chrono::steady_clock::time_point opened, bool answering,
+                       std::chrono::steady_clock::time_point now);
 
 // Whether a member's connection should end now (checked every ~100 ms): its communicator did
 // not form within the join timeout of its first Hello (kTimeout, counted; the communicator then

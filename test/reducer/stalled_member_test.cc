@@ -88,9 +88,9 @@ TEST_P(StalledMember, IsReleasedAtTheIoTimeout) {
   hello.min_slice_bytes = kSliceBytes;
   hello.window = 4;
   const wire::Frame hello_frame = wire::encodeHello(hello);
-  ASSERT_TRUE(tcp::sendFrame(fd, wire::kTagHeader, hello_frame.data(), hello_frame.size, kWaitMs,
-                             "reducer")
-                  .isOk());
+  ASSERT_TRUE(
+      tcp::sendFrame(fd, wire::kTagHeader, hello_frame.data(), hello_frame.size, kWaitMs, "reducer")
+          .isOk());
   ASSERT_TRUE(tcp::recvFrame(fd, wire::kTagHeader, buf.data(), buf.size(), &got, kWaitMs, "reducer")
                   .isOk());  // Ready
   ASSERT_EQ(observer.communicators.load(), 1);

@@ -35,7 +35,8 @@ using Clock = std::chrono::steady_clock;
 // Waits until fd is ready for `events` or the deadline; kTimeout naming `what` then.
 Status waitReady(int fd, short events, Clock::time_point deadline, const std::string& what) {
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) return Status::timeout(what);
     pollfd p{fd, events, 0};
     const int n = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
@@ -239,9 +240,9 @@ Status sendFrame(int fd, int tag, const void* body, size_t size, int64_t timeout
     bool blocked = false;
     TALLY_RETURN_IF_ERROR(q.flush(fd, peer, &written, &blocked));
     if (blocked) {
-      TALLY_RETURN_IF_ERROR(waitReady(fd, POLLOUT, deadline,
-                                      "peer " + peer + " took no data within " +
-                                          std::to_string(timeout_ms) + " ms"));
+      TALLY_RETURN_IF_ERROR(
+          waitReady(fd, POLLOUT, deadline,
+                    "peer " + peer + " took no data within " + std::to_string(timeout_ms) + " ms"));
     }
   }
   return Status::ok();
@@ -264,8 +265,8 @@ Status recvFrame(int fd, int tag, void* body, size_t capacity, size_t* size, int
                           std::to_string(capacity) + " with tag " + std::to_string(tag) +
                           " was expected");
   }
-  TALLY_RETURN_IF_ERROR(
-      readExact(fd, static_cast<uint8_t*>(body), static_cast<size_t>(h.size), deadline, peer, what));
+  TALLY_RETURN_IF_ERROR(readExact(fd, static_cast<uint8_t*>(body), static_cast<size_t>(h.size),
+                                  deadline, peer, what));
   *size = static_cast<size_t>(h.size);
   return Status::ok();
 }
