@@ -67,8 +67,10 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
   X(kString, collProgress, "TALLY_COLL_PROGRESS", "thread",                                     \
     "How a worker drives its reducer connections. `thread`: on TCP, each connection is one "    \
     "socket that the posting thread writes and one epoll thread per communicator reads, "       \
-    "with no thread hand-off per slice (other transports use `legacy`). `legacy`: a sender "    \
-    "and a receiver thread per reducer over the transport's own helper threads.")               \
+    "with no thread hand-off per slice (other transports use `legacy`). `poll`: the same "      \
+    "sockets with no thread at all: NCCL's proxy thread reads results when it tests a "         \
+    "request. `legacy`: a sender and a receiver thread per reducer over the transport's own "   \
+    "helper threads.")                                                                          \
   X(kInt, collMaxRequests, "TALLY_COLL_MAX_REQUESTS", "64",                                     \
     "All-reduce calls in flight per CollNet communicator; past it iallreduce returns a NULL "   \
     "request and NCCL retries.")                                                                \

@@ -76,6 +76,7 @@ PluginState::PluginState(Params params, ClusterInput cluster,
   coll_options_.job_token_file = params_.jobTokenFile;
   coll_options_.checksum = params_.checksum;
   coll_options_.progress = params_.collProgress == "legacy" ? reducer::CollProgress::kLegacy
+                           : params_.collProgress == "poll"  ? reducer::CollProgress::kPoll
                                                              : reducer::CollProgress::kThread;
 }
 
@@ -90,9 +91,10 @@ Status PluginState::create(const Params& params, ClusterInput cluster,
         "TALLY_COLL_MAX_REQUESTS=" + std::to_string(params.collMaxRequests) +
         " is not valid: expected 1 to 65536");
   }
-  if (params.collProgress != "thread" && params.collProgress != "legacy") {
+  if (params.collProgress != "thread" && params.collProgress != "poll" &&
+      params.collProgress != "legacy") {
     return Status::invalidUsage("TALLY_COLL_PROGRESS=" + params.collProgress +
-                                " is not valid: expected thread or legacy");
+                                " is not valid: expected thread, poll or legacy");
   }
   if (params.collWindow < 1) {
     return Status::invalidUsage("TALLY_COLL_WINDOW=" + std::to_string(params.collWindow) +

@@ -204,9 +204,9 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
   sides.reserve(nred);
   for (size_t r = 0; r < nred; ++r) sides.emplace_back(&token, options.reducers[r]);
 
-  // Each reducer is reached over a transport Connection, or (TALLY_COLL_PROGRESS=thread on TCP)
-  // over the raw socket taken from a one-socket TCP connection.
-  const bool raw = options.progress == CollProgress::kThread && isTcpNetwork(options.network.get());
+  // Each reducer is reached over a transport Connection, or (TALLY_COLL_PROGRESS=thread or poll
+  // on TCP) over the raw socket taken from a one-socket TCP connection.
+  const bool raw = options.progress != CollProgress::kLegacy && isTcpNetwork(options.network.get());
   transport::ConnectionOptions conn_options;
   if (raw) conn_options.sockets = 1;
   std::vector<std::unique_ptr<transport::Connection>> conns(nred);
@@ -276,8 +276,8 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
       continue;
     }
     if (progress == nullptr) {
-      std::unique_ptr<Progress> p;
-      Status st = Progress::create(&p);
+      std::shared_ptr<Progress> p;
+      Status st = Progress::create(options.progress != CollProgress::kPoll, &p);
       if (!st.isOk()) return fail(st);
       progress = p.get();
       impl->setProgress(std::move(p));
@@ -292,7 +292,9 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
   impl->start();
   TALLY_INFO(log::kColl, "CollNet rank %d of %d joined communicator %s on %zu reducers%s%s%s", rank,
              nranks, comm.toString().c_str(), nred,
-             progress != nullptr ? ", raw sockets with one progress thread" : "",
+             progress == nullptr                        ? ""
+             : options.progress == CollProgress::kPoll ? ", raw sockets progressed by test()"
+                                                       : ", raw sockets with one progress thread",
              token.empty() ? "" : ", job token proven both ways",
              crc != nullptr ? ", CRC32C on every slice" : "");
   *out = std::move(impl);
@@ -319,6 +321,14 @@ Status Call::test(bool* done) {
     return Status::ok();
   }
   if (shared->failed.load(std::memory_order_acquire)) return shared->errorStatus();
+  if (shared->poller != nullptr) {
+    shared->poller->poll();
+    if (remaining.load(std::memory_order_acquire) == 0) {
+      *done = true;
+      return Status::ok();
+    }
+    if (shared->failed.load(std::memory_order_acquire)) return shared->errorStatus();
+  }
   *done = false;
   return Status::ok();
 }
@@ -333,8 +343,9 @@ void CollClientImpl::start() {
   if (progress_) progress_->start();
 }
 
-void CollClientImpl::setProgress(std::unique_ptr<Progress> progress) {
+void CollClientImpl::setProgress(std::shared_ptr<Progress> progress) {
   progress_ = std::move(progress);
+  if (options_.progress == CollProgress::kPoll) shared_->poller = progress_;
 }
 
 Status CollClientImpl::iallreduce(const void* send, void* recv, size_t count, DataType type,
@@ -439,7 +450,9 @@ Status CollClientImpl::post(const CallSpec& spec, size_t result_bytes, CollReque
   const uint64_t nslices = (spec.count + per_slice - 1) / per_slice;
   if (nslices > UINT32_MAX) return Status::invalidUsage("collective: too many slices");
   if (shared_->calls_in_flight.load(std::memory_order_acquire) >= options_.max_requests) {
-    return Status::ok();  // no room: NCCL calls again
+    // No room: NCCL calls again. In poll mode, results that make room come in now.
+    if (shared_->poller != nullptr) shared_->poller->poll();
+    return Status::ok();
   }
   const bool all_reduce = spec.kind == wire::CollKind::kAllReduce;
   const Span part = all_reduce ? Span{0, spec.count}

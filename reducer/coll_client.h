@@ -45,6 +45,7 @@ inline constexpr size_t kCollHandleBytes = 64;
 // How a client drives its reducer links (TALLY_COLL_PROGRESS).
 enum class CollProgress {
   kThread,  // TCP: raw sockets, the posting thread and one epoll progress thread per client
+  kPoll,    // TCP: raw sockets driven by the posting thread and the threads that test requests
   kLegacy,  // a sender and a receiver thread per reducer, over the transport's threads
 };
 
@@ -67,7 +68,7 @@ struct CollOptions {
   // TALLY_CHECKSUM: a CRC32C on every slice and result payload (ISA-L, libisal2). Every rank
   // must agree (it is part of the handle's digest) and the reducers check it too.
   bool checksum = false;
-  // kThread applies to TCP only; other transports always use kLegacy's threaded links.
+  // kThread and kPoll apply to TCP only; other transports always use kLegacy's threaded links.
   CollProgress progress = CollProgress::kThread;
   // The transport the reducers are reached over (the plugin's, from TALLY_TRANSPORT). Null: TCP
   // with default options.

@@ -2,7 +2,8 @@
 // iallreduce, close) and its per-reducer links, of two kinds behind one interface (Link):
 // ThreadedLink (coll_link.cc: a sender and a receiver thread over a transport::Connection, for
 // every transport; TALLY_COLL_PROGRESS=legacy) and RawLink (coll_raw_link.h: a TCP socket driven
-// by the posting thread and one epoll progress thread per client, TALLY_COLL_PROGRESS=thread).
+// by the posting thread and either one epoll progress thread per client, TALLY_COLL_PROGRESS=
+// thread, or the threads that test requests, TALLY_COLL_PROGRESS=poll).
 // Not a public interface.
 //
 // Data flow: iallreduce numbers the call (seq), cuts it into slices and queues slice j on link
@@ -57,12 +58,23 @@ namespace tally::reducer::client {
 
 class Link;
 
+// Progress driven by the caller's own thread (TALLY_COLL_PROGRESS=poll): a request's test(), and
+// a post that finds no room, run one non-blocking round of it.
+class Poller {
+ public:
+  virtual ~Poller() = default;
+  // Does what is ready now and returns; a no-op while another thread polls or once stopped.
+  virtual void poll() = 0;
+};
+
 // State shared by the client, its links and its requests (which may outlive the client).
 struct Shared {
   std::atomic<bool> failed{false};
   std::mutex mu;
   Status error;  // set once, before `failed` turns true
   std::atomic<int> calls_in_flight{0};
+  // Set by connect() before the first post, in poll mode only; kept alive by requests too.
+  std::shared_ptr<Poller> poller;
 
   Status errorStatus() {
     std::lock_guard<std::mutex> lock(mu);
@@ -281,7 +293,7 @@ class CollClientImpl final : public CollClient {
   // Links (and the progress thread RawLinks share, when there are any) are added by connect()
   // before start().
   void addLink(std::unique_ptr<Link> link) { links_.push_back(std::move(link)); }
-  void setProgress(std::unique_ptr<Progress> progress);
+  void setProgress(std::shared_ptr<Progress> progress);
   void start();
   // Makes `st` the client's sticky error (the first one wins), after closing every connection.
   // Before closing, each reducer is sent an Error with the cause, waiting at most wait_ms (or
@@ -304,8 +316,9 @@ class CollClientImpl final : public CollClient {
   const int rank_;
   const int nranks_;
   std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
-  // Declared before links_: RawLinks stop it in their destructors.
-  std::unique_ptr<Progress> progress_;
+  // Declared before links_: RawLinks stop it in their destructors. Shared with shared_->poller
+  // in poll mode.
+  std::shared_ptr<Progress> progress_;
   std::vector<std::unique_ptr<Link>> links_;
   std::mutex post_mu_;
   uint64_t next_seq_ = 0;

@@ -1,5 +1,5 @@
-// The CollClient's progress thread for its RawLinks (coll_raw_link.h): one epoll loop over every
-// link's socket, plus an eventfd that stop() writes.
+// The CollClient's progress for its RawLinks (coll_raw_link.h): one epoll set over every link's
+// socket, plus an eventfd that stop() writes; run by a thread of its own or by poll()'s callers.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -20,8 +20,8 @@ constexpr int kMaxEvents = 64;
 
 }  // namespace
 
-Status Progress::create(std::unique_ptr<Progress>* out) {
-  std::unique_ptr<Progress> p(new Progress());
+Status Progress::create(bool threaded, std::shared_ptr<Progress>* out) {
+  std::shared_ptr<Progress> p(new Progress(threaded));
   p->epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
   if (!p->epoll_.valid()) return Status::fromErrno("epoll_create1", errno);
   p->wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -51,7 +51,17 @@ Status Progress::add(RawLink* link, int fd) {
 
 void Progress::start() {
   std::lock_guard<std::mutex> lock(stop_mu_);
-  if (!thread_.joinable() && !stop_.load()) thread_ = std::thread([this] { loop(); });
+  if (stop_.load() || started_.load()) return;
+  next_check_ns_ = nowNs() + kPollMs * 1000000LL;
+  started_.store(true, std::memory_order_release);
+  if (threaded_) thread_ = std::thread([this] { loop(); });
+}
+
+void Progress::poll() {
+  if (threaded_ || !started_.load(std::memory_order_acquire)) return;
+  std::unique_lock<std::mutex> lock(poll_mu_, std::try_to_lock);
+  if (!lock.owns_lock() || stop_.load(std::memory_order_acquire)) return;
+  (void)round(0);
 }
 
 void Progress::watch(RawLink* link, int fd, bool output) {
@@ -67,6 +77,11 @@ void Progress::unwatch(int fd) { (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, 
 void Progress::stop() {
   std::lock_guard<std::mutex> lock(stop_mu_);
   stop_.store(true, std::memory_order_release);
+  if (!threaded_) {
+    // A poll() under way finishes its round; none starts after this.
+    std::lock_guard<std::mutex> wait_for_poll(poll_mu_);
+    return;
+  }
   if (!thread_.joinable()) return;
   const uint64_t one = 1;
   // The counter cannot overflow with one write per stop; a failure would only delay the stop
@@ -76,30 +91,34 @@ void Progress::stop() {
 }
 
 void Progress::loop() {
-  epoll_event events[kMaxEvents];
-  int64_t next_check_ns = nowNs() + kPollMs * 1000000LL;
   while (!stop_.load(std::memory_order_acquire)) {
-    const int n = ::epoll_wait(epoll_.get(), events, kMaxEvents, kPollMs);
-    if (n < 0 && errno != EINTR) {
-      TALLY_WARN("CollNet progress thread: epoll_wait failed: %s", std::strerror(errno));
-      break;
-    }
-    for (int i = 0; i < n; ++i) {
-      auto* link = static_cast<RawLink*>(events[i].data.ptr);
-      if (link == nullptr) {
-        uint64_t v;
-        (void)!::read(wake_.get(), &v, sizeof(v));
-        continue;
-      }
-      const uint32_t e = events[i].events;
-      link->onEvents((e & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) != 0, (e & EPOLLOUT) != 0);
-    }
-    const int64_t now = nowNs();
-    if (now >= next_check_ns) {
-      for (RawLink* link : links_) link->checkTimeout(now);
-      next_check_ns = now + kPollMs * 1000000LL;
-    }
+    if (!round(kPollMs)) break;
   }
+}
+
+bool Progress::round(int wait_ms) {
+  epoll_event events[kMaxEvents];
+  const int n = ::epoll_wait(epoll_.get(), events, kMaxEvents, wait_ms);
+  if (n < 0 && errno != EINTR) {
+    TALLY_WARN("CollNet progress: epoll_wait failed: %s", std::strerror(errno));
+    return false;
+  }
+  for (int i = 0; i < n; ++i) {
+    auto* link = static_cast<RawLink*>(events[i].data.ptr);
+    if (link == nullptr) {
+      uint64_t v;
+      (void)!::read(wake_.get(), &v, sizeof(v));
+      continue;
+    }
+    const uint32_t e = events[i].events;
+    link->onEvents((e & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) != 0, (e & EPOLLOUT) != 0);
+  }
+  const int64_t now = nowNs();
+  if (now >= next_check_ns_) {
+    for (RawLink* link : links_) link->checkTimeout(now);
+    next_check_ns_ = now + kPollMs * 1000000LL;
+  }
+  return true;
 }
 
 }  // namespace tally::reducer::client

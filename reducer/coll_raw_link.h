@@ -1,5 +1,5 @@
-// The CollClient's links over raw TCP sockets (TALLY_COLL_PROGRESS=thread): no thread hand-off
-// per slice. Not a public interface.
+// The CollClient's links over raw TCP sockets (TALLY_COLL_PROGRESS=thread or poll): no thread
+// hand-off per slice. Not a public interface.
 //
 // Each RawLink owns a socket taken from a one-socket TCP connection (Connection::takeSocket) and
 // speaks the TCP backend's framing on it (transport/tcp/frames.h), so the reducer sees the same
@@ -15,6 +15,10 @@
 //     when its last slice lands.
 //   - every kPollMs it checks each link for timeout_ms without a result while slices are
 //     outstanding.
+// With TALLY_COLL_PROGRESS=poll there is no progress thread: the same rounds (epoll_wait with no
+// wait, then the same handlers) run on the thread that tests a request (NCCL's proxy thread,
+// which calls test() in a loop) or posts into a full client, one thread at a time. What the
+// progress thread's wake-ups cost is then gone, and a result is read when the caller asks.
 //
 // Every step that reads or writes caller memory (CRC, sendmsg from the send buffer, recv into
 // the recv buffer) runs under the link's mu_ and only while the link is open. closeConnection
@@ -45,34 +49,46 @@ namespace tally::reducer::client {
 
 class RawLink;
 
-// The epoll thread of one client. Links are added before start(); watch() and unwatch() may
-// be called from any thread.
-class Progress {
+// The epoll loop of one client, run by its own thread (threaded) or by callers through poll().
+// Links are added before start(); watch() and unwatch() may be called from any thread.
+class Progress final : public Poller {
  public:
   // Makes the epoll set and the wake-up eventfd.
-  static Status create(std::unique_ptr<Progress>* out);
-  ~Progress();
+  static Status create(bool threaded, std::shared_ptr<Progress>* out);
+  ~Progress() override;
 
   // Adds a link's socket, watched for input (before start()).
   Status add(RawLink* link, int fd);
+  // Starts the thread (threaded) or lets poll() run.
   void start();
+  // One round without waiting (not threaded; a no-op while another caller polls, before start()
+  // and after stop()).
+  void poll() override;
   // Whether the link's socket is also watched for room to write.
   void watch(RawLink* link, int fd, bool output);
   // Stops watching the socket (before it is shut down).
   void unwatch(int fd);
-  // Ends and joins the thread. Idempotent; never from the progress thread itself.
+  // Ends and joins the thread, or waits for a poll() under way; no link is touched after it.
+  // Idempotent; never from the progress thread or from inside poll().
   void stop();
 
  private:
-  Progress() = default;
+  explicit Progress(bool threaded) : threaded_(threaded) {}
   void loop();
+  // Waits up to wait_ms for events, handles them, and checks timeouts when due. False: epoll
+  // failed.
+  bool round(int wait_ms);
 
+  const bool threaded_;
   transport::tcp::Fd epoll_;
   transport::tcp::Fd wake_;  // eventfd: stop() wakes the thread through it
   std::vector<RawLink*> links_;
+  std::atomic<bool> started_{false};
   std::atomic<bool> stop_{false};
   std::mutex stop_mu_;
   std::thread thread_;
+  std::mutex poll_mu_;          // held by the caller in poll()
+  int64_t next_check_ns_ = 0;  // the progress thread's, or poll_mu_'s holder's
 };
 
 class RawLink final : public Link {

@@ -1,7 +1,8 @@
-// The worker's two ways of driving reducer links (TALLY_COLL_PROGRESS): raw sockets with one
-// epoll progress thread per client ("thread", the default on TCP) and the threaded links
-// ("legacy"). Both must compute the same results; the raw links must also fail (not hang) when a
-// reducer dies, and abort() with calls in flight must return promptly and leave buffers alone.
+// The worker's three ways of driving reducer links (TALLY_COLL_PROGRESS): raw sockets with one
+// epoll progress thread per client ("thread", the default on TCP), the same sockets progressed
+// by the threads that test requests ("poll"), and the threaded links ("legacy"). All must compute
+// the same results; the raw links must also fail (not hang) when a reducer dies, and abort() with
+// calls in flight must return promptly and leave buffers alone.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -244,10 +245,18 @@ TEST_P(ProgressTest, AbortWithCallsInFlightReturnsPromptlyAndLeavesBuffersAlone)
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, ProgressTest,
-                         ::testing::Values(CollProgress::kThread, CollProgress::kLegacy),
+                         ::testing::Values(CollProgress::kThread, CollProgress::kPoll,
+                                           CollProgress::kLegacy),
                          [](const ::testing::TestParamInfo<CollProgress>& p) {
-                           return std::string(p.param == CollProgress::kThread ? "thread"
-                                                                               : "legacy");
+                           switch (p.param) {
+                             case CollProgress::kThread:
+                               return std::string("thread");
+                             case CollProgress::kPoll:
+                               return std::string("poll");
+                             case CollProgress::kLegacy:
+                               break;
+                           }
+                           return std::string("legacy");
                          });
 
 }  // namespace
