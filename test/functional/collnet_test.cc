@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <thread>
 
@@ -107,6 +108,7 @@ struct MatrixConfig {
   int version;
   int workers;
   int reducers;
+  const char* progress = nullptr;  // TALLY_COLL_PROGRESS; null: the default (thread)
 };
 
 class CollNetMatrix : public ::testing::TestWithParam<MatrixConfig>, protected CollNetFixture {};
@@ -138,6 +140,7 @@ TEST_P(CollNetMatrix, EveryTypeAndOpIsExactAndIdenticalOnAllWorkers) {
   Store* store = cluster_.store.get();
   std::string why = runAll(cfg.workers, [&](int rank) -> int {
     setWorkerEnvironment(cluster_.reducer_list);
+    if (cfg.progress != nullptr) ::setenv("TALLY_COLL_PROGRESS", cfg.progress, 1);
     std::unique_ptr<driver::PluginLibrary> lib;
     std::unique_ptr<driver::CollNetApi> api;
     if (!openCollNet(cfg.version, &lib, &api)) return 2;
@@ -177,18 +180,21 @@ TEST_P(CollNetMatrix, EveryTypeAndOpIsExactAndIdenticalOnAllWorkers) {
 
 std::string matrixName(const ::testing::TestParamInfo<MatrixConfig>& p) {
   return "v" + std::to_string(p.param.version) + "_w" + std::to_string(p.param.workers) + "_r" +
-         std::to_string(p.param.reducers);
+         std::to_string(p.param.reducers) +
+         (p.param.progress != nullptr ? std::string("_") + p.param.progress : "");
 }
 
 // Each worker count (2, 3, 4, 8) and reducer count (1, 2, 3) appears for v8 and v11; v12, which
-// differs from v11 only in its property layout, runs one of them.
+// differs from v11 only in its property layout, runs one of them; the other two progress modes
+// (TALLY_COLL_PROGRESS) run one each.
 INSTANTIATE_TEST_SUITE_P(Spread, CollNetMatrix,
                          ::testing::Values(MatrixConfig{8, 2, 1}, MatrixConfig{8, 3, 2},
                                            MatrixConfig{8, 4, 3}, MatrixConfig{8, 8, 2},
                                            MatrixConfig{8, 2, 3}, MatrixConfig{11, 2, 1},
                                            MatrixConfig{11, 3, 2}, MatrixConfig{11, 4, 3},
                                            MatrixConfig{11, 8, 2}, MatrixConfig{11, 2, 3},
-                                           MatrixConfig{12, 3, 2}),
+                                           MatrixConfig{12, 3, 2}, MatrixConfig{11, 4, 2, "poll"},
+                                           MatrixConfig{8, 3, 3, "legacy"}),
                          matrixName);
 
 // ---- Communicators at once, long call streams ----------------------------------------------
