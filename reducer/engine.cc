@@ -1,16 +1,27 @@
 // The engine: collect every rank's input of a slice, reduce in rank order, answer every rank,
-// all on the thread that received the last input.
+// all on the threads that receive the inputs.
 //
 // Each (communicator, slice index) stream is hashed to one shard. A shard's lock guards its
-// pending slices only while an input is filed; the slice that became complete is taken out of
-// the map, and reduced and answered after the lock is dropped.
+// pending slices only while an input is filed; reducing and answering happen after it is
+// dropped.
+//
+// Reduce as the inputs arrive. Where folding one input at a time gives the same bits as reducing
+// all at once (every type but the narrow floats, which reduce() rounds once at the end), the
+// inputs of an all-reduce or reduce-scatter slice are folded into rank 0's buffer in rank order
+// as soon as the ranks before them are in: the thread that files an input which extends that
+// prefix folds it (and whatever the prefix reaches meanwhile) without the lock, and frees each
+// folded buffer at once. So when the last input lands only it remains to be reduced, and a slice
+// holds about two inputs' memory rather than nranks'. One thread folds a slice at a time
+// (Pending::folding); a slice dropped meanwhile (mismatch, failed communicator) is only marked,
+// and the folder frees it. The narrow floats and all-gather slices are combined when complete, as
+// before.
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstring>
-#include <stdexcept>
 #include <exception>
 #include <map>
+#include <stdexcept>
 #include <tuple>
 
 #include "common/log.h"
@@ -45,13 +56,41 @@ struct Pending {
   std::vector<Buffer, PoolAllocator<Buffer>> inputs;
   std::vector<std::shared_ptr<Member>, PoolAllocator<std::shared_ptr<Member>>> peers;
   uint32_t have = 0;
+  // Reduce as the inputs arrive (foldsOnArrival): ranks [0, folded) are summed into inputs[0],
+  // whose owner is the thread with `folding` set; `dropped`: it was dropped meanwhile.
+  bool folds = false;
+  uint32_t folded = 0;
+  bool folding = false;
+  bool dropped = false;
 };
+
+// Whether folding one input at a time gives the bits of reducing them all at once: reduce() is
+// left to right, and rounds each step, except for the narrow floats (widened, rounded once).
+bool foldsOnArrival(const wire::SliceHeader& h, uint32_t nranks) {
+  if (h.kind == wire::CollKind::kAllGather || nranks < 3) return false;
+  switch (h.type) {
+    case DataType::kFloat16:
+    case DataType::kBfloat16:
+    case DataType::kFloat8e4m3:
+    case DataType::kFloat8e5m2:
+      return false;
+    default:
+      return true;
+  }
+}
+
+// The first rank past the folded prefix whose input is not in yet (nranks: all are).
+uint32_t prefixEnd(const Pending& p) {
+  uint32_t end = p.folded;
+  while (end < p.peers.size() && p.peers[end]) ++end;
+  return end;
+}
 
 // Every rank must send the same call. Pieces of one all-gather slice differ by sender (the
 // receiving Peer checked each against the slice), so only the call's fields are compared.
 bool sameCall(const wire::SliceHeader& a, const wire::SliceHeader& b) {
-  const bool same_piece = a.kind == wire::CollKind::kAllGather ||
-                          (a.offset == b.offset && a.count == b.count);
+  const bool same_piece =
+      a.kind == wire::CollKind::kAllGather || (a.offset == b.offset && a.count == b.count);
   return same_piece && a.kind == b.kind && a.total_count == b.total_count && a.type == b.type &&
          a.op == b.op && a.rank_count == b.rank_count && a.window_offset == b.window_offset;
 }
@@ -79,15 +118,23 @@ struct Engine::Shard {
 
   // Files `in` (mu held). Returns the node of a slice that is now complete, taken out of the
   // map; *fail_reason is set when the input contradicts what other ranks sent (the slice is then
-  // dropped, and the caller fails the communicator after unlocking).
-  PendingMap::node_type fileLocked(SliceInput in, std::string* fail_reason);
+  // dropped, and the caller fails the communicator after unlocking). *fold: a slice this thread
+  // now folds (foldLoop), its `folding` set.
+  PendingMap::node_type fileLocked(SliceInput in, std::string* fail_reason,
+                                   PendingMap::iterator* fold);
+  // Folds the slice's arrived prefix until nothing more is in; returns its node once every rank
+  // is folded. Takes mu for the bookkeeping only.
+  PendingMap::node_type foldLoop(PendingMap::iterator it);
+  // Drops a slice (mu held): frees it, or marks it for its folder.
+  void dropLocked(PendingMap::iterator it, PendingMap* into);
   void complete(Pending* p);
   // The slice's result: the inputs reduced in rank order (all-reduce, reduce-scatter) or the
   // pieces put in place (all-gather).
   Buffer combine(Pending* p);
 };
 
-PendingMap::node_type Engine::Shard::fileLocked(SliceInput in, std::string* fail_reason) {
+PendingMap::node_type Engine::Shard::fileLocked(SliceInput in, std::string* fail_reason,
+                                                PendingMap::iterator* fold) {
   Comm& comm = *in.comm;
   if (comm.failed()) {
     in.data.reset();
@@ -105,19 +152,25 @@ PendingMap::node_type Engine::Shard::fileLocked(SliceInput in, std::string* fail
     p.first_arrival = in.arrived;
     p.inputs.resize(comm.nranks);
     p.peers.resize(comm.nranks);
-  } else if (!sameCall(p.header, in.header) || p.peers[in.rank]) {
-    // Ranks must issue the same calls in the same order. Say who sent what.
-    *fail_reason =
-        p.peers[in.rank]
-            ? "rank " + std::to_string(in.rank) + " sent " + wire::describeSlice(in.header) +
-                  " twice"
-            : "ranks disagree: rank " + std::to_string(p.first_rank) + " sent " +
-                  wire::describeSlice(p.header) + ", rank " + std::to_string(in.rank) + " sent " +
-                  wire::describeSlice(in.header);
+    p.folds = foldsOnArrival(in.header, comm.nranks);
+  } else if (p.dropped) {
+    // Its communicator failed while the slice was being folded: the folder frees it.
     in.data.reset();
     in.peer->releaseCredit();
-    releaseAll(&p);
-    pending.erase(it);
+    return {};
+  } else if (!sameCall(p.header, in.header) || p.peers[in.rank]) {
+    // Ranks must issue the same calls in the same order. Say who sent what.
+    *fail_reason = p.peers[in.rank]
+                       ? "rank " + std::to_string(in.rank) + " sent " +
+                             wire::describeSlice(in.header) + " twice"
+                       : "ranks disagree: rank " + std::to_string(p.first_rank) + " sent " +
+                             wire::describeSlice(p.header) + ", rank " + std::to_string(in.rank) +
+                             " sent " + wire::describeSlice(in.header);
+    in.data.reset();
+    in.peer->releaseCredit();
+    PendingMap freed;
+    dropLocked(it, &freed);
+    for (auto& [dropped_key, q] : freed) releaseAll(&q);
     observer->error(ServerError::kMismatch);
     return {};
   }
@@ -125,13 +178,69 @@ PendingMap::node_type Engine::Shard::fileLocked(SliceInput in, std::string* fail
   p.first_arrival = std::min(p.first_arrival, in.arrived);
   p.inputs[in.rank] = std::move(in.data);
   p.peers[in.rank] = std::move(in.peer);
-  if (++p.have < comm.nranks) return {};
+  ++p.have;
+  if (p.folds) {
+    // This input extends the folded prefix, and nobody folds: this thread does.
+    if (!p.folding && static_cast<uint32_t>(in.rank) < prefixEnd(p) &&
+        static_cast<uint32_t>(in.rank) >= p.folded) {
+      p.folding = true;
+      *fold = it;
+    }
+    return {};
+  }
+  if (p.have < comm.nranks) return {};
   return pending.extract(it);
+}
+
+void Engine::Shard::dropLocked(PendingMap::iterator it, PendingMap* into) {
+  if (it->second.folding) {
+    it->second.dropped = true;  // its folder frees it
+    return;
+  }
+  into->insert(pending.extract(it));
+}
+
+PendingMap::node_type Engine::Shard::foldLoop(PendingMap::iterator it) {
+  Pending& p = it->second;
+  const size_t n = p.peers.size();
+  // Per thread: several threads may fold slices of one shard at once.
+  thread_local std::vector<const void*> srcs;
+  for (;;) {
+    uint32_t from;
+    uint32_t to;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (p.dropped) {
+        releaseAll(&p);
+        pending.erase(it);
+        return {};
+      }
+      // Rank 0's buffer is the accumulator: it needs no folding of its own.
+      if (p.folded == 0 && p.peers[0]) p.folded = 1;
+      from = p.folded;
+      to = prefixEnd(p);
+      if (from == to) {
+        p.folding = false;
+        if (p.folded == n) return pending.extract(it);
+        return {};
+      }
+    }
+    // Inputs [from, to) are in and, like the accumulator, only this thread touches them now.
+    srcs.resize(1 + (to - from));
+    srcs[0] = p.inputs[0]->data();
+    for (uint32_t r = from; r < to; ++r) srcs[1 + (r - from)] = p.inputs[r]->data();
+    reduceMany(p.header.type, p.header.op, p.inputs[0]->data(), srcs.data(),
+               static_cast<int>(srcs.size()), p.slice.count);
+    std::lock_guard<std::mutex> lock(mu);
+    for (uint32_t r = from; r < to; ++r) p.inputs[r].reset();
+    p.folded = to;
+  }
 }
 
 Buffer Engine::Shard::combine(Pending* p) {
   const wire::SliceHeader& h = p->header;
   const uint32_t n = p->comm->nranks;
+  if (p->folds) return std::move(p->inputs[0]);  // folded as the inputs came (foldLoop)
   if (h.kind == wire::CollKind::kAllGather) {
     // Each byte of the slice belongs to one rank's part: copy every piece into place.
     const size_t bytes = p->slice.count * dataTypeSize(h.type);
@@ -187,10 +296,10 @@ void Engine::Shard::complete(Pending* p) {
       wire::SliceHeader mine = result_header;
       mine.offset = piece.offset;
       mine.count = piece.count;
-      mine.crc = piece.count == 0 ? 0
-                                  : p->comm->resultCrc(
-                                        result->data() + (piece.offset - p->slice.offset) * elt,
-                                        piece.count * elt);
+      mine.crc = piece.count == 0
+                     ? 0
+                     : p->comm->resultCrc(result->data() + (piece.offset - p->slice.offset) * elt,
+                                          piece.count * elt);
       frame = wire::encodeResult(mine);
     }
     m.header = frame;
@@ -223,7 +332,11 @@ void Engine::stop() {
     PendingMap dropped;
     {
       std::lock_guard<std::mutex> lock(s->mu);
-      dropped.swap(s->pending);
+      for (auto it = s->pending.begin(); it != s->pending.end();) {
+        auto next = std::next(it);
+        s->dropLocked(it, &dropped);
+        it = next;
+      }
     }
     for (auto& [key, p] : dropped) releaseAll(&p);
   }
@@ -235,10 +348,14 @@ void Engine::submit(int shard, SliceInput in) {
   std::string fail_reason;
   try {
     PendingMap::node_type done;
+    PendingMap::iterator fold = s.pending.end();
+    bool folds = false;
     {
       std::lock_guard<std::mutex> lock(s.mu);
-      done = s.fileLocked(std::move(in), &fail_reason);
+      done = s.fileLocked(std::move(in), &fail_reason, &fold);
+      folds = fold != s.pending.end();
     }
+    if (folds) done = s.foldLoop(fold);
     if (done) s.complete(&done.mapped());
   } catch (const std::exception& e) {
     // Allocation failure or a broken invariant: fail what we can name, keep serving others.
@@ -264,7 +381,7 @@ void Engine::dropComm(const std::shared_ptr<Comm>& comm) {
       auto it = s->pending.lower_bound(Key{key, 0, 0});
       while (it != s->pending.end() && it->first.comm == key) {
         auto next = std::next(it);
-        dropped.insert(s->pending.extract(it));
+        s->dropLocked(it, &dropped);
         it = next;
       }
     }
