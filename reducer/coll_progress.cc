@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <system_error>
 
 #include "common/log.h"
 #include "reducer/coll_raw_link.h"
@@ -49,9 +50,15 @@ Status Progress::add(RawLink* link, int fd) {
   return Status::ok();
 }
 
-void Progress::start() {
+Status Progress::start() {
   std::lock_guard<std::mutex> lock(stop_mu_);
-  if (!thread_.joinable() && !stop_.load()) thread_ = std::thread([this] { loop(); });
+  if (thread_.joinable() || stop_.load()) return Status::ok();
+  try {
+    thread_ = std::thread([this] { loop(); });
+  } catch (const std::system_error& e) {
+    return Status::system(std::string("cannot start the CollNet progress thread: ") + e.what());
+  }
+  return Status::ok();
 }
 
 void Progress::watch(RawLink* link, int fd, bool output) {

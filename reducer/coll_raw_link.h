@@ -55,7 +55,8 @@ class Progress {
 
   // Adds a link's socket, watched for input (before start()).
   Status add(RawLink* link, int fd);
-  void start();
+  // Starts the epoll thread; kSystem when it cannot be created.
+  Status start();
   // Whether the link's socket is also watched for room to write.
   void watch(RawLink* link, int fd, bool output);
   // Stops watching the socket (before it is shut down).
@@ -85,7 +86,7 @@ class RawLink final : public Link {
 
   int fd() const { return fd_.get(); }
 
-  void start() override;
+  Status start() override;
   void post(SliceTask task) override;
   void requestBye() override;
   bool waitSenderDone(int64_t timeout_ms) override;
