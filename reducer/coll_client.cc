@@ -289,7 +289,8 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
     impl->addLink(std::move(link));
     if (!st.isOk()) return fail(st);
   }
-  impl->start();
+  Status started = impl->start();
+  if (!started.isOk()) return fail(started);
   TALLY_INFO(log::kColl, "CollNet rank %d of %d joined communicator %s on %zu reducers%s%s%s", rank,
              nranks, comm.toString().c_str(), nred,
              progress == nullptr                        ? ""
@@ -338,9 +339,10 @@ CollClientImpl::CollClientImpl(const CollOptions& options, int rank, int nranks)
 
 CollClientImpl::~CollClientImpl() { close(); }
 
-void CollClientImpl::start() {
-  for (auto& l : links_) l->start();
-  if (progress_) progress_->start();
+Status CollClientImpl::start() {
+  for (auto& l : links_) TALLY_RETURN_IF_ERROR(l->start());
+  if (progress_) TALLY_RETURN_IF_ERROR(progress_->start());
+  return Status::ok();
 }
 
 void CollClientImpl::setProgress(std::shared_ptr<Progress> progress) {

@@ -163,8 +163,9 @@ class Link {
  public:
   virtual ~Link() = default;
 
-  // Starts the link's own threads, if it has any.
-  virtual void start() = 0;
+  // Starts the link's own threads, if it has any; kSystem when they cannot be created (the
+  // client then closes).
+  virtual Status start() = 0;
   // Sends the slice now or queues it behind earlier ones until a credit is free (called with the
   // client's post_mu_ held, so slices arrive in seq order). A failed send fails the client.
   virtual void post(SliceTask task) = 0;
@@ -197,7 +198,7 @@ class ThreadedLink final : public Link {
                const crc32c::Crc32c* crc);
   ~ThreadedLink() override;
 
-  void start() override;
+  Status start() override;
   void post(SliceTask task) override;
   // Asks the sender to send Bye after what is queued, then end.
   void requestBye() override;
@@ -294,7 +295,8 @@ class CollClientImpl final : public CollClient {
   // before start().
   void addLink(std::unique_ptr<Link> link) { links_.push_back(std::move(link)); }
   void setProgress(std::shared_ptr<Progress> progress);
-  void start();
+  // Starts the links and the progress thread; fails as Link::start does.
+  Status start();
   // Makes `st` the client's sticky error (the first one wins), after closing every connection.
   // Before closing, each reducer is sent an Error with the cause, waiting at most wait_ms (or
   // until abort() hurries) for them to go out.

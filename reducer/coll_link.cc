@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <system_error>
 
 #include "common/log.h"
 #include "reducer/coll_client_impl.h"
@@ -29,10 +30,16 @@ ThreadedLink::ThreadedLink(CollClientImpl* client, std::string address,
 
 ThreadedLink::~ThreadedLink() { stopAndJoin(); }
 
-void ThreadedLink::start() {
+Status ThreadedLink::start() {
   last_progress_ns_.store(nowNs());
-  sender_ = std::thread([this] { senderLoop(); });
-  receiver_ = std::thread([this] { receiverLoop(); });
+  try {
+    sender_ = std::thread([this] { senderLoop(); });
+    receiver_ = std::thread([this] { receiverLoop(); });
+  } catch (const std::system_error& e) {
+    // The client closes on this error; stopAndJoin then ends a sender that started.
+    return Status::system("cannot start the threads for reducer " + address_ + ": " + e.what());
+  }
+  return Status::ok();
 }
 
 void ThreadedLink::post(SliceTask task) {

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <system_error>
 
 #include "common/log.h"
 #include "reducer/coll_raw_link.h"
@@ -49,12 +50,19 @@ Status Progress::add(RawLink* link, int fd) {
   return Status::ok();
 }
 
-void Progress::start() {
+Status Progress::start() {
   std::lock_guard<std::mutex> lock(stop_mu_);
-  if (stop_.load() || started_.load()) return;
+  if (stop_.load() || started_.load()) return Status::ok();
   next_check_ns_ = nowNs() + kPollMs * 1000000LL;
+  if (threaded_) {
+    try {
+      thread_ = std::thread([this] { loop(); });
+    } catch (const std::system_error& e) {
+      return Status::system(std::string("cannot start the CollNet progress thread: ") + e.what());
+    }
+  }
   started_.store(true, std::memory_order_release);
-  if (threaded_) thread_ = std::thread([this] { loop(); });
+  return Status::ok();
 }
 
 void Progress::poll() {

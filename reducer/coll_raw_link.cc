@@ -35,7 +35,10 @@ RawLink::RawLink(CollClientImpl* client, std::string address, transport::tcp::Fd
 
 RawLink::~RawLink() { stopAndJoin(); }
 
-void RawLink::start() { last_progress_ns_.store(nowNs()); }
+Status RawLink::start() {
+  last_progress_ns_.store(nowNs());
+  return Status::ok();
+}
 
 void RawLink::reportFailure(const Status& st) {
   if (client_->closing()) return;

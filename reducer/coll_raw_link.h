@@ -59,8 +59,8 @@ class Progress final : public Poller {
 
   // Adds a link's socket, watched for input (before start()).
   Status add(RawLink* link, int fd);
-  // Starts the thread (threaded) or lets poll() run.
-  void start();
+  // Starts the thread (threaded; kSystem when it cannot be created) or lets poll() run.
+  Status start();
   // One round without waiting (not threaded; a no-op while another caller polls, before start()
   // and after stop()).
   void poll() override;
@@ -101,7 +101,7 @@ class RawLink final : public Link {
 
   int fd() const { return fd_.get(); }
 
-  void start() override;
+  Status start() override;
   void post(SliceTask task) override;
   void requestBye() override;
   bool waitSenderDone(int64_t timeout_ms) override;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <system_error>
 
 #include "common/log.h"
 #include "reducer/server_internal.h"
@@ -30,11 +31,22 @@ Peer::~Peer() {
   join();
 }
 
-void Peer::start() {
+Status Peer::start() {
   // The server holds this Peer until it has joined both threads. The reader reports the close.
   ctx_->observer->connectionOpened();
-  writer_ = std::thread([this] { writerLoop(); });
-  reader_ = std::thread([this] { readerLoop(); });
+  try {
+    writer_ = std::thread([this] { writerLoop(); });
+    reader_ = std::thread([this] { readerLoop(); });
+  } catch (const std::system_error& e) {
+    // Out of threads (EAGAIN) or memory: this connection only. A writer that started ends
+    // once aborted; no reader ran to report the close.
+    abort();
+    join();
+    finished_.store(true, std::memory_order_release);
+    ctx_->observer->connectionClosed();
+    return Status::system("cannot start the threads of peer " + name_ + ": " + e.what());
+  }
+  return Status::ok();
 }
 
 void Peer::abort() {

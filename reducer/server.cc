@@ -3,11 +3,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <cinttypes>
 #include <list>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "common/log.h"
+#include "common/rate_limit.h"
 #include "reducer/loop.h"
 #include "reducer/server_internal.h"
 #include "transport/tcp/tcp.h"
@@ -43,7 +46,11 @@ class ServerImpl final : public ReducerServer {
     TALLY_RETURN_IF_ERROR(network_->listenAt(ctx_.options.listen, &listener_));
     address_ = listener_->address();
     TALLY_RETURN_IF_ERROR(loops_.start());
-    accept_thread_ = std::thread([this] { acceptLoop(); });
+    try {
+      accept_thread_ = std::thread([this] { acceptLoop(); });
+    } catch (const std::system_error& e) {
+      return Status::system(std::string("cannot start the reducer's accept thread: ") + e.what());
+    }
     return Status::ok();
   }
 
@@ -108,11 +115,20 @@ class ServerImpl final : public ReducerServer {
       }
       auto peer = std::make_shared<server::Peer>(std::move(conn), &ctx_);
       TALLY_INFO(log::kNet, "reducer: accepted peer %s", peer->name().c_str());
-      {
-        std::lock_guard<std::mutex> lock(peers_mu_);
-        peers_.push_back(peer);
+      Status started = peer->start();
+      if (!started.isOk()) {
+        // Out of threads or memory: this connection is closed, the next one may fit.
+        ctx_.observer->error(ServerError::kAccept);
+        uint64_t count = 0;
+        if (start_failures_.note(&count)) {
+          TALLY_WARN("reducer: closed a connection on %s: %s; %" PRIu64
+                     " closed so since the last report",
+                     address_.c_str(), started.toString().c_str(), count);
+        }
+        continue;
       }
-      peer->start();
+      std::lock_guard<std::mutex> lock(peers_mu_);
+      peers_.push_back(std::move(peer));
     }
   }
 
@@ -144,6 +160,7 @@ class ServerImpl final : public ReducerServer {
   std::list<std::shared_ptr<server::Peer>> peers_;
   std::mutex stop_mu_;
   bool stopped_ = false;
+  RateLimitedLog start_failures_{std::chrono::seconds(10)};  // accept thread only
 };
 
 }  // namespace

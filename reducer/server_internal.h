@@ -81,7 +81,9 @@ class Peer final : public Member, public std::enable_shared_from_this<Peer> {
   Peer(std::unique_ptr<transport::Connection> conn, ServerContext* ctx);
   ~Peer() override;
 
-  void start();
+  // Starts the reader and writer threads. Fails (kSystem, the connection closed, the observer
+  // told it opened and closed) when they cannot be created.
+  Status start();
   void send(OutMsg msg) override;
   void releaseCredit() override;
   // Server stop: closes the connection so both threads end soon. Any thread.

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -23,8 +24,11 @@ struct ReducerChild {
 };
 
 // Forks and execs tally-reducer with `args`, `env` added to the child's own environment.
+// `in_child`, when set, runs in the child just before exec (limits, another user); it must only
+// make system calls.
 inline ReducerChild spawnReducer(const std::vector<std::string>& args,
-                                 const std::vector<std::pair<std::string, std::string>>& env = {}) {
+                                 const std::vector<std::pair<std::string, std::string>>& env = {},
+                                 const std::function<void()>& in_child = {}) {
   int fds[2];
   if (pipe(fds) != 0) return {};
   ReducerChild c;
@@ -34,6 +38,7 @@ inline ReducerChild spawnReducer(const std::vector<std::string>& args,
     close(fds[0]);
     close(fds[1]);
     for (auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    if (in_child) in_child();
     std::vector<char*> argv;
     argv.push_back(const_cast<char*>(TALLY_REDUCER_BIN));
     for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));

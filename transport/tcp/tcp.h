@@ -23,6 +23,10 @@ struct TcpOptions {
   // long fails the connection (a stuck or slow-loris peer). Idle time between messages is fine.
   // 0: wait forever.
   int64_t io_timeout_ms = 300000;
+  // Sockets a listener holds that are not part of a complete connection yet (hello not in, or
+  // streams of the connection missing). When a new socket would pass it the oldest is closed, so
+  // a flood of silent sockets cannot starve the listener for the connect timeout.
+  int max_pending_sockets = 1024;
 };
 
 struct Interface {
