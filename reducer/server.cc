@@ -1,6 +1,7 @@
 // ReducerServer: the listener, the accept thread and the list of connections.
 #include "reducer/server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <list>
@@ -21,6 +22,11 @@ ServerObserver* observerOf(const ServerOptions& options) {
   return options.observer != nullptr ? options.observer : nullServerObserver();
 }
 
+size_t openingLimit(const ServerOptions& options) {
+  if (options.max_opening_connections > 0) return options.max_opening_connections;
+  return std::max<size_t>(16, options.max_connections / 4);
+}
+
 class ServerImpl final : public ReducerServer {
  public:
   explicit ServerImpl(const ServerOptions& options)
@@ -31,6 +37,7 @@ class ServerImpl final : public ReducerServer {
     ctx_.engine = &engine_;
     ctx_.registry = &registry_;
     ctx_.observer = observerOf(options);
+    ctx_.openings.setLimit(openingLimit(options));
   }
   ~ServerImpl() override { stop(); }
 
@@ -77,9 +84,11 @@ class ServerImpl final : public ReducerServer {
       std::unique_ptr<transport::Connection> conn;
       Status st = listener_->acceptWait(kAcceptPollMs, &conn);
       reapFinished();
+      countDroppedHellos();
       if (!st.isOk()) {
         // A failed handshake is one bad peer, not the end of the server.
-        TALLY_WARN("reducer: accept on %s failed: %s", address_.c_str(), st.toString().c_str());
+        TALLY_WARN_LIMITED(ctx_.warnings.transport, "reducer: accept on %s failed: %s",
+                           address_.c_str(), st.toString().c_str());
         ctx_.observer->error(ServerError::kAccept);
         std::this_thread::sleep_for(std::chrono::milliseconds(kAcceptPollMs));
         continue;
@@ -90,10 +99,15 @@ class ServerImpl final : public ReducerServer {
         std::lock_guard<std::mutex> lock(peers_mu_);
         open += peers_.size();
       }
-      if (open >= ctx_.options.max_connections) {
+      // Members are held to max_connections when they say Hello, and opening connections to
+      // their own budget (the oldest gives way), so this is only reached while evicted ones are
+      // still closing.
+      if (open >= ctx_.options.max_connections + ctx_.openings.limit()) {
         // Closing at once tells the worker; its connect fails with "connection closed".
-        TALLY_WARN("reducer: refused peer %s: %zu connections open, the limit (--max-connections)",
-                   conn->peerName().c_str(), open);
+        TALLY_WARN_LIMITED(ctx_.warnings.refused,
+                           "reducer: refused peer %s: %zu connections open, the limit "
+                           "(--max-connections members and the opening budget)",
+                           conn->peerName().c_str(), open);
         ctx_.observer->error(ServerError::kLimit);
         conn->close();
         continue;
@@ -114,6 +128,19 @@ class ServerImpl final : public ReducerServer {
       }
       peer->start();
     }
+  }
+
+  // The transport hellos the listener dropped since the last look go into the metrics: a
+  // malformed one as `accept` (a failed transport handshake), one that never came as `timeout`.
+  void countDroppedHellos() {
+    const transport::Listener::DroppedHellos now = listener_->droppedHellos();
+    for (uint64_t i = seen_hellos_.bad_hellos; i < now.bad_hellos; ++i) {
+      ctx_.observer->error(ServerError::kAccept);
+    }
+    for (uint64_t i = seen_hellos_.hello_timeouts; i < now.hello_timeouts; ++i) {
+      ctx_.observer->error(ServerError::kTimeout);
+    }
+    seen_hellos_ = now;
   }
 
   void reapFinished() {
@@ -138,6 +165,7 @@ class ServerImpl final : public ReducerServer {
   server::EventLoops loops_;
   std::shared_ptr<transport::Network> network_;
   std::unique_ptr<transport::Listener> listener_;
+  transport::Listener::DroppedHellos seen_hellos_;  // accept thread only
   std::string address_;
   std::thread accept_thread_;
   std::mutex peers_mu_;

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -49,6 +50,10 @@ class TcpListener final : public Listener {
 
   const ConnectHandle& handle() const override { return handle_; }
   std::string address() const override { return address_; }
+  DroppedHellos droppedHellos() const override {
+    return {bad_hellos_.load(std::memory_order_relaxed),
+            hello_timeouts_.load(std::memory_order_relaxed)};
+  }
 
   // Non-blocking: takes what the kernel has queued, reads whatever hello bytes have arrived,
   // and hands out at most one finished connection per call.
@@ -152,16 +157,19 @@ class TcpListener final : public Listener {
     if (hello.magic != kHelloMagic) {
       TALLY_WARN("tcp: rejecting peer %s on %s: bad hello magic 0x%016" PRIx64,
                  in.peer.c_str(), address_.c_str(), hello.magic);
+      bad_hellos_.fetch_add(1, std::memory_order_relaxed);
       return Status::ok();
     }
     if (hello.version != kProtocolVersion) {
       TALLY_WARN("tcp: rejecting peer %s on %s: protocol version %u, expected %u",
                  in.peer.c_str(), address_.c_str(), hello.version, kProtocolVersion);
+      bad_hellos_.fetch_add(1, std::memory_order_relaxed);
       return Status::ok();
     }
     if (hello.count < 1 || hello.count > kMaxStreams || hello.index >= hello.count) {
       TALLY_WARN("tcp: rejecting peer %s on %s: stream %u of %u", in.peer.c_str(),
                  address_.c_str(), hello.index, hello.count);
+      bad_hellos_.fetch_add(1, std::memory_order_relaxed);
       return Status::ok();
     }
     auto [it, inserted] = groups_.try_emplace(hello.connection_id);
@@ -175,6 +183,7 @@ class TcpListener final : public Listener {
           "tcp: rejecting peer %s on %s: stream %u of %u does not fit its "
           "connection",
           in.peer.c_str(), address_.c_str(), hello.index, hello.count);
+      bad_hellos_.fetch_add(1, std::memory_order_relaxed);
       return Status::ok();
     }
     if (hello.index == 0) {
@@ -201,12 +210,14 @@ class TcpListener final : public Listener {
         TALLY_WARN("tcp: dropping peer %s on %s: no hello within %" PRId64 " ms",
                    incoming_[i].peer.c_str(), address_.c_str(), options_.connect_timeout_ms);
         incoming_.erase(incoming_.begin() + static_cast<std::ptrdiff_t>(i));
+        hello_timeouts_.fetch_add(1, std::memory_order_relaxed);
       } else {
         ++i;
       }
     }
     for (auto it = groups_.begin(); it != groups_.end();) {
       if (it->second.since < limit) {
+        hello_timeouts_.fetch_add(1, std::memory_order_relaxed);
         TALLY_WARN("tcp: dropping a connection on %s: %d of %zu streams within %" PRId64
                    " ms",
                    address_.c_str(), it->second.arrived, it->second.fds.size(),
@@ -228,6 +239,8 @@ class TcpListener final : public Listener {
   std::vector<Incoming> incoming_;
   std::map<uint64_t, Group> groups_;
   std::deque<std::unique_ptr<Connection>> ready_;
+  std::atomic<uint64_t> bad_hellos_{0};
+  std::atomic<uint64_t> hello_timeouts_{0};
 };
 
 }  // namespace
