@@ -169,7 +169,13 @@ void reportEnd(ServerContext* ctx, const std::shared_ptr<Comm>& comm, int rank,
     const std::string why = "rank " + std::to_string(rank) + " (peer " + name + ") " +
                             (e.status.isOk()    ? "left"
                              : e.worker_aborted ? "gave up: " + e.status.message()
-                                                : "was lost: " + describeEnd(e.status));
+                             : e.recv_failed    ? "was lost: " + describeEnd(e.status)
+                                                : "was dropped: " + describeEnd(e.status));
+    if (!e.graceful && !e.recv_failed && !e.internal) {
+      // This side dropped a member that can still read (it broke the protocol, or stalled):
+      // fail the communicator before it leaves, so that it gets the Error with the reason too.
+      comm->fail(why);
+    }
     if (e.graceful) {
       TALLY_INFO(log::kColl, "reducer: %s left communicator %s", name.c_str(),
                  comm->id.toString().c_str());
