@@ -44,7 +44,7 @@ struct ServerOptions {
   // Connections that have not joined yet (no Hello, or the job token not proven): a budget of
   // their own, so that peers that connect and say nothing cannot take members' places. When it
   // is full, a new connection evicts the oldest opening one (closed, counted as `limit`).
-  // 0: max(16, max_connections / 4).
+  // 0: max(16, max_connections / 4). tally-reducer --max-opening-connections.
   size_t max_opening_connections = 0;
   uint64_t max_connection_bytes = 1ull << 30;  // window x slice bytes of one connection
   uint64_t max_communicator_bytes = 16ull << 30;
