@@ -43,4 +43,35 @@ void write(Level level, unsigned long subsys, const char* file, int line, const 
   g_sink.load()(level, subsys, file, line, buf);
 }
 
+bool RateLimitedLog::admit(Clock::time_point now, uint64_t* suppressed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (written_ && now - last_ < interval_) {
+    suppressed_++;
+    return false;
+  }
+  written_ = true;
+  last_ = now;
+  *suppressed = suppressed_;
+  suppressed_ = 0;
+  return true;
+}
+
+void RateLimitedLog::warn(const char* file, int line, const char* fmt, ...) {
+  uint64_t suppressed = 0;
+  if (!admit(Clock::now(), &suppressed)) return;
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  if (suppressed == 0) {
+    g_sink.load()(Level::kWarn, kAll, file, line, buf);
+    return;
+  }
+  char out[1100];
+  std::snprintf(out, sizeof(out), "%s (and %llu more like it since the last such line)", buf,
+                static_cast<unsigned long long>(suppressed));
+  g_sink.load()(Level::kWarn, kAll, file, line, out);
+}
+
 }  // namespace tally::log

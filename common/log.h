@@ -3,7 +3,10 @@
 // the same format. The level is checked before anything is formatted.
 #pragma once
 
+#include <chrono>
 #include <cstdarg>
+#include <cstdint>
+#include <mutex>
 
 namespace tally::log {
 
@@ -31,6 +34,40 @@ bool enabled(Level level);
 void write(Level level, unsigned long subsys, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+// One kind of WARN line that a peer can cause as often as it likes (a refused or dropped
+// connection): at most one line per interval is written; the lines withheld meanwhile are
+// counted, and the next line written says how many ("(and 41 more like it since the last such
+// line)").
+// Keep one per kind of event (per server or listener, so tests that start their own see their
+// first line). Thread-safe.
+class RateLimitedLog {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit RateLimitedLog(std::chrono::milliseconds interval = std::chrono::seconds(1))
+      : interval_(interval) {}
+
+  // Whether a line at `now` may be written. True: *suppressed is the number withheld since the
+  // last one written (and the count restarts). False: this one is counted as withheld.
+  bool admit(Clock::time_point now, uint64_t* suppressed);
+  // admit(Clock::now()) for a caller that writes its own line: true with *count the events this
+  // line stands for (itself and those withheld since the last one).
+  bool note(uint64_t* count) {
+    uint64_t suppressed = 0;
+    if (!admit(Clock::now(), &suppressed)) return false;
+    *count = suppressed + 1;
+    return true;
+  }
+  // A WARN line through admit(Clock::now()), with the withheld count appended when non-zero.
+  void warn(const char* file, int line, const char* fmt, ...) __attribute__((format(printf, 4, 5)));
+
+ private:
+  const std::chrono::milliseconds interval_;
+  std::mutex mu_;
+  bool written_ = false;  // a line was written once (the first one always is)
+  Clock::time_point last_{};
+  uint64_t suppressed_ = 0;
+};
+
 }  // namespace tally::log
 
 #define TALLY_LOG_AT(lvl, subsys, ...)                                      \
@@ -40,4 +77,10 @@ void write(Level level, unsigned long subsys, const char* file, int line, const 
   } while (0)
 #define TALLY_WARN(...) TALLY_LOG_AT(::tally::log::Level::kWarn, ::tally::log::kAll, __VA_ARGS__)
 #define TALLY_INFO(subsys, ...) TALLY_LOG_AT(::tally::log::Level::kInfo, subsys, __VA_ARGS__)
+// A WARN line through a RateLimitedLog `limiter`.
+#define TALLY_WARN_LIMITED(limiter, ...)                                   \
+  do {                                                                      \
+    if (::tally::log::enabled(::tally::log::Level::kWarn))                  \
+      (limiter).warn(__FILE__, __LINE__, __VA_ARGS__);                      \
+  } while (0)
 #define TALLY_TRACE(subsys, ...) TALLY_LOG_AT(::tally::log::Level::kTrace, subsys, __VA_ARGS__)

@@ -158,6 +158,12 @@ Status CommRegistry::addMember(const std::shared_ptr<Member>& peer, const wire::
                                std::shared_ptr<Comm>* comm_out, bool* created,
                                std::vector<std::shared_ptr<Member>>* ready_to, bool* over_limit) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (max_members_ > 0 && members_ >= max_members_) {
+    *over_limit = true;
+    return Status::system("reducer full: " + std::to_string(members_) +
+                          " connections are members of communicators, its limit "
+                          "(--max-connections)");
+  }
   auto it = comms_.find(hello.comm);
   if (it == comms_.end()) {
     uint64_t reserve = 0;
@@ -225,6 +231,7 @@ Status CommRegistry::addMember(const std::shared_ptr<Member>& peer, const wire::
   }
   comm->members_[hello.rank] = peer;
   comm->open_[hello.rank] = true;
+  members_++;
   comm->joined_++;
   comm->open_count_++;
   if (comm->joined_ == comm->nranks) {
@@ -276,6 +283,7 @@ void CommRegistry::leave(const std::shared_ptr<Comm>& comm, int rank, bool grace
     if (rank >= 0 && static_cast<uint32_t>(rank) < comm->open_.size() && comm->open_[rank]) {
       comm->open_[rank] = false;
       comm->open_count_--;
+      members_--;
     }
     fail_now = !graceful && !comm->failed();
     if (comm->open_count_ == 0) {
@@ -303,6 +311,7 @@ void CommRegistry::clear() {
     std::lock_guard<std::mutex> lock(mu_);
     comms.swap(comms_);
     reserved_bytes_ = 0;
+    members_ = 0;
   }
   for (auto& [id, comm] : comms) {
     {

@@ -60,6 +60,7 @@ class LoopPeer final : public Member, public std::enable_shared_from_this<LoopPe
   enum class Phase {
     kAnswer,   // the job token's Answer is due
     kMain,     // Hello, slices, Bye
+    kHeld,     // a slice header came with the window full: its payload waits for a slot
     kPayload,  // a slice header came, its payload is due
     kLinger,   // a Reject was queued: drop what comes until the worker closes
     kFlush,    // the reader is done: send what is queued, then close
@@ -74,6 +75,9 @@ class LoopPeer final : public Member, public std::enable_shared_from_this<LoopPe
   void onBody();
   void onHeaderMessage(const uint8_t* data, size_t size);
   void onPayload();
+  // kHeld: takes the held slice's payload when the window has a slot. False: still full (the
+  // reader paused until a result frees one).
+  bool takeHeldSlice();
   void onAnswer(const uint8_t* data, size_t size);
   // Ends the connection: reported, then flushed (a graceful end with messages queued) or closed.
   void end(Ending ending);
@@ -102,6 +106,7 @@ class LoopPeer final : public Member, public std::enable_shared_from_this<LoopPe
   Buffer payload_;
   int payload_shard_ = 0;
   bool counted_ = false;
+  std::unique_ptr<OpeningBudget::Slot> opening_;  // until it joins (opening_budget.h)
   bool hangup_ = false;  // epoll reported the connection reset or shut down
   std::chrono::steady_clock::time_point deadline_{};  // kLinger, kFlush: when to give up
   std::chrono::steady_clock::time_point last_read_ = opened_;
@@ -120,7 +125,7 @@ class LoopPeer final : public Member, public std::enable_shared_from_this<LoopPe
   Status write_error_;
   std::chrono::steady_clock::time_point last_write_{};
   int buffered_ = 0;           // slices received and not yet answered
-  bool paused_ = false;        // the reader stopped at its window
+  bool paused_ = false;        // a slice is held at the full window: the reader stopped
   bool done_reading_ = false;  // the connection ended: it reads no more
   uint32_t interest_ = 0;      // what epoll watches for this socket
 };

@@ -24,6 +24,7 @@ LoopPeer::~LoopPeer() = default;
 
 Status LoopPeer::open() {
   ctx_->observer->connectionOpened();
+  opening_ = ctx_->openings.enter();
   TALLY_RETURN_IF_ERROR(transport::tcp::setNonBlocking(fd_.get(), true));
   TALLY_RETURN_IF_ERROR(opening::ReducerSide::start(&ctx_->options.job_token, &side_));
   phase_ = side_.authRequired() ? Phase::kAnswer : Phase::kMain;
@@ -142,18 +143,20 @@ void LoopPeer::onEvents(uint32_t events) {
 }
 
 void LoopPeer::readMessages() {
-  const int window = ctx_->options.window;
   for (;;) {
     if (phase_ == Phase::kDone || phase_ == Phase::kFlush) return;
-    if (phase_ == Phase::kMain && reader_.betweenMessages() && comm_ && !hangup_) {
-      // Window flow control, as Peer::waitForCredit argues: stop taking slices while `window`
-      // of them are buffered; TCP then pushes back on the worker.
-      std::lock_guard<std::mutex> lock(mu_);
-      if (buffered_ >= window) {
-        paused_ = true;
-        updateInterestLocked();
-        return;
+    if (phase_ == Phase::kHeld) {
+      if (hangup_) {
+        // Reset or shut down while its slice waited: nothing more will come (epoll would report
+        // it again and again meanwhile).
+        Ending ending;
+        ending.status = Status::remote("peer " + name_ + " closed the connection while " +
+                                       wire::describeSlice(slice_) + " waited for a window slot");
+        ending.recv_failed = true;
+        return end(std::move(ending));
       }
+      if (!takeHeldSlice()) return;
+      continue;
     }
     transport::tcp::FrameReader::Event event;
     Status st = reader_.read(fd_.get(), &event);
@@ -232,7 +235,8 @@ void LoopPeer::onAnswer(const uint8_t* data, size_t size) {
   OutMsg reply;
   Status st = side_.checkAnswer(data, size, &reply.header);
   if (!st.isOk()) {
-    TALLY_WARN("reducer: refusing peer %s: %s", name_.c_str(), st.message().c_str());
+    TALLY_WARN_LIMITED(ctx_->warnings.rejected, "reducer: refusing peer %s: %s", name_.c_str(),
+                       st.message().c_str());
     ctx_->observer->error(ServerError::kAuth);
     counted_ = true;
     return lingerFor(wire::encodeReject(wire::Reason{st.message()}));
@@ -256,11 +260,8 @@ void LoopPeer::onHeaderMessage(const uint8_t* data, size_t size) {
       size_t bytes = 0;
       ending.status = acceptSliceHeader(*comm_, rank_, data, size, &slice_, &bytes);
       if (!ending.status.isOk()) return end(std::move(ending));
-      payload_shard_ = ctx_->engine->shardOf(comm_->id, slice_.slice);
-      payload_.reset();
-      if (bytes == 0) return onPayload();  // an empty all-gather piece: no payload follows
-      payload_ = ctx_->engine->pool(payload_shard_).get(bytes);
-      phase_ = Phase::kPayload;
+      phase_ = Phase::kHeld;
+      (void)takeHeldSlice();  // or it waits for a window slot
       return;
     }
     case wire::MsgType::kHello: {
@@ -271,7 +272,8 @@ void LoopPeer::onHeaderMessage(const uint8_t* data, size_t size) {
       wire::Frame reject;
       ending.status = acceptHello(ctx_, shared_from_this(), data, size, &comm_, &rank_, &reject);
       if (!ending.status.isOk()) return end(std::move(ending));
-      if (!comm_) lingerFor(reject);
+      if (!comm_) return lingerFor(reject);
+      opening_.reset();  // a member now: held to --max-connections instead
       return;
     }
     case wire::MsgType::kBye:
@@ -307,6 +309,33 @@ void LoopPeer::onHeaderMessage(const uint8_t* data, size_t size) {
   ending.status = Status::remote(std::string("unexpected ") + wire::msgTypeName(type) +
                                  " message from a worker");
   end(std::move(ending));
+}
+
+// Window flow control, as Peer::waitForCredit argues: while `window` slices of this connection
+// are buffered, the next slice's payload is not read (TCP then pushes back on the worker). The
+// reader stops after the slice's header, not before the next message: a worker never sends more
+// than the window, so when the window is full what comes next is a control message (a Bye, or
+// the Error of a rank that gave up), and it is read at once rather than left in the socket.
+bool LoopPeer::takeHeldSlice() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (buffered_ >= ctx_->options.window) {
+      paused_ = true;
+      updateInterestLocked();
+      return false;
+    }
+  }
+  last_read_ = Clock::now();  // the I/O timeout counts from here, not from the header
+  payload_shard_ = ctx_->engine->shardOf(comm_->id, slice_.slice);
+  payload_.reset();
+  const size_t bytes = slice_.payloadBytes();
+  if (bytes == 0) {  // an empty all-gather piece: no payload follows
+    onPayload();
+    return true;
+  }
+  payload_ = ctx_->engine->pool(payload_shard_).get(bytes);
+  phase_ = Phase::kPayload;
+  return true;
 }
 
 void LoopPeer::onPayload() {
@@ -376,11 +405,18 @@ void LoopPeer::closeNow() {
   }
   comm_.reset();
   payload_.reset();
+  opening_.reset();
   ctx_->observer->connectionClosed();
 }
 
 void LoopPeer::abort() {
   if (phase_ == Phase::kDone) return;
+  if (comm_ && !ctx_->stopping.load()) {
+    // An exception ended it (the loop counted it): its communicator cannot go on without it.
+    ctx_->registry->leave(comm_, rank_, false,
+                          "rank " + std::to_string(rank_) + " (peer " + name_ +
+                              ") was lost: an internal error in the reducer");
+  }
   closeNow();
 }
 
@@ -401,7 +437,8 @@ void LoopPeer::onTick(Clock::time_point now) {
   // member may idle between calls.
   bool failed = false;
   ending.status = comm_ ? memberDeadline(ctx_, *comm_, now, &failed)
-                        : openingDeadline(ctx_, name_, opened_, phase_ == Phase::kAnswer, now);
+                        : openingDeadline(ctx_, name_, opened_, phase_ == Phase::kAnswer,
+                                          opening_.get(), now);
   if (!ending.status.isOk()) {
     ending.counted = true;
     return end(std::move(ending));
@@ -413,7 +450,8 @@ void LoopPeer::onTick(Clock::time_point now) {
   const int64_t io_ms = ctx_->options.tcp.io_timeout_ms;
   if (io_ms <= 0) return;
   const auto limit = std::chrono::milliseconds(io_ms);
-  if (!reader_.betweenMessages() && now - last_read_ > limit) {
+  // A held slice is not being read: its payload waits in the socket for a window slot.
+  if (phase_ != Phase::kHeld && !reader_.betweenMessages() && now - last_read_ > limit) {
     ending.status = Status::timeout("peer " + name_ +
                                     " sent part of a message, then nothing within the I/O "
                                     "timeout (TALLY_TIMEOUT_MS)");

@@ -24,7 +24,8 @@ constexpr auto kFlushTime = std::chrono::seconds(2);
 }  // namespace
 
 Peer::Peer(std::unique_ptr<transport::Connection> conn, ServerContext* ctx)
-    : conn_(std::move(conn)), ctx_(ctx), name_(conn_->peerName()) {}
+    : conn_(std::move(conn)), ctx_(ctx), name_(conn_->peerName()),
+      opening_(ctx->openings.enter()) {}
 
 Peer::~Peer() {
   abort();
@@ -136,7 +137,7 @@ Status Peer::recvOne(void* data, size_t size, int tag, size_t* got) {
     const auto now = std::chrono::steady_clock::now();
     bool failed = false;
     Status why = comm_ ? memberDeadline(ctx_, *comm_, now, &failed)
-                       : openingDeadline(ctx_, name_, opened_, answering_, now);
+                       : openingDeadline(ctx_, name_, opened_, answering_, opening_.get(), now);
     if (!why.isOk() || failed) {
       conn_->close();
       // Counted already: the timeouts there, a communicator's failure where it happened.
@@ -160,7 +161,6 @@ void Peer::readerLoop() {
     st = greet(&refused);
     graceful = st.isOk() && refused;  // a refusal was counted and logged already
     while (st.isOk() && !refused) {
-      waitForCredit();
       size_t got = 0;
       st = recvOne(header.data(), header.size(), wire::kTagHeader, &got);
       if (!st) break;
@@ -215,6 +215,7 @@ void Peer::readerLoop() {
   ending.counted = counted_;
   reportEnd(ctx_, comm_, rank_, name_, ending, ctx_->stopping.load() || aborted_.load());
   comm_.reset();
+  opening_.reset();
   {
     std::lock_guard<std::mutex> lock(out_mu_);
     writer_finish_ = true;
@@ -234,7 +235,9 @@ Status Peer::handleHello(const uint8_t* data, size_t size, bool* end) {
     send(std::move(reject));
     lingerAfterRefusal();
     *end = true;  // the writer has sent the Reject, or sends it before it closes
+    return Status::ok();
   }
+  opening_.reset();  // a member now: held to --max-connections instead
   return Status::ok();
 }
 
@@ -243,6 +246,10 @@ Status Peer::handleSlice(const uint8_t* data, size_t size) {
   wire::SliceHeader h;
   size_t bytes = 0;
   TALLY_RETURN_IF_ERROR(acceptSliceHeader(*comm_, rank_, data, size, &h, &bytes));
+  // The window is checked after the header, not before the next message: when it is full, a
+  // worker sends only control messages (Bye, or the Error of a rank that gave up), and those are
+  // read at once (loop_peer.cc, takeHeldSlice).
+  waitForCredit();
   const int shard = ctx_->engine->shardOf(comm_->id, h.slice);
   Buffer buf;  // stays null for an empty piece (all-gather): no payload follows its header
   size_t got = 0;

@@ -34,7 +34,8 @@ Status Peer::greet(bool* end) {
   OutMsg reply;
   Status st = side.checkAnswer(header.data(), got, &reply.header);
   if (!st.isOk()) {
-    TALLY_WARN("reducer: refusing peer %s: %s", name_.c_str(), st.message().c_str());
+    TALLY_WARN_LIMITED(ctx_->warnings.rejected, "reducer: refusing peer %s: %s", name_.c_str(),
+                       st.message().c_str());
     ctx_->observer->error(ServerError::kAuth);
     counted_ = true;
     reply.header = wire::encodeReject(wire::Reason{st.message()});

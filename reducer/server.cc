@@ -1,6 +1,7 @@
 // ReducerServer: the listener, the accept thread and the list of connections.
 #include "reducer/server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
@@ -10,7 +11,6 @@
 #include <thread>
 
 #include "common/log.h"
-#include "common/rate_limit.h"
 #include "reducer/loop.h"
 #include "reducer/server_internal.h"
 #include "transport/tcp/tcp.h"
@@ -24,6 +24,11 @@ ServerObserver* observerOf(const ServerOptions& options) {
   return options.observer != nullptr ? options.observer : nullServerObserver();
 }
 
+size_t openingLimit(const ServerOptions& options) {
+  if (options.max_opening_connections > 0) return options.max_opening_connections;
+  return std::max<size_t>(16, options.max_connections / 4);
+}
+
 class ServerImpl final : public ReducerServer {
  public:
   explicit ServerImpl(const ServerOptions& options)
@@ -34,6 +39,7 @@ class ServerImpl final : public ReducerServer {
     ctx_.engine = &engine_;
     ctx_.registry = &registry_;
     ctx_.observer = observerOf(options);
+    ctx_.openings.setLimit(openingLimit(options));
   }
   ~ServerImpl() override { stop(); }
 
@@ -84,9 +90,11 @@ class ServerImpl final : public ReducerServer {
       std::unique_ptr<transport::Connection> conn;
       Status st = listener_->acceptWait(kAcceptPollMs, &conn);
       reapFinished();
+      countDroppedHellos();
       if (!st.isOk()) {
         // A failed handshake is one bad peer, not the end of the server.
-        TALLY_WARN("reducer: accept on %s failed: %s", address_.c_str(), st.toString().c_str());
+        TALLY_WARN_LIMITED(ctx_.warnings.transport, "reducer: accept on %s failed: %s",
+                           address_.c_str(), st.toString().c_str());
         ctx_.observer->error(ServerError::kAccept);
         std::this_thread::sleep_for(std::chrono::milliseconds(kAcceptPollMs));
         continue;
@@ -97,10 +105,15 @@ class ServerImpl final : public ReducerServer {
         std::lock_guard<std::mutex> lock(peers_mu_);
         open += peers_.size();
       }
-      if (open >= ctx_.options.max_connections) {
+      // Members are held to max_connections when they say Hello, and opening connections to
+      // their own budget (the oldest gives way), so this is only reached while evicted ones are
+      // still closing.
+      if (open >= ctx_.options.max_connections + ctx_.openings.limit()) {
         // Closing at once tells the worker; its connect fails with "connection closed".
-        TALLY_WARN("reducer: refused peer %s: %zu connections open, the limit (--max-connections)",
-                   conn->peerName().c_str(), open);
+        TALLY_WARN_LIMITED(ctx_.warnings.refused,
+                           "reducer: refused peer %s: %zu connections open, the limit "
+                           "(--max-connections members and the opening budget)",
+                           conn->peerName().c_str(), open);
         ctx_.observer->error(ServerError::kLimit);
         conn->close();
         continue;
@@ -132,6 +145,19 @@ class ServerImpl final : public ReducerServer {
     }
   }
 
+  // The transport hellos the listener dropped since the last look go into the metrics: a
+  // malformed one as `accept` (a failed transport handshake), one that never came as `timeout`.
+  void countDroppedHellos() {
+    const transport::Listener::DroppedHellos now = listener_->droppedHellos();
+    for (uint64_t i = seen_hellos_.bad_hellos; i < now.bad_hellos; ++i) {
+      ctx_.observer->error(ServerError::kAccept);
+    }
+    for (uint64_t i = seen_hellos_.hello_timeouts; i < now.hello_timeouts; ++i) {
+      ctx_.observer->error(ServerError::kTimeout);
+    }
+    seen_hellos_ = now;
+  }
+
   void reapFinished() {
     std::list<std::shared_ptr<server::Peer>> done;
     {
@@ -154,13 +180,14 @@ class ServerImpl final : public ReducerServer {
   server::EventLoops loops_;
   std::shared_ptr<transport::Network> network_;
   std::unique_ptr<transport::Listener> listener_;
+  transport::Listener::DroppedHellos seen_hellos_;  // accept thread only
   std::string address_;
   std::thread accept_thread_;
   std::mutex peers_mu_;
   std::list<std::shared_ptr<server::Peer>> peers_;
   std::mutex stop_mu_;
   bool stopped_ = false;
-  RateLimitedLog start_failures_{std::chrono::seconds(10)};  // accept thread only
+  log::RateLimitedLog start_failures_{std::chrono::seconds(10)};  // accept thread only
 };
 
 }  // namespace

@@ -39,7 +39,13 @@ struct ServerOptions {
   // Limits, so one job or one bad peer cannot take the whole reducer (docs/reliability.md). A
   // communicator reserves (nranks + 1) x window x slice bytes when it forms (inputs and
   // results); a Hello that would pass a limit is refused with the reason.
-  size_t max_connections = 1024;               // connections at once; more are closed at accept
+  // Members of communicators at once; a Hello past it is refused ("reducer full").
+  size_t max_connections = 1024;
+  // Connections that have not joined yet (no Hello, or the job token not proven): a budget of
+  // their own, so that peers that connect and say nothing cannot take members' places. When it
+  // is full, a new connection evicts the oldest opening one (closed, counted as `limit`).
+  // 0: max(16, max_connections / 4). tally-reducer --max-opening-connections.
+  size_t max_opening_connections = 0;
   uint64_t max_connection_bytes = 1ull << 30;  // window x slice bytes of one connection
   uint64_t max_communicator_bytes = 16ull << 30;
   uint64_t max_memory_bytes = 64ull << 30;     // all communicators' reservations together

@@ -22,9 +22,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/log.h"
 #include "common/small_pool.h"
 #include "reducer/buffer_pool.h"
 #include "reducer/observer.h"
+#include "reducer/opening_budget.h"
 #include "reducer/slicing.h"
 #include "reducer/server.h"
 #include "reducer/wire.h"
@@ -37,12 +39,22 @@ class CommRegistry;
 class Engine;
 class Comm;
 
+// WARN lines that any peer can cause at will, one line per second each (common/log.h).
+struct PeerWarnings {
+  log::RateLimitedLog refused;     // refused at accept, evicted from the opening budget
+  log::RateLimitedLog rejected;    // a Hello or the job token's Answer refused
+  log::RateLimitedLog dropped;     // closed before joining: timeouts, protocol errors, EOF
+  log::RateLimitedLog transport;   // the transport's hello failed or timed out
+};
+
 struct ServerContext {
   ServerOptions options;
   CommRegistry* registry = nullptr;
   Engine* engine = nullptr;
   ServerObserver* observer = nullptr;  // options.observer, or nullServerObserver(); never null
   std::atomic<bool> stopping{false};
+  OpeningBudget openings;  // connections that have not joined (opening_budget.h)
+  PeerWarnings warnings;
 };
 
 // One message waiting in a Peer's writer queue.
@@ -142,6 +154,7 @@ class Peer final : public Member, public std::enable_shared_from_this<Peer> {
   bool recv_failed_ = false;  // the reader ended because a receive failed (the peer is gone)
   bool counted_ = false;      // this connection's error was counted already (auth, checksum)
   bool answering_ = false;    // greet() waits for the job token's Answer
+  std::unique_ptr<OpeningBudget::Slot> opening_;  // until it joins (opening_budget.h)
 
   // Writer queue.
   std::mutex out_mu_;
@@ -225,11 +238,12 @@ class CommRegistry {
         max_connection_bytes_(options.max_connection_bytes),
         max_communicator_bytes_(options.max_communicator_bytes),
         max_memory_bytes_(options.max_memory_bytes),
+        max_members_(options.max_connections),
         observer_(observer) {}
 
   // Adds `peer` as hello.rank. When this completes the group, Ready goes to every member. On
   // failure the peer is not a member and the Status message is the reason to Reject it with;
-  // *over_limit tells whether a server limit (memory) was the reason.
+  // *over_limit tells whether a server limit (members, memory) was the reason.
   Status join(const std::shared_ptr<Member>& peer, const wire::Hello& hello,
               std::shared_ptr<Comm>* out, bool* over_limit);
   // The member `rank` is gone: after Bye when `graceful`; otherwise its loss fails the
@@ -258,8 +272,10 @@ class CommRegistry {
   const uint64_t max_connection_bytes_;
   const uint64_t max_communicator_bytes_;
   const uint64_t max_memory_bytes_;
+  const size_t max_members_;  // --max-connections
   ServerObserver* observer_;
   std::mutex mu_;
+  size_t members_ = 0;  // connections that joined and have not left, over all communicators
   std::unordered_map<wire::CommId, std::shared_ptr<Comm>, wire::CommIdHash> comms_;
   uint64_t reserved_bytes_ = 0;  // sum of the communicators' reservations (mu_)
 };

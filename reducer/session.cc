@@ -6,6 +6,7 @@
 #include "common/crc32c.h"
 #include "common/log.h"
 #include "reducer/opening.h"
+#include "transport/transport.h"
 
 namespace tally::reducer::server {
 namespace {
@@ -34,7 +35,8 @@ Status acceptHello(ServerContext* ctx, const std::shared_ptr<Member>& self, cons
   bool over_limit = false;
   if (st.isOk()) st = ctx->registry->join(self, hello, comm, &over_limit);
   if (!st.isOk()) {
-    TALLY_WARN("reducer: rejecting peer %s: %s", self->name().c_str(), st.message().c_str());
+    TALLY_WARN_LIMITED(ctx->warnings.rejected, "reducer: rejecting peer %s: %s",
+                       self->name().c_str(), st.message().c_str());
     ctx->observer->error(over_limit ? ServerError::kLimit : ServerError::kRejectedHello);
     *reject = wire::encodeReject(wire::Reason{st.message()});
     comm->reset();
@@ -48,8 +50,15 @@ Status acceptHello(ServerContext* ctx, const std::shared_ptr<Member>& self, cons
 
 Status acceptSliceHeader(Comm& comm, int rank, const uint8_t* data, size_t size,
                          wire::SliceHeader* h, size_t* bytes) {
-  TALLY_RETURN_IF_ERROR(wire::decodeSlice(data, size, h));
-  Status st = comm.checkSlice(*h, rank);
+  Status st = wire::decodeSlice(data, size, h);
+  if (!st.isOk()) {
+    // Every member hears why, this one too (its Error is flushed before the close).
+    st = Status::remote("rank " + std::to_string(rank) +
+                        " sent a slice header that does not decode: " + st.message());
+    comm.fail(st.message());
+    return st;
+  }
+  st = comm.checkSlice(*h, rank);
   if (!st.isOk()) {
     comm.fail(st.message());
     return st;
@@ -84,18 +93,28 @@ void refusedInOpening(ServerContext* ctx, const std::string& name, wire::MsgType
   if (type == wire::MsgType::kReject) {
     wire::Reason reason;
     Status st = wire::decodeReject(data, size, &reason);
-    TALLY_WARN("reducer: peer %s refused this reducer: %s", name.c_str(),
-               st.isOk() ? printable(reason.text).c_str() : st.message().c_str());
+    TALLY_WARN_LIMITED(ctx->warnings.rejected, "reducer: peer %s refused this reducer: %s",
+                       name.c_str(),
+                       st.isOk() ? printable(reason.text).c_str() : st.message().c_str());
     return;
   }
   const Status why = opening::unexpectedAnswer();
-  TALLY_WARN("reducer: refusing peer %s: %s", name.c_str(), why.message().c_str());
+  TALLY_WARN_LIMITED(ctx->warnings.rejected, "reducer: refusing peer %s: %s", name.c_str(),
+                     why.message().c_str());
   *reject = wire::encodeReject(wire::Reason{why.message()});
 }
 
 Status openingDeadline(ServerContext* ctx, const std::string& name,
                        std::chrono::steady_clock::time_point opened, bool answering,
-                       std::chrono::steady_clock::time_point now) {
+                       const OpeningBudget::Slot* slot, std::chrono::steady_clock::time_point now) {
+  if (slot != nullptr && slot->evicted()) {
+    ctx->observer->error(ServerError::kLimit);
+    const auto held = std::chrono::duration_cast<std::chrono::milliseconds>(now - opened);
+    return Status::system("peer " + name + " was evicted after " + std::to_string(held.count()) +
+                          " ms without joining: " + std::to_string(ctx->openings.limit()) +
+                          " newer connections have not joined either (the opening budget, "
+                          "--max-opening-connections)");
+  }
   const int64_t auth_ms = ctx->options.auth_timeout_ms;
   const int64_t join_ms = ctx->options.join_timeout_ms;
   std::string why;
@@ -122,18 +141,41 @@ Status memberDeadline(ServerContext* ctx, Comm& comm, std::chrono::steady_clock:
                          ")");
 }
 
+ServerError causeOf(const Ending& e) {
+  if (e.internal) return ServerError::kInternal;
+  if (e.worker_aborted) return ServerError::kPeerLost;
+  switch (transport::failureKind(e.status)) {
+    case transport::FailureKind::kTimedOut:
+      return ServerError::kTimeout;
+    case transport::FailureKind::kProtocol:
+      return ServerError::kProtocol;
+    case transport::FailureKind::kLost:
+      break;
+  }
+  return e.recv_failed ? ServerError::kPeerLost : ServerError::kProtocol;
+}
+
+std::string describeEnd(const Status& st) {
+  // "protocol violation: peer ... sent garbage ...", whatever code the transport gave it (a
+  // message too large for its receive is kInternal there, the peer's fault here).
+  if (transport::failureKind(st) == transport::FailureKind::kProtocol) return st.message();
+  return st.toString();
+}
+
 void reportEnd(ServerContext* ctx, const std::shared_ptr<Comm>& comm, int rank,
                const std::string& name, const Ending& e, bool stopping) {
-  if (!e.graceful && !stopping && !e.counted) {
-    ctx->observer->error(e.internal      ? ServerError::kInternal
-                         : e.recv_failed ? ServerError::kPeerLost
-                                         : ServerError::kProtocol);
-  }
+  if (!e.graceful && !stopping && !e.counted) ctx->observer->error(causeOf(e));
   if (comm && !stopping) {
     const std::string why = "rank " + std::to_string(rank) + " (peer " + name + ") " +
                             (e.status.isOk()    ? "left"
                              : e.worker_aborted ? "gave up: " + e.status.message()
-                                                : "was lost: " + e.status.toString());
+                             : e.recv_failed    ? "was lost: " + describeEnd(e.status)
+                                                : "was dropped: " + describeEnd(e.status));
+    if (!e.graceful && !e.recv_failed && !e.internal) {
+      // This side dropped a member that can still read (it broke the protocol, or stalled):
+      // fail the communicator before it leaves, so that it gets the Error with the reason too.
+      comm->fail(why);
+    }
     if (e.graceful) {
       TALLY_INFO(log::kColl, "reducer: %s left communicator %s", name.c_str(),
                  comm->id.toString().c_str());
@@ -142,12 +184,12 @@ void reportEnd(ServerContext* ctx, const std::shared_ptr<Comm>& comm, int rank,
                  comm->id.toString().c_str(), e.status.message().c_str());
     } else {
       TALLY_WARN("reducer: peer %s (rank %d of communicator %s) lost: %s", name.c_str(), rank,
-                 comm->id.toString().c_str(), e.status.toString().c_str());
+                 comm->id.toString().c_str(), describeEnd(e.status).c_str());
     }
     ctx->registry->leave(comm, rank, e.graceful, why);
   } else if (!e.graceful && !stopping) {
-    TALLY_WARN("reducer: peer %s closed before joining: %s", name.c_str(),
-               e.status.toString().c_str());
+    TALLY_WARN_LIMITED(ctx->warnings.dropped, "reducer: peer %s closed before joining: %s",
+                       name.c_str(), describeEnd(e.status).c_str());
   }
 }
 

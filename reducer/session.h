@@ -22,7 +22,8 @@ Status acceptHello(ServerContext* ctx, const std::shared_ptr<Member>& self, cons
                    size_t size, std::shared_ptr<Comm>* comm, int* rank, wire::Frame* reject);
 
 // A slice header from `rank`, decoded and checked against its communicator; a header that does
-// not fit fails the communicator. *bytes: the payload that follows (0: none follows).
+// not decode or does not fit fails the communicator (every member, this one too, gets an Error
+// with the reason). *bytes: the payload that follows (0: none follows).
 Status acceptSliceHeader(Comm& comm, int rank, const uint8_t* data, size_t size,
                          wire::SliceHeader* h, size_t* bytes);
 
@@ -37,13 +38,15 @@ bool payloadIntact(ServerContext* ctx, Comm& comm, int rank, const std::string& 
 void refusedInOpening(ServerContext* ctx, const std::string& name, wire::MsgType type,
                       const uint8_t* data, size_t size, wire::Frame* reject);
 
-// Whether a connection that has not joined should end now (checked every ~100 ms): with a job
-// token, it has not answered the Challenge within auth_timeout_ms (`answering`); or it has not
-// joined within join_timeout_ms. A connection holds a slot (and, served by threads, threads):
-// scanners, slow-loris peers and lost workers must let go. kTimeout, counted; ok: keep it.
+// Whether a connection that has not joined should end now (checked every ~100 ms): it was
+// evicted from the opening budget by newer connections (`slot`, opening_budget.h; counted as
+// `limit`); with a job token, it has not answered the Challenge within auth_timeout_ms
+// (`answering`); or it has not joined within join_timeout_ms. A connection holds a slot (and,
+// served by threads, threads): scanners, slow-loris peers and lost workers must let go. Not ok:
+// end it (counted already); ok: keep it.
 Status openingDeadline(ServerContext* ctx, const std::string& name,
                        std::chrono::steady_clock::time_point opened, bool answering,
-                       std::chrono::steady_clock::time_point now);
+                       const OpeningBudget::Slot* slot, std::chrono::steady_clock::time_point now);
 
 // Whether a member's connection should end now (checked every ~100 ms): its communicator did
 // not form within the join timeout of its first Hello (kTimeout, counted; the communicator then
@@ -54,6 +57,9 @@ Status memberDeadline(ServerContext* ctx, Comm& comm, std::chrono::steady_clock:
                       bool* failed);
 
 // How a connection ended, and what the reducer makes of it.
+// Counted as: internal; peer_lost for a worker's Error; timeout or protocol for a transport
+// failure of that kind (transport::failureKind) or a kTimeout status; else peer_lost when a
+// receive failed, protocol otherwise.
 struct Ending {
   Status status;                // ok: Bye or refused (graceful), else why it ended
   bool graceful = false;        // Bye, or an opening refusal already counted

@@ -2,6 +2,7 @@
 //
 //   tally-reducer --listen HOST:PORT [--transport auto|tcp|ofi|verbs] [--threads N] [--window N]
 //                 [--metrics HOST:PORT] [--token-file PATH] [--max-connections N]
+//                 [--max-opening-connections N]
 //                 [--max-memory BYTES] [--max-communicator-memory BYTES] [--verbose]
 //
 // It listens only on --listen, over the transport --transport names (default TALLY_TRANSPORT,
@@ -81,8 +82,14 @@ int main(int argc, char** argv) {
   std::string max_memory = "64G";
   std::string max_communicator_memory = "16G";
   app.add_option("--max-connections", options.max_connections,
-                 "worker connections at once; more are closed when they connect")
+                 "worker connections that joined a communicator at once; a Hello past it is "
+                 "refused")
       ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-opening-connections", options.max_opening_connections,
+                 "connections not joined yet (token not proven, no Hello); when full, a new "
+                 "one evicts the oldest (0: max(16, max-connections / 4))")
+      ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   const auto bytes = CLI::Validator(
       [](std::string& value) {

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 
@@ -54,9 +55,31 @@ class MemoryRegion {
 // test() and wait(), kTimeout only ever means "not done yet, the wait ran out", which callers
 // answer by waiting again; a connection that died of an I/O timeout must not read as that (it
 // would be polled for ever), so it reports kRemote with the same message.
+// Its message starts with kTimedOutPrefix, so that a server can still count it as a timeout.
+inline constexpr std::string_view kTimedOutPrefix = "timed out: ";
 inline Status connectionFailure(const Status& failure) {
   if (failure.code() != StatusCode::kTimeout) return failure;
-  return Status::remote(failure.message());
+  return Status::remote(std::string(kTimedOutPrefix) + failure.message());
+}
+
+// A failure because the peer broke the framing (a bad message header, a message that does not
+// fit the receive posted for it) rather than went away: its message starts with
+// kProtocolPrefix, so a server counts it as a protocol error and says so.
+inline constexpr std::string_view kProtocolPrefix = "protocol violation: ";
+inline Status protocolViolation(StatusCode code, const std::string& what) {
+  return Status(code, std::string(kProtocolPrefix) + what);
+}
+
+// Why a connection failed, for a server's counts: from connectionFailure, protocolViolation, or
+// anything else (the peer went away: EOF, reset, a failed system call).
+enum class FailureKind { kLost, kTimedOut, kProtocol };
+inline FailureKind failureKind(const Status& st) {
+  const std::string& m = st.message();
+  if (st.code() == StatusCode::kTimeout || m.rfind(kTimedOutPrefix, 0) == 0) {
+    return FailureKind::kTimedOut;
+  }
+  if (m.rfind(kProtocolPrefix, 0) == 0) return FailureKind::kProtocol;
+  return FailureKind::kLost;
 }
 
 // A posted send or receive. Owned by the caller. Destroying a request that is not done is
@@ -154,6 +177,15 @@ class Listener {
   virtual Status acceptWait(int64_t timeout_ms, std::unique_ptr<Connection>* conn) = 0;
   // "0.0.0.0:5000"
   virtual std::string address() const = 0;
+  // Sockets this listener closed before they became a connection, since it was made: a
+  // transport hello that was malformed or did not fit (bad_hellos), or that did not come within
+  // the connect timeout (hello_timeouts). For a server's metrics; a backend that does not count
+  // reports zeros.
+  struct DroppedHellos {
+    uint64_t bad_hellos = 0;
+    uint64_t hello_timeouts = 0;
+  };
+  virtual DroppedHellos droppedHellos() const { return {}; }
 };
 
 struct ConnectionOptions {

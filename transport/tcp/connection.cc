@@ -372,7 +372,7 @@ Status Core::irecv(int n, void* const* data, const size_t* sizes, const int* tag
     std::string why;
     if (!takeEarlyLocked(*op, &why)) {
       lock.unlock();
-      fail(Status::internal(why));  // the request reports it, as when the message comes later
+      fail(protocolViolation(StatusCode::kInternal, why));  // the request reports it, as when the message comes later
       *req = std::move(request);
       return Status::ok();
     }
@@ -565,7 +565,7 @@ void Core::headerLoop() {
     if (header.magic != kHeaderMagic) {
       char text[96];
       std::snprintf(text, sizeof(text), "sent a bad message header (magic 0x%08x)", header.magic);
-      return fail(Status::remote("peer " + peer_ + " " + text));
+      return fail(protocolViolation(StatusCode::kRemote, "peer " + peer_ + " " + text));
     }
     if (header.size <= kEagerBytes && stripeCount(header.size, streams, min_stripe_) == 1) {
       bool eager = false;
@@ -588,7 +588,7 @@ void Core::headerLoop() {
         std::string why;
         if (!takeEarlyLocked(*waiting, &why)) {
           lock.unlock();
-          return fail(Status::internal(why));
+          return fail(protocolViolation(StatusCode::kInternal, why));
         }
         if (waiting->matched == waiting->n) {
           posted_.pop_front();
@@ -611,7 +611,8 @@ void Core::headerLoop() {
       }
       if (slot < 0 || header.size > op->capacity[slot]) {
         lock.unlock();
-        return fail(Status::internal(
+        return fail(protocolViolation(
+            StatusCode::kInternal,
             mismatch(header, slot < 0 ? int64_t{-1} : static_cast<int64_t>(op->capacity[slot]))));
       }
       op->taken[slot] = true;

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "transport/transport.h"
+
 namespace tally::transport::tcp {
 namespace {
 
@@ -106,7 +108,8 @@ Status FrameReader::read(int fd, Event* event) {
       if (staged >= kHeaderBytes) {
         header_ = decodeHeader(stage_.get() + begin_);
         if (header_.magic != kHeaderMagic) {
-          return Status::remote("peer " + peer_ + " sent garbage instead of a message header");
+          return protocolViolation(StatusCode::kRemote,
+                                   "peer " + peer_ + " sent garbage instead of a message header");
         }
         begin_ += kHeaderBytes;
         state_ = State::kAwaitBody;
@@ -257,13 +260,15 @@ Status recvFrame(int fd, int tag, void* body, size_t capacity, size_t* size, int
   TALLY_RETURN_IF_ERROR(readExact(fd, raw, kHeaderBytes, deadline, peer, what));
   const Header h = decodeHeader(raw);
   if (h.magic != kHeaderMagic) {
-    return Status::remote("peer " + peer + " sent garbage instead of a message header");
+    return protocolViolation(StatusCode::kRemote,
+                             "peer " + peer + " sent garbage instead of a message header");
   }
   if (h.tag != tag || h.size > capacity) {
-    return Status::remote("peer " + peer + " sent a message of " + std::to_string(h.size) +
-                          " bytes with tag " + std::to_string(h.tag) + " where one of at most " +
-                          std::to_string(capacity) + " with tag " + std::to_string(tag) +
-                          " was expected");
+    return protocolViolation(StatusCode::kRemote,
+                             "peer " + peer + " sent a message of " + std::to_string(h.size) +
+                                 " bytes with tag " + std::to_string(h.tag) +
+                                 " where one of at most " + std::to_string(capacity) +
+                                 " with tag " + std::to_string(tag) + " was expected");
   }
   TALLY_RETURN_IF_ERROR(readExact(fd, static_cast<uint8_t*>(body), static_cast<size_t>(h.size),
                                   deadline, peer, what));

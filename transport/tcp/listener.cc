@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -25,7 +26,6 @@
 #include <vector>
 
 #include "common/log.h"
-#include "common/rate_limit.h"
 #include "transport/tcp/connection.h"
 #include "transport/tcp/internal.h"
 #include "transport/tcp/wire.h"
@@ -103,6 +103,10 @@ class TcpListener final : public Listener {
 
   const ConnectHandle& handle() const override { return handle_; }
   std::string address() const override { return address_; }
+  DroppedHellos droppedHellos() const override {
+    return {bad_hellos_.load(std::memory_order_relaxed),
+            hello_timeouts_.load(std::memory_order_relaxed)};
+  }
 
   // Non-blocking: takes what the kernel has queued, reads whatever hello bytes have arrived,
   // and hands out at most one finished connection per call. The sockets already accepted are
@@ -297,16 +301,19 @@ class TcpListener final : public Listener {
     if (hello.magic != kHelloMagic) {
       TALLY_WARN("tcp: rejecting peer %s on %s: bad hello magic 0x%016" PRIx64,
                  in.peer.c_str(), address_.c_str(), hello.magic);
+      bad_hellos_.fetch_add(1, std::memory_order_relaxed);
       return Status::ok();
     }
     if (hello.version != kProtocolVersion) {
       TALLY_WARN("tcp: rejecting peer %s on %s: protocol version %u, expected %u",
                  in.peer.c_str(), address_.c_str(), hello.version, kProtocolVersion);
+      bad_hellos_.fetch_add(1, std::memory_order_relaxed);
       return Status::ok();
     }
     if (hello.count < 1 || hello.count > kMaxStreams || hello.index >= hello.count) {
       TALLY_WARN("tcp: rejecting peer %s on %s: stream %u of %u", in.peer.c_str(),
                  address_.c_str(), hello.index, hello.count);
+      bad_hellos_.fetch_add(1, std::memory_order_relaxed);
       return Status::ok();
     }
     auto [it, inserted] = groups_.try_emplace(hello.connection_id);
@@ -320,6 +327,7 @@ class TcpListener final : public Listener {
           "tcp: rejecting peer %s on %s: stream %u of %u does not fit its "
           "connection",
           in.peer.c_str(), address_.c_str(), hello.index, hello.count);
+      bad_hellos_.fetch_add(1, std::memory_order_relaxed);
       return Status::ok();
     }
     if (hello.index == 0) {
@@ -353,12 +361,14 @@ class TcpListener final : public Listener {
                      count);
         }
         incoming_.erase(incoming_.begin() + static_cast<std::ptrdiff_t>(i));
+        hello_timeouts_.fetch_add(1, std::memory_order_relaxed);
       } else {
         ++i;
       }
     }
     for (auto it = groups_.begin(); it != groups_.end();) {
       if (it->second.since < limit) {
+        hello_timeouts_.fetch_add(1, std::memory_order_relaxed);
         uint64_t count = 0;
         if (expired_.note(&count)) {
           TALLY_WARN("tcp: dropping a connection on %s: %d of %zu streams within %" PRId64
@@ -390,10 +400,12 @@ class TcpListener final : public Listener {
   std::deque<std::unique_ptr<Connection>> ready_;
   Fd spare_;
   Clock::time_point accept_paused_until_;
-  RateLimitedLog out_of_resources_{kLogInterval};
-  RateLimitedLog pending_full_{kLogInterval};
-  RateLimitedLog admit_failed_{kLogInterval};
-  RateLimitedLog expired_{kLogInterval};
+  log::RateLimitedLog out_of_resources_{kLogInterval};
+  log::RateLimitedLog pending_full_{kLogInterval};
+  log::RateLimitedLog admit_failed_{kLogInterval};
+  log::RateLimitedLog expired_{kLogInterval};
+  std::atomic<uint64_t> bad_hellos_{0};
+  std::atomic<uint64_t> hello_timeouts_{0};
 };
 
 }  // namespace
