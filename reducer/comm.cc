@@ -55,6 +55,7 @@ void Comm::fail(const std::string& reason) {
     m.header = error;
     p->send(std::move(m));
   }
+  failure_sent_.store(true, std::memory_order_release);
   engine_->dropComm(shared_from_this());
 }
 

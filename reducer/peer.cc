@@ -138,6 +138,10 @@ Status Peer::recvOne(void* data, size_t size, int tag, size_t* got) {
     bool failed = false;
     Status why = comm_ ? memberDeadline(ctx_, *comm_, now, &failed)
                        : openingDeadline(ctx_, name_, opened_, answering_, opening_.get(), now);
+    if (failed && failure_seen_ == std::chrono::steady_clock::time_point{}) failure_seen_ = now;
+    // The Error with the reason is queued to this member: let the writer send it first (bounded:
+    // a member that does not read cannot keep the connection).
+    if (why.isOk() && failed && !writerIdle() && now - failure_seen_ < kFlushTime) continue;
     if (!why.isOk() || failed) {
       conn_->close();
       // Counted already: the timeouts there, a communicator's failure where it happened.
@@ -145,6 +149,11 @@ Status Peer::recvOne(void* data, size_t size, int tag, size_t* got) {
       return failed ? Status::remote("communicator failed") : why;
     }
   }
+}
+
+bool Peer::writerIdle() {
+  std::lock_guard<std::mutex> lock(out_mu_);
+  return out_.empty() && !writer_posting_ && inflight_count_.load(std::memory_order_acquire) == 0;
 }
 
 void Peer::readerLoop() {

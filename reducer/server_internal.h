@@ -123,6 +123,8 @@ class Peer final : public Member, public std::enable_shared_from_this<Peer> {
   Status handleHello(const uint8_t* data, size_t size, bool* end);
   Status handleSlice(const uint8_t* data, size_t size);
   void waitForCredit();
+  // Nothing queued for the writer and nothing in flight: what was sent is out of its hands.
+  bool writerIdle();
 
   // One message handed to the transport: the header bytes must live until the send is done.
   struct Inflight {
@@ -154,6 +156,8 @@ class Peer final : public Member, public std::enable_shared_from_this<Peer> {
   bool recv_failed_ = false;  // the reader ended because a receive failed (the peer is gone)
   bool counted_ = false;      // this connection's error was counted already (auth, checksum)
   bool answering_ = false;    // greet() waits for the job token's Answer
+  // When the reader first saw its communicator's failure sent (the Error queued to it).
+  std::chrono::steady_clock::time_point failure_seen_{};
   std::unique_ptr<OpeningBudget::Slot> opening_;  // until it joins (opening_budget.h)
 
   // Writer queue.
@@ -203,6 +207,9 @@ class Comm : public std::enable_shared_from_this<Comm> {
   uint32_t resultCrc(const void* data, size_t bytes) const;
 
   bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // Failed, and the Error went into every open member's queue: a member may now be closed once
+  // its queue is out (before, closing it could lose the reason).
+  bool failureSent() const { return failure_sent_.load(std::memory_order_acquire); }
   // Marks the communicator failed, sends Error(reason) to every member still connected and has the
   // engine drop its buffered slices. Only the first call acts. Any thread; takes mu_.
   void fail(const std::string& reason);
@@ -226,6 +233,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   uint32_t open_count_ = 0;
   std::atomic<bool> formed_{false};
   std::atomic<bool> failed_{false};
+  std::atomic<bool> failure_sent_{false};
 };
 
 // Communicators by id. Used on join and leave only, never per slice.

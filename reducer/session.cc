@@ -131,8 +131,9 @@ Status openingDeadline(ServerContext* ctx, const std::string& name,
 
 Status memberDeadline(ServerContext* ctx, Comm& comm, std::chrono::steady_clock::time_point now,
                       bool* failed) {
-  *failed = comm.failed();
-  if (*failed || comm.formed()) return Status::ok();
+  // A failed communicator's members are let go once its Error is in their queues.
+  *failed = comm.failureSent();
+  if (comm.failed() || comm.formed()) return Status::ok();
   const int64_t limit = ctx->options.join_timeout_ms;
   if (limit <= 0 || now - comm.created <= std::chrono::milliseconds(limit)) return Status::ok();
   ctx->observer->error(ServerError::kTimeout);
