@@ -156,7 +156,7 @@ TEST_F(EngineTest, RankCountsAndOddSizes) {
   for (int n = 3; n <= 8; ++n) {
     makeComm(n);
     size_t k = 0;
-    for (size_t count : {size_t{1}, size_t{7}, size_t{4097}, size_t{(1 << 18) + 3}}) {
+    for (size_t count : {size_t{1}, size_t{7}, size_t{4097}, size_t{(1 << 16) + 3}}) {
       for (DataType type :
            {DataType::kFloat32, DataType::kFloat64, DataType::kInt64, DataType::kFloat16}) {
         std::vector<int> order(n);
@@ -175,13 +175,13 @@ TEST_F(EngineTest, RankCountsAndOddSizes) {
   }
 }
 
-// One thread per rank files 300 calls of 64K floats as fast as it can, so folds overlap with
+// One thread per rank files 200 calls of 16K floats as fast as it can, so folds overlap with
 // arrivals on other threads: every result exact, every credit released once.
 TEST_F(EngineTest, RanksOnTheirOwnThreads) {
   const int n = 5;
   makeComm(n);
-  constexpr int kCalls = 300;
-  constexpr size_t kCount = 64 * 1024;
+  constexpr int kCalls = 200;
+  constexpr size_t kCount = 16 * 1024;
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
@@ -203,11 +203,11 @@ TEST_F(EngineTest, RanksOnTheirOwnThreads) {
 // nothing is released twice. Each input's credit comes back exactly once, by its result or by
 // the drop.
 TEST_F(EngineTest, FailingWhileFoldingReleasesEveryInputOnce) {
-  for (int attempt = 0; attempt < 10; ++attempt) {
+  for (int attempt = 0; attempt < 6; ++attempt) {
     const int n = 4;
     makeComm(n);
-    constexpr int kCalls = 100;
-    constexpr size_t kCount = 128 * 1024;
+    constexpr int kCalls = 60;
+    constexpr size_t kCount = 32 * 1024;
     std::atomic<int> filed{0};
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r) {
@@ -218,7 +218,7 @@ TEST_F(EngineTest, FailingWhileFoldingReleasesEveryInputOnce) {
         }
       });
     }
-    while (filed.load() < (attempt + 1) * 20) std::this_thread::yield();
+    while (filed.load() < (attempt + 1) * 30) std::this_thread::yield();
     comm_->fail("test: failing mid-stream");
     for (auto& t : threads) t.join();
     for (int r = 0; r < n; ++r) {
