@@ -350,8 +350,8 @@ TEST(Pressure, B_RunningOutOfDescriptors) {
       << r.openDescriptors() << " descriptors still open";
   EXPECT_EQ(runJob(r, ""), "");
   expectSettled(r);
-  // Every socket the reducer took and dropped unheard is counted: no transport hello came.
-  EXPECT_GT(r.errors("accept") + r.errors("timeout"), 0);
+  // The connections it closed unheard for want of a descriptor are counted as failed accepts.
+  EXPECT_GT(r.errors("accept"), 0);
   EXPECT_EQ(r.errors("internal"), 0);
   expectIdle(r, "after the job");
 }
