@@ -157,7 +157,8 @@ Status CommRegistry::admitMemberLocked(const Comm& comm, uint64_t* bytes) const 
 
 Status CommRegistry::addMember(const std::shared_ptr<Member>& peer, const wire::Hello& hello,
                                std::shared_ptr<Comm>* comm_out, bool* created,
-                               std::vector<std::shared_ptr<Member>>* ready_to, bool* over_limit) {
+                               std::vector<std::shared_ptr<Member>>* ready_to, bool* over_limit,
+                               uint64_t* reserved) {
   std::lock_guard<std::mutex> lock(mu_);
   if (max_members_ > 0 && members_ >= max_members_) {
     *over_limit = true;
@@ -176,6 +177,7 @@ Status CommRegistry::addMember(const std::shared_ptr<Member>& peer, const wire::
     it = comms_.emplace(hello.comm, std::make_shared<Comm>(hello, engine_, observer_)).first;
     it->second->reserved_bytes = reserve;
     reserved_bytes_ += reserve;
+    *reserved = reserve;
     *created = true;
     TALLY_INFO(log::kColl, "reducer: communicator %s forming, %u ranks",
                hello.comm.toString().c_str(), hello.nranks);
@@ -229,6 +231,7 @@ Status CommRegistry::addMember(const std::shared_ptr<Member>& peer, const wire::
     }
     comm->reserved_bytes += reserve;
     reserved_bytes_ += reserve;
+    *reserved = reserve;
   }
   comm->members_[hello.rank] = peer;
   comm->open_[hello.rank] = true;
@@ -247,11 +250,15 @@ Status CommRegistry::join(const std::shared_ptr<Member>& peer, const wire::Hello
   std::vector<std::shared_ptr<Member>> ready_to;
   std::shared_ptr<Comm> comm;
   bool created = false;
+  uint64_t reserved = 0;
   *over_limit = false;
-  Status st = addMember(peer, hello, &comm, &created, &ready_to, over_limit);
+  Status st = addMember(peer, hello, &comm, &created, &ready_to, over_limit, &reserved);
   // Outside the locks. The creating Hello always becomes a member (a fresh communicator has
   // nothing to contradict), so no leave can close the communicator before this is reported.
+  // A reservation is reported before its release can be: only the last leave releases, after
+  // this member's own leave.
   if (created) observer_->communicatorOpened();
+  if (reserved > 0) observer_->memoryReserved(reserved);
   // A member the memory left cannot hold: the communicator can never form, so its other members
   // hear why now rather than at the join timeout.
   if (!st.isOk() && *over_limit && comm && !created) comm->fail(st.message());
@@ -278,6 +285,7 @@ void CommRegistry::leave(const std::shared_ptr<Comm>& comm, int rank, bool grace
   bool fail_now = false;
   bool last = false;
   bool forgotten = false;
+  uint64_t released = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     std::lock_guard<std::mutex> clock(comm->mu_);
@@ -293,12 +301,14 @@ void CommRegistry::leave(const std::shared_ptr<Comm>& comm, int rank, bool grace
       if (it != comms_.end() && it->second == comm) {
         comms_.erase(it);
         reserved_bytes_ -= comm->reserved_bytes;
+        released = comm->reserved_bytes;
         forgotten = true;
       }
       comm->members_.clear();  // breaks the Peer <-> Comm cycle
     }
   }
   if (fail_now) comm->fail(why);
+  if (released > 0) observer_->memoryReleased(released);
   if (forgotten) observer_->communicatorClosed();
   if (last) {
     TALLY_INFO(log::kColl, "reducer: communicator %s closed", comm->describe().c_str());
@@ -319,6 +329,8 @@ void CommRegistry::clear() {
       std::lock_guard<std::mutex> clock(comm->mu_);
       comm->members_.clear();
     }
+    // Out of the registry, so nothing changes it any more.
+    if (comm->reserved_bytes > 0) observer_->memoryReleased(comm->reserved_bytes);
     observer_->communicatorClosed();
   }
 }

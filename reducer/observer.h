@@ -74,6 +74,11 @@ class ServerObserver {
   virtual void communicatorClosed() = 0;
   // A communicator failed (Error sent to its members). At most once per communicator.
   virtual void communicatorFailed() = 0;
+  // Slice memory reserved against the server's limits grew (a communicator formed, a member
+  // joined) or shrank (a communicator was forgotten) by `bytes`. The running sum is what all
+  // communicators hold now; it is back to 0 once every communicator has been forgotten.
+  virtual void memoryReserved(uint64_t bytes) = 0;
+  virtual void memoryReleased(uint64_t bytes) = 0;
 
   // One slice was reduced and its result is about to be queued to every rank. `input_bytes` is
   // the slice's bytes times the number of ranks; `latency` runs from the first of its inputs
@@ -92,6 +97,8 @@ class NullServerObserver final : public ServerObserver {
   void communicatorOpened() override {}
   void communicatorClosed() override {}
   void communicatorFailed() override {}
+  void memoryReserved(uint64_t) override {}
+  void memoryReleased(uint64_t) override {}
   void sliceReduced(uint64_t, std::chrono::nanoseconds) override {}
   void error(ServerError) override {}
 };

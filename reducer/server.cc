@@ -146,11 +146,19 @@ class ServerImpl final : public ReducerServer {
   }
 
   // The transport hellos the listener dropped since the last look go into the metrics: a
-  // malformed one as `accept` (a failed transport handshake), one that never came as `timeout`.
+  // malformed one, or a connection closed unheard for lack of a descriptor, as `accept` (a
+  // failed transport handshake, a failed accept); one that never came as `timeout`; a socket
+  // closed at the limit of sockets waiting for their hello as `limit`.
   void countDroppedHellos() {
     const transport::Listener::DroppedHellos now = listener_->droppedHellos();
     for (uint64_t i = seen_hellos_.bad_hellos; i < now.bad_hellos; ++i) {
       ctx_.observer->error(ServerError::kAccept);
+    }
+    for (uint64_t i = seen_hellos_.no_descriptors; i < now.no_descriptors; ++i) {
+      ctx_.observer->error(ServerError::kAccept);
+    }
+    for (uint64_t i = seen_hellos_.pending_full; i < now.pending_full; ++i) {
+      ctx_.observer->error(ServerError::kLimit);
     }
     for (uint64_t i = seen_hellos_.hello_timeouts; i < now.hello_timeouts; ++i) {
       ctx_.observer->error(ServerError::kTimeout);

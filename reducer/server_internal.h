@@ -263,10 +263,12 @@ class CommRegistry {
 
  private:
   // join's locked part. *comm_out and *created are set whether or not the Hello is accepted
-  // (*created: this Hello made the communicator); *ready_to when it completed the group.
+  // (*created: this Hello made the communicator); *ready_to when it completed the group;
+  // *reserved: the bytes it reserved, whether or not the Hello is accepted.
   Status addMember(const std::shared_ptr<Member>& peer, const wire::Hello& hello,
                    std::shared_ptr<Comm>* comm_out, bool* created,
-                   std::vector<std::shared_ptr<Member>>* ready_to, bool* over_limit);
+                   std::vector<std::shared_ptr<Member>>* ready_to, bool* over_limit,
+                   uint64_t* reserved);
 
   // Whether a communicator of this Hello's shape fits the limits once complete, and whether what
   // it reserves now fits the memory left: its results and its first member. *bytes: that

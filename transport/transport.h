@@ -179,11 +179,15 @@ class Listener {
   virtual std::string address() const = 0;
   // Sockets this listener closed before they became a connection, since it was made: a
   // transport hello that was malformed or did not fit (bad_hellos), or that did not come within
-  // the connect timeout (hello_timeouts). For a server's metrics; a backend that does not count
-  // reports zeros.
+  // the connect timeout (hello_timeouts); queued connections closed unheard because the process
+  // had no descriptor to accept them with (no_descriptors); the oldest waiting sockets closed
+  // to make room at the limit of sockets waiting for a hello (pending_full). For a server's
+  // metrics; a backend that does not count reports zeros.
   struct DroppedHellos {
     uint64_t bad_hellos = 0;
     uint64_t hello_timeouts = 0;
+    uint64_t no_descriptors = 0;
+    uint64_t pending_full = 0;
   };
   virtual DroppedHellos droppedHellos() const { return {}; }
 };

@@ -51,23 +51,28 @@ class Counter final : public reducer::ServerObserver {
   void communicatorOpened() override { comms_open_++; }
   void communicatorClosed() override { comms_closed_++; }
   void communicatorFailed() override {}
+  void memoryReserved(uint64_t n) override { reserved_ += static_cast<int64_t>(n); }
+  void memoryReleased(uint64_t n) override { reserved_ -= static_cast<int64_t>(n); }
   void sliceReduced(uint64_t, std::chrono::nanoseconds) override {}
   void error(reducer::ServerError e) override {
     if (e == reducer::ServerError::kInternal) internal_++;
   }
   bool settled() const {
-    return conns_open_.load() == conns_closed_.load() && comms_open_.load() == comms_closed_.load();
+    return conns_open_.load() == conns_closed_.load() &&
+           comms_open_.load() == comms_closed_.load() && reserved_.load() == 0;
   }
   std::string describe() const {
     return std::to_string(conns_open_.load()) + " connections opened, " +
            std::to_string(conns_closed_.load()) + " closed; " + std::to_string(comms_open_.load()) +
-           " communicators opened, " + std::to_string(comms_closed_.load()) + " closed";
+           " communicators opened, " + std::to_string(comms_closed_.load()) + " closed; " +
+           std::to_string(reserved_.load()) + " bytes reserved";
   }
   uint64_t internalErrors() const { return internal_.load(); }
 
  private:
   std::atomic<uint64_t> conns_open_{0}, conns_closed_{0}, comms_open_{0}, comms_closed_{0};
   std::atomic<uint64_t> internal_{0};
+  std::atomic<int64_t> reserved_{0};
 };
 
 void quietSink(log::Level, unsigned long, const char*, int, const char*) {}

@@ -19,6 +19,7 @@ class CountingObserver final : public ServerObserver {
   std::atomic<int64_t> communicators{0};
   std::atomic<int64_t> peak_communicators{0};
   std::atomic<uint64_t> communicator_failures{0};
+  std::atomic<int64_t> reserved_bytes{0};
   std::atomic<uint64_t> bytes{0};
   std::atomic<uint64_t> slices{0};
   std::atomic<int64_t> max_latency_ns{0};
@@ -30,6 +31,8 @@ class CountingObserver final : public ServerObserver {
   void communicatorOpened() override { raise(communicators, peak_communicators); }
   void communicatorClosed() override { communicators.fetch_sub(1); }
   void communicatorFailed() override { communicator_failures.fetch_add(1); }
+  void memoryReserved(uint64_t n) override { reserved_bytes.fetch_add(static_cast<int64_t>(n)); }
+  void memoryReleased(uint64_t n) override { reserved_bytes.fetch_sub(static_cast<int64_t>(n)); }
   void sliceReduced(uint64_t input_bytes, std::chrono::nanoseconds latency) override {
     bytes.fetch_add(input_bytes);
     slices.fetch_add(1);

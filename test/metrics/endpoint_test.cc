@@ -147,15 +147,18 @@ TEST(MetricsEndpointTest, ScrapesExactCountsOfARealRun) {
   EXPECT_GT(seriesValue(text, "tally_reducer_slice_latency_seconds_sum").value_or(0), 0.0);
   EXPECT_EQ(seriesValue(text, "tally_reducer_connections"), double{kRanks});
   EXPECT_EQ(seriesValue(text, "tally_reducer_communicators"), 1.0);
+  EXPECT_GT(seriesValue(text, "tally_reducer_reserved_bytes").value_or(0), 0.0);
   EXPECT_EQ(seriesValue(text, "tally_reducer_errors_total{cause=\"peer_lost\"}"), 0.0);
 
   for (auto& cl : clients) cl->close();
   text = scrapeUntil(port, [](const std::string& t) {
     return seriesValue(t, "tally_reducer_connections") == 0.0 &&
-           seriesValue(t, "tally_reducer_communicators") == 0.0;
+           seriesValue(t, "tally_reducer_communicators") == 0.0 &&
+           seriesValue(t, "tally_reducer_reserved_bytes") == 0.0;
   });
   EXPECT_EQ(seriesValue(text, "tally_reducer_connections"), 0.0) << text;
   EXPECT_EQ(seriesValue(text, "tally_reducer_communicators"), 0.0) << text;
+  EXPECT_EQ(seriesValue(text, "tally_reducer_reserved_bytes"), 0.0) << text;
   EXPECT_EQ(seriesValue(text, "tally_reducer_errors_total{cause=\"peer_lost\"}"), 0.0)
       << "close() says Bye";
 

@@ -43,6 +43,9 @@ TEST(ReducerMetricsTest, RendersEveryMetricWithItsValue) {
   for (int i = 0; i < 3; ++i) obs.connectionOpened();
   obs.connectionClosed();
   obs.communicatorOpened();
+  obs.memoryReserved(3 << 20);
+  obs.memoryReserved(1 << 20);
+  obs.memoryReleased(1 << 20);
   obs.sliceReduced(4 * 65536, microseconds(80));
   obs.sliceReduced(4 * 1000, std::chrono::milliseconds(3));
   obs.error(reducer::ServerError::kRejectedHello);
@@ -55,6 +58,7 @@ TEST(ReducerMetricsTest, RendersEveryMetricWithItsValue) {
   EXPECT_EQ(seriesValue(text, "tally_reducer_slices_total"), 2.0);
   EXPECT_EQ(seriesValue(text, "tally_reducer_connections"), 2.0);
   EXPECT_EQ(seriesValue(text, "tally_reducer_communicators"), 1.0);
+  EXPECT_EQ(seriesValue(text, "tally_reducer_reserved_bytes"), double{3 << 20});
   EXPECT_EQ(seriesValue(text, "tally_reducer_communicator_failures_total"), 1.0);
   EXPECT_EQ(seriesValue(text, "tally_reducer_errors_total{cause=\"rejected_hello\"}"), 1.0);
   EXPECT_EQ(seriesValue(text, "tally_reducer_errors_total{cause=\"peer_lost\"}"), 2.0);

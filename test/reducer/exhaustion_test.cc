@@ -5,7 +5,6 @@
 // serve a legitimate job correctly once the pressure is gone.
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -26,6 +25,7 @@
 
 #include "harness.h"
 #include "test/metrics/counting_observer.h"
+#include "test/reducer/raw_streams.h"
 #include "test/reducer/reducer_child.h"
 #include "transport/tcp/fd.h"
 #include "transport/tcp/wire.h"
@@ -63,38 +63,6 @@ void stopReducer(ReducerChild* c) {
 bool alive(pid_t pid) {
   int status = 0;
   return waitpid(pid, &status, WNOHANG) == 0;
-}
-
-int portOf(const std::string& address) { return std::stoi(address.substr(address.rfind(':') + 1)); }
-
-// A raw socket connected to the reducer (it says nothing); invalid when none could be made.
-tcp::Fd rawConnect(int port) {
-  tcp::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return tcp::Fd();
-  return fd;
-}
-
-// One connection of `streams` raw sockets that said the TCP transport's hello.
-std::vector<tcp::Fd> connectStreams(int port, int streams, uint64_t id) {
-  std::vector<tcp::Fd> fds;
-  for (int i = 0; i < streams; ++i) {
-    tcp::Fd fd = rawConnect(port);
-    tcp::Hello hello;
-    hello.index = static_cast<uint16_t>(i);
-    hello.count = static_cast<uint16_t>(streams);
-    hello.connection_id = id;
-    hello.min_stripe = 64 * 1024;
-    uint8_t bytes[tcp::kHelloBytes];
-    tcp::encodeHello(hello, bytes);
-    EXPECT_EQ(::send(fd.get(), bytes, sizeof(bytes), MSG_NOSIGNAL),
-              static_cast<ssize_t>(sizeof(bytes)));
-    fds.push_back(std::move(fd));
-  }
-  return fds;
 }
 
 // What arrives first on `fd` within timeout_ms: 1 bytes (the Challenge), 0 the reducer closed
@@ -267,7 +235,6 @@ TEST(ResourceExhaustion, RunningOutOfThreads) {
   Cleanup cleanup{&c, log};
   ASSERT_GT(c.pid, 0);
   ASSERT_FALSE(address.empty()) << "could not start tally-reducer as uid " << user;
-  const int port = portOf(address);
   const int baseline = threadsOf(c.pid);
   ASSERT_GT(baseline, 0);
 
@@ -276,7 +243,8 @@ TEST(ResourceExhaustion, RunningOutOfThreads) {
   for (int room = 0; room < 3; ++room) {
     ASSERT_TRUE(waitUntil([&] { return threadsOf(c.pid) == baseline; }, std::chrono::seconds(5)));
     ASSERT_TRUE(setThreadLimit(c.pid, user, static_cast<rlim_t>(baseline + room)));
-    std::vector<tcp::Fd> fds = connectStreams(port, 2, 0xc0ffee + static_cast<uint64_t>(room));
+    std::vector<tcp::Fd> fds = connectStreams(address, 2, 0xc0ffee + static_cast<uint64_t>(room));
+    ASSERT_EQ(fds.size(), 2u);
     EXPECT_EQ(firstEvent(fds[0].get(), 5000), 0) << "with room for " << room << " threads";
     ASSERT_TRUE(alive(c.pid)) << "the reducer died with room for " << room << " threads";
     if (room == 0) {

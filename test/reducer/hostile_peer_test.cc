@@ -3,7 +3,6 @@
 // or lie anywhere. Each case runs against both ways a connection is served: an event loop (one
 // socket) and a reader and a writer thread (two sockets).
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 #include "harness.h"
 #include "reducer/wire.h"
 #include "test/metrics/counting_observer.h"
+#include "test/reducer/raw_streams.h"
 #include "transport/tcp/fd.h"
 #include "transport/tcp/frames.h"
 #include "transport/tcp/wire.h"
@@ -33,33 +33,9 @@ constexpr uint64_t kSliceBytes = 4096;
 constexpr const char* kToken = "hostile-peer-test-token-0123456789abcdef";
 
 tcp::Fd dial(const std::string& address) {
-  const int port = std::stoi(address.substr(address.rfind(':') + 1));
-  tcp::Fd fd(::socket(AF_INET, SOCK_STREAM, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  tcp::Fd fd = rawConnect(portOf(address));
+  EXPECT_TRUE(fd.valid());
   return fd;
-}
-
-// `streams` raw sockets that said the TCP transport's hello as one connection.
-std::vector<tcp::Fd> connectStreams(const std::string& address, int streams, uint64_t id) {
-  std::vector<tcp::Fd> fds;
-  for (int i = 0; i < streams; ++i) {
-    tcp::Fd fd = dial(address);
-    tcp::Hello hello;
-    hello.index = static_cast<uint16_t>(i);
-    hello.count = static_cast<uint16_t>(streams);
-    hello.connection_id = id;
-    hello.min_stripe = 64 * 1024;
-    uint8_t bytes[tcp::kHelloBytes];
-    tcp::encodeHello(hello, bytes);
-    EXPECT_EQ(::send(fd.get(), bytes, sizeof(bytes), MSG_NOSIGNAL),
-              static_cast<ssize_t>(sizeof(bytes)));
-    fds.push_back(std::move(fd));
-  }
-  return fds;
 }
 
 std::unique_ptr<ReducerServer> start(ServerOptions o, CountingObserver* observer) {

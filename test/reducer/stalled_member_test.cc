@@ -6,9 +6,7 @@
 // live one. Both ways a connection is served: an event loop (one socket) and a reader and a
 // writer thread (two sockets).
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <array>
 #include <chrono>
@@ -20,6 +18,7 @@
 #include "harness.h"
 #include "reducer/wire.h"
 #include "test/metrics/counting_observer.h"
+#include "test/reducer/raw_streams.h"
 #include "transport/tcp/fd.h"
 #include "transport/tcp/frames.h"
 #include "transport/tcp/wire.h"
@@ -35,31 +34,6 @@ constexpr uint64_t kSliceBytes = 4096;
 
 enum class Stall { kMidPayload, kNotReading };
 
-// `streams` raw sockets that said the TCP transport's hello to `address` as one connection.
-std::vector<tcp::Fd> connectStreams(const std::string& address, int streams) {
-  const int port = std::stoi(address.substr(address.rfind(':') + 1));
-  std::vector<tcp::Fd> fds;
-  for (int i = 0; i < streams; ++i) {
-    tcp::Fd fd(::socket(AF_INET, SOCK_STREAM, 0));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    tcp::Hello hello;
-    hello.index = static_cast<uint16_t>(i);
-    hello.count = static_cast<uint16_t>(streams);
-    hello.connection_id = 0x57a11ed;
-    hello.min_stripe = 64 * 1024;
-    uint8_t bytes[tcp::kHelloBytes];
-    tcp::encodeHello(hello, bytes);
-    EXPECT_EQ(::send(fd.get(), bytes, sizeof(bytes), MSG_NOSIGNAL),
-              static_cast<ssize_t>(sizeof(bytes)));
-    fds.push_back(std::move(fd));
-  }
-  return fds;
-}
-
 class StalledMember : public ::testing::TestWithParam<std::tuple<int, Stall>> {};
 
 TEST_P(StalledMember, IsReleasedAtTheIoTimeout) {
@@ -74,7 +48,8 @@ TEST_P(StalledMember, IsReleasedAtTheIoTimeout) {
   std::unique_ptr<ReducerServer> server;
   ASSERT_TRUE(ReducerServer::start(o, &server).isOk());
 
-  std::vector<tcp::Fd> fds = connectStreams(server->address(), streams);
+  std::vector<tcp::Fd> fds = connectStreams(server->address(), streams, 0x57a11ed);
+  ASSERT_EQ(fds.size(), static_cast<size_t>(streams));
   const int fd = fds[0].get();  // headers and small payloads travel on stream 0 alone
   std::array<uint8_t, wire::kMaxHeaderBytes> buf;
   size_t got = 0;

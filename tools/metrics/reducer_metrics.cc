@@ -42,6 +42,11 @@ ReducerMetrics::ReducerMetrics()
                         .Help("Communicators held: forming or formed, until the last member left.")
                         .Register(*registry_)
                         .Add({});
+  reserved_ = &prometheus::BuildGauge()
+                   .Name("tally_reducer_reserved_bytes")
+                   .Help("Slice memory communicators hold against --max-memory.")
+                   .Register(*registry_)
+                   .Add({});
   comm_failures_ = &prometheus::BuildCounter()
                         .Name("tally_reducer_communicator_failures_total")
                         .Help("Communicators failed (their members were sent an Error).")
@@ -65,6 +70,12 @@ void ReducerMetrics::connectionClosed() { connections_->Decrement(); }
 void ReducerMetrics::communicatorOpened() { communicators_->Increment(); }
 void ReducerMetrics::communicatorClosed() { communicators_->Decrement(); }
 void ReducerMetrics::communicatorFailed() { comm_failures_->Increment(); }
+void ReducerMetrics::memoryReserved(uint64_t bytes) {
+  reserved_->Increment(static_cast<double>(bytes));
+}
+void ReducerMetrics::memoryReleased(uint64_t bytes) {
+  reserved_->Decrement(static_cast<double>(bytes));
+}
 
 void ReducerMetrics::sliceReduced(uint64_t input_bytes, std::chrono::nanoseconds latency) {
   // A double counts bytes exactly up to 2^53 (8 PiB); past that it rounds, harmlessly for rates.

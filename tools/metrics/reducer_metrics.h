@@ -38,6 +38,8 @@ class ReducerMetrics final : public reducer::ServerObserver {
   void communicatorOpened() override;
   void communicatorClosed() override;
   void communicatorFailed() override;
+  void memoryReserved(uint64_t bytes) override;
+  void memoryReleased(uint64_t bytes) override;
   void sliceReduced(uint64_t input_bytes, std::chrono::nanoseconds latency) override;
   void error(reducer::ServerError cause) override;
 
@@ -53,6 +55,7 @@ class ReducerMetrics final : public reducer::ServerObserver {
   prometheus::Counter* slices_ = nullptr;
   prometheus::Gauge* connections_ = nullptr;
   prometheus::Gauge* communicators_ = nullptr;
+  prometheus::Gauge* reserved_ = nullptr;
   prometheus::Counter* comm_failures_ = nullptr;
   std::array<prometheus::Counter*, reducer::kServerErrorCount> errors_{};
 };

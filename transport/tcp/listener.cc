@@ -105,7 +105,9 @@ class TcpListener final : public Listener {
   std::string address() const override { return address_; }
   DroppedHellos droppedHellos() const override {
     return {bad_hellos_.load(std::memory_order_relaxed),
-            hello_timeouts_.load(std::memory_order_relaxed)};
+            hello_timeouts_.load(std::memory_order_relaxed),
+            no_descriptors_.load(std::memory_order_relaxed),
+            pending_dropped_.load(std::memory_order_relaxed)};
   }
 
   // Non-blocking: takes what the kernel has queued, reads whatever hello bytes have arrived,
@@ -193,6 +195,7 @@ class TcpListener final : public Listener {
       int fd = ::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
       if (fd >= 0) {
         ::close(fd);
+        no_descriptors_.fetch_add(1, std::memory_order_relaxed);
         shed = true;
       }
       spare_.reset(openSpare());  // another thread may have taken the descriptor meanwhile
@@ -233,6 +236,7 @@ class TcpListener final : public Listener {
         groups_.erase(oldest_group);
       }
     }
+    pending_dropped_.fetch_add(dropped, std::memory_order_relaxed);
     for (uint64_t i = 0; i < dropped; ++i) {
       uint64_t count = 0;
       if (pending_full_.note(&count)) {
@@ -406,6 +410,8 @@ class TcpListener final : public Listener {
   log::RateLimitedLog expired_{kLogInterval};
   std::atomic<uint64_t> bad_hellos_{0};
   std::atomic<uint64_t> hello_timeouts_{0};
+  std::atomic<uint64_t> no_descriptors_{0};   // queued connections closed for lack of one
+  std::atomic<uint64_t> pending_dropped_{0};  // oldest waiting sockets closed at the limit
 };
 
 }  // namespace
