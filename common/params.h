@@ -92,7 +92,11 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
   X(kBool, checksum, "TALLY_CHECKSUM", "0",                                                     \
     "Adds a CRC32C of every slice and result payload, checked on arrival: corruption in "       \
     "transit fails the communicator instead of giving a wrong sum. Needs libisal2; every "      \
-    "rank and reducer of a communicator must agree.")
+    "rank and reducer of a communicator must agree.")                                           \
+  X(kString, reducerArgs, "TALLY_REDUCER_ARGS", "",                                             \
+    "More tally-reducer options for `tally launch` to pass in the reducer pool (pool 2), "      \
+    "e.g. `--threads 16 --metrics 0.0.0.0:9464 --token-file /etc/tally/token`; split into "     \
+    "words as a shell would (quotes, backslashes; no expansion). --listen is launch's own.")
 
 struct ParamInfo {
   ParamType type;

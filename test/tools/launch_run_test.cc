@@ -81,6 +81,24 @@ TEST(LaunchRun, DryRunReducerAndEvaluator) {
   EXPECT_THAT(r.out, HasSubstr("\nexport NCCL_NET_PLUGIN='none'\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("COLLNET")));
   EXPECT_THAT(r.out, HasSubstr("\nexec python eval.py\n"));
+  // "none" is no library: nothing is missing.
+  EXPECT_THAT(r.out, Not(HasSubstr("missing")));
+  EXPECT_THAT(r.out, Not(HasSubstr("WARNING")));
+}
+
+// TALLY_REDUCER_ARGS reaches tally-reducer in pool 2, after launch's own --listen.
+TEST(LaunchRun, ReducerArgsFromTheEnvironment) {
+  test::RunResult r = runLaunch(
+      {"--dry-run"}, {"CLUSTER_SPEC=" + clusterSpec("workerpool2", 0),
+                      "TALLY_REDUCER_ARGS=--threads 16 --metrics 0.0.0.0:9464 --token-file "
+                      "'/etc/tally/job token'"});
+  ASSERT_EQ(r.exitCode(), 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(" --listen reducer-0:2222 --threads 16 --metrics 0.0.0.0:9464 "
+                               "--token-file '/etc/tally/job token'\n"));
+  r = runLaunch({"--dry-run"}, {"CLUSTER_SPEC=" + clusterSpec("workerpool2", 0),
+                                "TALLY_REDUCER_ARGS=--listen 0.0.0.0:1"});
+  EXPECT_EQ(r.exitCode(), 2);
+  EXPECT_THAT(r.err, HasSubstr("TALLY_REDUCER_ARGS must not set --listen"));
 }
 
 TEST(LaunchRun, DryRunEveryTfConfigRole) {

@@ -87,6 +87,32 @@ TEST(LaunchPlan, ReducerRunsTallyReducerOnItsOwnAddress) {
   EXPECT_TRUE(p.notes.empty());
 }
 
+TEST(LaunchPlan, ReducerArgsAreSplitAsAShellWould) {
+  LaunchPlan p = plan({{"CLUSTER_SPEC", clusterSpec("workerpool2", 1)},
+                       {"TALLY_REDUCER_ARGS", " --threads 8\t--token-file \"/a b/t\" x\\ y '' "}},
+                      {});
+  EXPECT_THAT(p.argv, ElementsAre(kReducer, "--listen", "reducer-1:2222", "--threads", "8",
+                                  "--token-file", "/a b/t", "x y", ""));
+  // Pools 0, 1 and 3 do not run the reducer: the variable is not theirs.
+  p = plan({{"CLUSTER_SPEC", clusterSpec("workerpool1", 0)}, {"TALLY_REDUCER_ARGS", "--bad"}});
+  EXPECT_EQ(p.argv, kCommand);
+}
+
+TEST(LaunchPlan, BadReducerArgsAreAUsageError) {
+  for (const char* bad : {"--threads '8", "--metrics \"x", "a\\", "--listen h:1", "--listen=h:1"}) {
+    LaunchPlan out;
+    Status st = planLaunchFromEnvironment(
+        MapParamSource({{"CLUSTER_SPEC", clusterSpec("workerpool2", 0)},
+                        {"TALLY_REDUCER_ARGS", bad}}),
+        kPlugin, kReducer, {}, &out);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidUsage) << bad;
+    EXPECT_THAT(st.message(), HasSubstr("TALLY_REDUCER_ARGS")) << bad;
+  }
+  std::vector<std::string> words;
+  EXPECT_TRUE(splitShellWords("a \"b \\\" c\" 'd\\e'", &words).isOk());
+  EXPECT_THAT(words, ElementsAre("a", "b \" c", "d\\e"));
+}
+
 TEST(LaunchPlan, EvaluatorRunsWithoutThePlugin) {
   LaunchPlan p = plan({{"CLUSTER_SPEC", clusterSpec("workerpool3", 2)}, {"NCCL_ALGO", "ring"}});
   EXPECT_EQ(p.role, ClusterRole::kEvaluator);

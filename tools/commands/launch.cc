@@ -83,8 +83,9 @@ int runLaunch(const LaunchOptions& options) {
   }
   // NCCL only warns about a plugin it cannot load and carries on without CollNet.
   for (const EnvChange& change : plan.env) {
+    // Only a path: "none" (an evaluator's) names no library.
     if (change.kind == EnvChange::Kind::kSet && change.name == "NCCL_NET_PLUGIN" &&
-        ::access(change.value.c_str(), R_OK) != 0) {
+        change.value.find('/') != std::string::npos && ::access(change.value.c_str(), R_OK) != 0) {
       plan.notes.push_back("WARNING: the plugin " + change.value +
                            " is missing: NCCL will run without Tally");
     }

@@ -172,6 +172,70 @@ void removePlugin(const ParamSource& env, std::vector<EnvChange>* changes) {
 
 }  // namespace
 
+Status splitShellWords(const std::string& text, std::vector<std::string>* words) {
+  words->clear();
+  std::string word;
+  bool in_word = false;
+  char quote = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quote == '\'') {
+      if (c == '\'') {
+        quote = 0;
+      } else {
+        word += c;
+      }
+    } else if (quote == '"') {
+      if (c == '"') {
+        quote = 0;
+      } else if (c == '\\' && i + 1 < text.size() && (text[i + 1] == '"' || text[i + 1] == '\\')) {
+        word += text[++i];
+      } else {
+        word += c;
+      }
+    } else if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) words->push_back(word);
+      word.clear();
+      in_word = false;
+    } else {
+      in_word = true;
+      if (c == '\'' || c == '"') {
+        quote = c;
+      } else if (c == '\\') {
+        if (i + 1 == text.size()) return Status::invalidUsage("ends with a backslash");
+        word += text[++i];
+      } else {
+        word += c;
+      }
+    }
+  }
+  if (quote != 0) return Status::invalidUsage(std::string("has an unterminated ") + quote);
+  if (in_word) words->push_back(word);
+  return Status::ok();
+}
+
+namespace {
+
+// TALLY_REDUCER_ARGS, appended to the reducer's command line.
+Status addReducerArgs(const ParamSource& env, std::vector<std::string>* argv) {
+  const std::optional<std::string> text = env.get("TALLY_REDUCER_ARGS");
+  if (!text) return Status::ok();
+  std::vector<std::string> words;
+  Status st = splitShellWords(*text, &words);
+  if (!st.isOk()) return Status::invalidUsage("TALLY_REDUCER_ARGS " + st.message());
+  for (const std::string& w : words) {
+    if (w == "--listen" || w.rfind("--listen=", 0) == 0) {
+      return Status::invalidUsage(
+          "TALLY_REDUCER_ARGS must not set --listen: tally launch listens on the reducer's own "
+          "address from the cluster spec");
+    }
+  }
+  argv->insert(argv->end(), words.begin(), words.end());
+  return Status::ok();
+}
+
+}  // namespace
+
 Status planLaunch(const ClusterEnv& cluster, const ParamSource& env, const std::string& plugin_path,
                   const std::string& reducer_path, const std::vector<std::string>& command,
                   LaunchPlan* out) {
@@ -203,6 +267,7 @@ Status planLaunch(const ClusterEnv& cluster, const ParamSource& env, const std::
       }
       plan.summary = role + " " + describeTask(*spec) + ", tally-reducer on " + address;
       plan.argv = {reducer_path, "--listen", address};
+      TALLY_RETURN_IF_ERROR(addReducerArgs(env, &plan.argv));
       if (!command.empty()) {
         plan.notes.push_back("WARNING: this replica is a reducer: the command (" +
                              joinWords(command) + ") is not run");

@@ -50,10 +50,18 @@ struct LaunchPlan {
 };
 
 // Plans the launch of `command` in the replica `cluster` describes. `env` is this process's
-// environment (read for user-set values and TALLY_REDUCERS). `plugin_path` is what
-// NCCL_NET_PLUGIN gets, `reducer_path` the tally-reducer that pool 2 execs.
+// environment (read for user-set values, TALLY_REDUCERS and TALLY_REDUCER_ARGS). `plugin_path`
+// is what NCCL_NET_PLUGIN gets, `reducer_path` the tally-reducer that pool 2 execs, with
+// TALLY_REDUCER_ARGS after its --listen.
 // Fails with kInvalidUsage when `command` is empty but would be run (every case except pool 2),
-// or when an address in the spec is not host:port. *out is written only on success.
+// when an address in the spec is not host:port, or when TALLY_REDUCER_ARGS does not split or
+// sets --listen. *out is written only on success.
+// Splits `text` into words as a shell does, expanding nothing: blanks separate words, single
+// quotes keep everything up to the next one, double quotes everything but an escaped `"` or `\`,
+// and a backslash outside quotes keeps the next character. kInvalidUsage for an unterminated
+// quote or a trailing backslash ("has an unterminated '").
+Status splitShellWords(const std::string& text, std::vector<std::string>* words);
+
 Status planLaunch(const ClusterEnv& cluster, const ParamSource& env, const std::string& plugin_path,
                   const std::string& reducer_path, const std::vector<std::string>& command,
                   LaunchPlan* out);
