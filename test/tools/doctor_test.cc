@@ -507,5 +507,19 @@ TEST(DoctorCommand, NoReducersAndHelp) {
   EXPECT_EQ(runDoctor({"--timeout", "soon"}, {}).status, 3);
 }
 
+// Every command line the doctor cannot parse exits 3, never 2 (a failed check): a misspelt
+// option, a value its check refuses, a missing value, a stray word.
+TEST(DoctorCommand, EveryBadCommandLineExits3) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"--timout", "5s"}, {"--probe-seconds", "99"}, {"--worker-gbps", "-1"},
+      {"--timeout"},      {"--probe-bytes", "3"},    {"extra"},
+  };
+  for (const auto& args : bad) {
+    const DoctorRun run = runDoctor(args, {}, 20000);
+    EXPECT_EQ(run.status, 3) << args[0] << ":\n" << run.out;
+    EXPECT_EQ(run.out.find("PASS"), std::string::npos) << "checks ran for " << args[0];
+  }
+}
+
 }  // namespace
 }  // namespace tally::commands::doctor

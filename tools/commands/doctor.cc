@@ -167,6 +167,7 @@ Subcommand addDoctorCommand(CLI::App& parent) {
       "Exit status: 0 every check passed, 1 a WARN and no FAIL, 2 any FAIL, 3 bad options.\n"
       "See docs/doctor.md for what each check means and what to do about a FAIL.");
   cmd.run = [options] { return runDoctor(*options); };
+  cmd.usage_exit = kExitBadOptions;
   return cmd;
 }
 
