@@ -142,6 +142,7 @@ int main(int argc, char** argv) {
   // Socket settings come from the same TALLY_ variables the workers read.
   Params params;
   Status st = Params::load(EnvParamSource(), &params);
+  if (st.isOk()) st = params.validate();
   if (!st.isOk()) return fail(kExitUsage, st.message());
   params.logProvenance();
   if (!transport_name.empty()) params.transport = transport_name;

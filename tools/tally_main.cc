@@ -19,16 +19,12 @@
 
 namespace {
 
+// Every variable with its value and where it came from; then each value set in the environment
+// that Tally refuses, with why, and exit status 1 when there is one.
 int runEnv(bool markdown) {
   if (markdown) {
     std::fputs(tally::paramsMarkdown().c_str(), stdout);
     return 0;
-  }
-  tally::Params params;
-  tally::Status s = tally::Params::load(tally::EnvParamSource(), &params);
-  if (!s.isOk()) {
-    std::fprintf(stderr, "tally env: %s\n", s.toString().c_str());
-    return 1;
   }
   tally::EnvParamSource env;
   for (const auto& p : tally::paramRegistry()) {
@@ -37,7 +33,11 @@ int runEnv(bool markdown) {
     std::printf("%-26s %-12s %s\n", p.name, value ? value->c_str() : p.default_value,
                 value ? "(environment)" : "(default)");
   }
-  return 0;
+  const std::vector<tally::ParamProblem> problems = tally::findParamProblems(env);
+  for (const tally::ParamProblem& problem : problems) {
+    std::fprintf(stderr, "tally env: %s\n", problem.toString().c_str());
+  }
+  return problems.empty() ? 0 : 1;
 }
 
 // The first word that is not an option, when it names no command: the message, with the nearest

@@ -507,6 +507,17 @@ TEST(DoctorCommand, NoReducersAndHelp) {
   EXPECT_EQ(runDoctor({"--timeout", "soon"}, {}).status, 3);
 }
 
+// Values `tally env` refuses fail here too, all on one line, with the plugin's own message.
+TEST(DoctorCommand, RefusedVariablesFailOnOneLine) {
+  const DoctorRun run = runDoctor({"--plugin", TALLY_PLUGIN_PATH, "--timeout", "1s"},
+                                  {"TALLY_SOCKET_NSOCKS=99", "TALLY_TRANSPORT=rdma"});
+  EXPECT_EQ(run.status, 2) << run.out;
+  EXPECT_EQ(lineStarting(run.out, "FAIL  TALLY_ variables: "),
+            "FAIL  TALLY_ variables: TALLY_SOCKET_NSOCKS=99 is not valid: expected 1 to 16; "
+            "TALLY_TRANSPORT=rdma is not valid: expected one of auto, tcp, ofi, verbs")
+      << run.out;
+}
+
 // Every command line the doctor cannot parse exits 3, never 2 (a failed check): a misspelt
 // option, a value its check refuses, a missing value, a stray word.
 TEST(DoctorCommand, EveryBadCommandLineExits3) {

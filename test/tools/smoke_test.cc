@@ -129,3 +129,36 @@ TEST(TallyReducer, FatalStartErrorsArePrintedAsErrors) {
 }
 
 }  // namespace
+
+namespace {
+
+// `tally env` lists every variable, then each refused value with its reason, and exits 1 for
+// them: the same rules the plugin and doctor apply (common/params.cc).
+TEST(TallyEnv, ReportsEveryRefusedValue) {
+  const CommandRun good = run("env -i TALLY_SOCKET_NSOCKS=4 " + std::string(TALLY_BIN) + " env");
+  EXPECT_EQ(good.status, 0) << good.output;
+  EXPECT_NE(good.output.find("TALLY_SOCKET_NSOCKS"), std::string::npos) << good.output;
+  EXPECT_EQ(good.output.find("not valid"), std::string::npos) << good.output;
+
+  const CommandRun bad = run("env -i TALLY_SOCKET_NSOCKS=99 TALLY_TRANSPORT=rdma " +
+                             std::string(TALLY_BIN) + " env");
+  EXPECT_EQ(bad.status, 1) << bad.output;
+  EXPECT_NE(bad.output.find("tally env: TALLY_SOCKET_NSOCKS=99 is not valid: expected 1 to 16"),
+            std::string::npos)
+      << bad.output;
+  EXPECT_NE(bad.output.find("tally env: TALLY_TRANSPORT=rdma is not valid: expected one of auto, "
+                            "tcp, ofi, verbs"),
+            std::string::npos)
+      << bad.output;
+  // The listing is still printed, so the user sees every value.
+  EXPECT_NE(bad.output.find("TALLY_COLL_WINDOW"), std::string::npos) << bad.output;
+
+  const CommandRun unparsable =
+      run("env -i TALLY_TIMEOUT_MS=soon " + std::string(TALLY_BIN) + " env");
+  EXPECT_EQ(unparsable.status, 1) << unparsable.output;
+  EXPECT_NE(unparsable.output.find("tally env: TALLY_TIMEOUT_MS='soon' is not valid"),
+            std::string::npos)
+      << unparsable.output;
+}
+
+}  // namespace

@@ -88,12 +88,15 @@ int runDoctor(const DoctorOptions& o) {
   report.add(doctor::checkCluster(env, &cluster, &coll_ranks));
 
   // 3. reducers (and the TALLY_ variables they depend on)
-  Params params;
-  Status st = Params::load(env, &params);
-  if (!st.isOk()) {
-    report.add({Severity::kFail, "TALLY_ variables", st.message()});
-    params = Params::defaults();
+  // Every refused variable at once, by the rules the plugin applies (the same list `tally env`
+  // prints).
+  std::string refused;
+  for (const ParamProblem& problem : findParamProblems(env)) {
+    refused += (refused.empty() ? "" : "; ") + problem.toString();
   }
+  if (!refused.empty()) report.add({Severity::kFail, "TALLY_ variables", refused});
+  Params params;
+  if (!Params::load(env, &params).isOk()) params = Params::defaults();
   ReducerList reducers;
   report.add(doctor::checkReducers(params, cluster, &reducers));
 
