@@ -184,8 +184,9 @@ std::vector<ParamProblem> Params::problems() const {
   auto range = [&out](const char* name, int64_t value, int64_t lo, int64_t hi) {
     if (value >= lo && value <= hi) return;
     out.push_back({name, std::to_string(value),
-                   hi == INT64_MAX ? "expected at least " + std::to_string(lo)
-                                   : "expected " + std::to_string(lo) + " to " + std::to_string(hi)});
+                   hi == INT64_MAX
+                       ? "expected at least " + std::to_string(lo)
+                       : "expected " + std::to_string(lo) + " to " + std::to_string(hi)});
   };
   auto oneOf = [&out](const char* name, const std::string& value,
                       std::initializer_list<const char*> allowed) {
@@ -216,15 +217,17 @@ std::vector<ParamProblem> findParamProblems(const ParamSource& source) {
   // not parse keeps its default, which problems() accepts, and so is reported once.
   std::map<std::string, ParamProblem> by_name;
   Params p = Params::defaults();
-#define TALLY_PARAM_CHECK(type, member, name, def, doc)                                  \
-  {                                                                                      \
-    std::optional<std::string> value = source.get(name);                                 \
-    if (value) {                                                                         \
-      decltype(p.member) parsed{};                                                       \
-      Status st = parseTyped(*value, &parsed, ParamType::type);                          \
-      if (st) p.member = parsed;                                                         \
-      else by_name[name] = ParamProblem{name, "'" + *value + "'", st.message()};         \
-    }                                                                                    \
+#define TALLY_PARAM_CHECK(type, member, name, def, doc)                       \
+  {                                                                           \
+    std::optional<std::string> value = source.get(name);                      \
+    if (value) {                                                              \
+      decltype(p.member) parsed{};                                            \
+      Status st = parseTyped(*value, &parsed, ParamType::type);               \
+      if (st)                                                                 \
+        p.member = parsed;                                                    \
+      else                                                                    \
+        by_name[name] = ParamProblem{name, "'" + *value + "'", st.message()}; \
+    }                                                                         \
   }
   TALLY_PARAM_LIST(TALLY_PARAM_CHECK)
 #undef TALLY_PARAM_CHECK

@@ -195,13 +195,14 @@ TEST(BenchCli, UnwritableOutputFailsBeforeRunning) {
 // first line shows, the run has printed that line and not the closing ones.
 TEST(BenchCli, TablePrintsEachLineAsItIsMeasured) {
   bool interrupted = false;
-  TallyRun run = runTally(smallRun({"--sizes", "4K,64M,64M", "-n", "5"}), 120, {}, nullptr,
-                          [&](pid_t pid, const std::string& out) {
-                            if (!interrupted && out.find("4096         1024") != std::string::npos) {
-                              ::kill(pid, SIGINT);
-                              interrupted = true;
-                            }
-                          });
+  TallyRun run =
+      runTally(smallRun({"--sizes", "4K,64M,64M", "-n", "5"}), 120, {}, nullptr,
+               [&](pid_t pid, const std::string& out) {
+                 if (!interrupted && out.find("4096         1024") != std::string::npos) {
+                   ::kill(pid, SIGINT);
+                   interrupted = true;
+                 }
+               });
   ASSERT_TRUE(interrupted) << run.out << run.err;
   EXPECT_EQ(run.status, 130) << run.out << run.err;
   EXPECT_NE(run.out.find("#        size"), std::string::npos) << run.out;

@@ -191,7 +191,7 @@ Status checkOutputFile(const char* flag, const std::string& path) {
   auto bad = [flag](const std::string& m) {
     return Status::invalidUsage(std::string(flag) + ": " + m);
   };
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) return bad(path + " is a directory; give a file name");
     if (::access(path.c_str(), W_OK) != 0)
@@ -199,10 +199,13 @@ Status checkOutputFile(const char* flag, const std::string& path) {
     return Status::ok();
   }
   const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
   if (::stat(dir.c_str(), &st) != 0)
     return bad("cannot create " + path + ": directory " + dir + " does not exist");
-  if (!S_ISDIR(st.st_mode)) return bad("cannot create " + path + ": " + dir + " is not a directory");
+  if (!S_ISDIR(st.st_mode))
+    return bad("cannot create " + path + ": " + dir + " is not a directory");
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     return bad("cannot create " + path + " in " + dir + ": " + std::strerror(errno));
   return Status::ok();
