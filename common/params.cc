@@ -175,6 +175,71 @@ Params Params::defaults() {
 
 bool isSecretParam(const std::string& name) { return name == "TALLY_JOB_TOKEN"; }
 
+std::string ParamProblem::toString() const {
+  return name + "=" + value + " is not valid: " + reason;
+}
+
+std::vector<ParamProblem> Params::problems() const {
+  std::vector<ParamProblem> out;
+  auto range = [&out](const char* name, int64_t value, int64_t lo, int64_t hi) {
+    if (value >= lo && value <= hi) return;
+    out.push_back({name, std::to_string(value),
+                   hi == INT64_MAX
+                       ? "expected at least " + std::to_string(lo)
+                       : "expected " + std::to_string(lo) + " to " + std::to_string(hi)});
+  };
+  auto oneOf = [&out](const char* name, const std::string& value,
+                      std::initializer_list<const char*> allowed) {
+    std::string list;
+    for (const char* a : allowed) {
+      if (trim(value) == a) return;
+      list += (list.empty() ? "" : ", ") + std::string(a);
+    }
+    out.push_back({name, value, "expected one of " + list});
+  };
+  // In registry order, so messages come out in the order of docs/env.md.
+  range("TALLY_SOCKET_NSOCKS", socketNsocks, 1, kMaxSocketNsocks);
+  oneOf("TALLY_TRANSPORT", transport, {"auto", "tcp", "ofi", "verbs"});
+  range("TALLY_IB_QPS_PER_CONNECTION", ibQpsPerConnection, 1, kMaxIbQpsPerConnection);
+  range("TALLY_COLL_WINDOW", collWindow, 1, INT64_MAX);
+  oneOf("TALLY_COLL_PROGRESS", collProgress, {"thread", "poll", "legacy"});
+  range("TALLY_COLL_MAX_REQUESTS", collMaxRequests, 1, kMaxCollMaxRequests);
+  return out;
+}
+
+Status Params::validate() const {
+  const std::vector<ParamProblem> found = problems();
+  return found.empty() ? Status::ok() : Status::invalidUsage(found.front().toString());
+}
+
+std::vector<ParamProblem> findParamProblems(const ParamSource& source) {
+  // Each variable is parsed alone, so one bad value does not hide the next; a variable that does
+  // not parse keeps its default, which problems() accepts, and so is reported once.
+  std::map<std::string, ParamProblem> by_name;
+  Params p = Params::defaults();
+#define TALLY_PARAM_CHECK(type, member, name, def, doc)                       \
+  {                                                                           \
+    std::optional<std::string> value = source.get(name);                      \
+    if (value) {                                                              \
+      decltype(p.member) parsed{};                                            \
+      Status st = parseTyped(*value, &parsed, ParamType::type);               \
+      if (st)                                                                 \
+        p.member = parsed;                                                    \
+      else                                                                    \
+        by_name[name] = ParamProblem{name, "'" + *value + "'", st.message()}; \
+    }                                                                         \
+  }
+  TALLY_PARAM_LIST(TALLY_PARAM_CHECK)
+#undef TALLY_PARAM_CHECK
+  for (ParamProblem& problem : p.problems()) by_name[problem.name] = std::move(problem);
+  std::vector<ParamProblem> out;
+  for (const ParamInfo& info : paramRegistry()) {
+    auto it = by_name.find(info.name);
+    if (it != by_name.end()) out.push_back(std::move(it->second));
+  }
+  return out;
+}
+
 void Params::logProvenance() const {
   for (const auto& [name, value] : set_by_source) {
     TALLY_INFO(log::kEnv, "%s set by environment to %s", name.c_str(),

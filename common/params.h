@@ -137,6 +137,20 @@ class MapParamSource : public ParamSource {
   std::map<std::string, std::string> values_;
 };
 
+// Limits the documentation above states, checked by Params::problems().
+inline constexpr int64_t kMaxSocketNsocks = 16;         // TALLY_SOCKET_NSOCKS
+inline constexpr int64_t kMaxIbQpsPerConnection = 16;   // TALLY_IB_QPS_PER_CONNECTION
+inline constexpr int64_t kMaxCollMaxRequests = 1 << 16;  // TALLY_COLL_MAX_REQUESTS
+
+// A variable whose value cannot be used: `value` as set, `reason` what is expected instead.
+struct ParamProblem {
+  std::string name;
+  std::string value;
+  std::string reason;
+  // "NAME=VALUE is not valid: REASON"
+  std::string toString() const;
+};
+
 struct Params {
 #define TALLY_PARAM_MEMBER_kString std::string
 #define TALLY_PARAM_MEMBER_kInt int64_t
@@ -157,7 +171,20 @@ struct Params {
   static Params defaults();
   // Logs one INFO line per variable set by the source ("TALLY_X set by environment to V").
   void logProvenance() const;
+
+  // Values that parse but that Tally does not accept (TALLY_SOCKET_NSOCKS=99,
+  // TALLY_TRANSPORT=rdma), in registry order; empty when every value is usable. The one list of
+  // these rules: the plugin, tally-reducer, `tally doctor` and `tally env` all ask it.
+  std::vector<ParamProblem> problems() const;
+  // The first of problems() as an InvalidUsage Status ("NAME=VALUE is not valid: REASON"), else
+  // ok.
+  Status validate() const;
 };
+
+// Every variable `source` sets that cannot be used, one entry each, in registry order: values
+// that do not parse (with the parser's reason) and values Params::problems() refuses. Empty
+// exactly when Params::load succeeds and Params::validate accepts the result.
+std::vector<ParamProblem> findParamProblems(const ParamSource& source);
 
 // Parsers, exposed for tests. Each rejects trailing garbage and overflow.
 Status parseInt(const std::string& text, int64_t* out);

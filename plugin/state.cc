@@ -86,20 +86,9 @@ Status PluginState::create(const Params& params, std::unique_ptr<PluginState>* o
 
 Status PluginState::create(const Params& params, ClusterInput cluster,
                            std::unique_ptr<PluginState>* out) {
-  if (params.collMaxRequests < 1 || params.collMaxRequests > 1 << 16) {
-    return Status::invalidUsage(
-        "TALLY_COLL_MAX_REQUESTS=" + std::to_string(params.collMaxRequests) +
-        " is not valid: expected 1 to 65536");
-  }
-  if (params.collProgress != "thread" && params.collProgress != "poll" &&
-      params.collProgress != "legacy") {
-    return Status::invalidUsage("TALLY_COLL_PROGRESS=" + params.collProgress +
-                                " is not valid: expected thread, poll or legacy");
-  }
-  if (params.collWindow < 1) {
-    return Status::invalidUsage("TALLY_COLL_WINDOW=" + std::to_string(params.collWindow) +
-                                " is not valid: expected at least 1");
-  }
+  // The value rules live with the variables (common/params.cc), so `tally env`, `tally doctor`
+  // and tally-reducer refuse exactly what the plugin refuses.
+  TALLY_RETURN_IF_ERROR(params.validate());
   transport::NetworkConfig config;
   TALLY_RETURN_IF_ERROR(transport::networkConfigFromParams(params, &config));
   config.max_requests = kMaxSendRequests;

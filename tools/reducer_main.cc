@@ -19,6 +19,8 @@
 // second line follows, "tally-reducer metrics on http://HOST:PORT/metrics", again with the real
 // port. Exit status: 0 after a signal, 2 for bad arguments (a malformed --metrics address
 // included), 1 when serving fails to start (the reducer's or the metrics address cannot be bound).
+// Every failure to start is printed as one line on stderr, "tally-reducer: error: WHY", whatever
+// the log level. `--version` prints "tally-reducer VERSION".
 #include <pthread.h>
 #include <signal.h>
 
@@ -32,6 +34,7 @@
 #include "common/auth.h"
 #include "common/log.h"
 #include "common/params.h"
+#include "common/version.h"
 #include "reducer/server.h"
 #include "tools/metrics/metrics_server.h"
 #include "transport/select.h"
@@ -39,6 +42,18 @@
 namespace {
 
 constexpr int kExitUsage = 2;
+
+// A reason the reducer cannot start: an error, not a warning, and shown even when the log level
+// hides warnings. Returns `code`, for `return fail(...)`.
+int fail(int code, const std::string& why) {
+  std::fprintf(stderr, "tally-reducer: error: %s\n", why.c_str());
+  return code;
+}
+
+int failWith(const tally::Status& st, const std::string& what) {
+  return fail(st.code() == tally::StatusCode::kInvalidUsage ? kExitUsage : 1,
+              what + st.toString());
+}
 
 }  // namespace
 
@@ -52,6 +67,7 @@ int main(int argc, char** argv) {
   std::string transport_name;
 
   CLI::App app{"Tally reduction server: sums CollNet all-reduce slices for the workers."};
+  app.set_version_flag("--version", std::string("tally-reducer ") + versionString());
   app.add_option("--listen", options.listen, "HOST:PORT to listen on (port 0 picks one)")
       ->required();
   app.add_option("--transport", transport_name,
@@ -114,6 +130,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return kExitUsage;
@@ -124,18 +142,13 @@ int main(int argc, char** argv) {
   // Socket settings come from the same TALLY_ variables the workers read.
   Params params;
   Status st = Params::load(EnvParamSource(), &params);
-  if (!st.isOk()) {
-    TALLY_WARN("%s", st.toString().c_str());
-    return kExitUsage;
-  }
+  if (st.isOk()) st = params.validate();
+  if (!st.isOk()) return fail(kExitUsage, st.message());
   params.logProvenance();
   if (!transport_name.empty()) params.transport = transport_name;
   transport::NetworkConfig network_config;
   st = transport::networkConfigFromParams(params, &network_config);
-  if (!st.isOk()) {
-    TALLY_WARN("tally-reducer: %s", st.message().c_str());
-    return kExitUsage;
-  }
+  if (!st.isOk()) return fail(kExitUsage, st.message());
   // The reducer listens where --listen says: TALLY_SOCKET_IFNAME describes the workers' hosts and
   // may name interfaces this host lacks, so TCP takes the default interface choice here.
   network_config.ifname_spec.clear();
@@ -146,10 +159,7 @@ int main(int argc, char** argv) {
   st = token_file.empty()
            ? auth::loadJobToken(params.jobToken, params.jobTokenFile, &options.job_token)
            : auth::loadJobToken("", token_file, &options.job_token);
-  if (!st.isOk()) {
-    TALLY_WARN("tally-reducer: %s", st.message().c_str());
-    return kExitUsage;
-  }
+  if (!st.isOk()) return fail(kExitUsage, st.message());
   if (options.job_token.empty()) {
     TALLY_INFO(log::kInit,
                "tally-reducer: no job token (--token-file, TALLY_JOB_TOKEN or "
@@ -172,28 +182,18 @@ int main(int argc, char** argv) {
   std::unique_ptr<metrics::MetricsServer> metrics;
   if (!metrics_address.empty()) {
     st = metrics::MetricsServer::start(metrics_address, &metrics);
-    if (!st.isOk()) {
-      TALLY_WARN("tally-reducer: %s", st.toString().c_str());
-      return st.code() == StatusCode::kInvalidUsage ? kExitUsage : 1;
-    }
+    if (!st.isOk()) return failWith(st, "");
     options.observer = metrics->observer();
   }
 
   std::string why;
   st = transport::openNetwork(network_config, &options.network, &why);
-  if (!st.isOk()) {
-    TALLY_WARN("tally-reducer: cannot open the transport: %s", st.toString().c_str());
-    return st.code() == StatusCode::kInvalidUsage ? kExitUsage : 1;
-  }
+  if (!st.isOk()) return failWith(st, "cannot open the transport: ");
   TALLY_INFO(log::kInit, "tally-reducer: transport: %s", why.c_str());
 
   std::unique_ptr<reducer::ReducerServer> server;
   st = reducer::ReducerServer::start(options, &server);
-  if (!st.isOk()) {
-    TALLY_WARN("tally-reducer: cannot serve on %s: %s", options.listen.c_str(),
-               st.toString().c_str());
-    return st.code() == StatusCode::kInvalidUsage ? kExitUsage : 1;
-  }
+  if (!st.isOk()) return failWith(st, "cannot serve on " + options.listen + ": ");
   std::printf("tally-reducer listening on %s\n", server->address().c_str());
   if (metrics) std::printf("tally-reducer metrics on %s\n", metrics->url().c_str());
   std::fflush(stdout);

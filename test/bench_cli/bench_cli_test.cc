@@ -161,6 +161,55 @@ TEST(BenchCli, PlotWithoutGnuplotFailsBeforeRunning) {
   EXPECT_TRUE(readFile(png).empty());
 }
 
+// --json and --plot files that cannot be written are refused before anything runs: a directory
+// that does not exist, one that is not writable, a directory given as the file.
+TEST(BenchCli, UnwritableOutputFailsBeforeRunning) {
+  const bool gnuplot = !commandOutput("command -v gnuplot").empty();
+  std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--json", "/nonexistent-tally-dir/run.json"},
+       "--json: cannot create /nonexistent-tally-dir/run.json: directory /nonexistent-tally-dir "
+       "does not exist"},
+      {{"--json", "/tmp"}, "--json: /tmp is a directory"},
+      {{"--json", "/etc/passwd/run.json"},
+       "--json: cannot create /etc/passwd/run.json: /etc/passwd is not a directory"},
+  };
+  if (gnuplot) {
+    cases.push_back({{"--plot", "/nonexistent-tally-dir/run.png"},
+                     "--plot: cannot create /nonexistent-tally-dir/run.png: directory "
+                     "/nonexistent-tally-dir does not exist"});
+    cases.push_back({{"--plot", "/tmp/it's.png"}, "--plot: no quotes"});
+  }
+  for (const auto& [args, says] : cases) {
+    std::vector<std::string> more = {"--sizes", "4K"};
+    more.insert(more.end(), args.begin(), args.end());
+    TallyRun run = runTally(smallRun(more), 30);
+    EXPECT_EQ(run.status, 2) << args[1] << ": " << run.out << run.err;
+    EXPECT_NE(run.err.find(says), std::string::npos) << args[1] << ": " << run.err;
+    // Refused up front: no header, no table, no reducer started.
+    EXPECT_TRUE(run.out.empty()) << args[1] << ": " << run.out;
+    EXPECT_LT(run.seconds, 10.0);
+  }
+}
+
+// Each line of the table is printed as soon as its size is measured: interrupted as soon as the
+// first line shows, the run has printed that line and not the closing ones.
+TEST(BenchCli, TablePrintsEachLineAsItIsMeasured) {
+  bool interrupted = false;
+  TallyRun run =
+      runTally(smallRun({"--sizes", "4K,64M,64M", "-n", "5"}), 120, {}, nullptr,
+               [&](pid_t pid, const std::string& out) {
+                 if (!interrupted && out.find("4096         1024") != std::string::npos) {
+                   ::kill(pid, SIGINT);
+                   interrupted = true;
+                 }
+               });
+  ASSERT_TRUE(interrupted) << run.out << run.err;
+  EXPECT_EQ(run.status, 130) << run.out << run.err;
+  EXPECT_NE(run.out.find("#        size"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("# avg busbw"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("all results correct"), std::string::npos) << run.out;
+}
+
 TEST(BenchCli, GlooRunsForFloat32SumOnly) {
 #ifndef TALLY_TEST_GLOO_BENCH
   GTEST_SKIP() << "tally-gloo-bench was not built (Gloo is not installed)";

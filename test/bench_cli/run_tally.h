@@ -31,9 +31,11 @@ struct TallyRun {
 
 // Runs `tally ARGS...`. `env` entries ("NAME=VALUE") are added to the environment. While it runs,
 // `during(pid, seconds so far)` is called about every 100 ms; returning true stops calling it.
-inline TallyRun runTally(const std::vector<std::string>& args, int timeout_s,
-                         const std::vector<std::string>& env = {},
-                         const std::function<bool(pid_t, double)>& during = nullptr) {
+// `on_stdout(pid, stdout so far)` is called each time stdout grows.
+inline TallyRun runTally(
+    const std::vector<std::string>& args, int timeout_s, const std::vector<std::string>& env = {},
+    const std::function<bool(pid_t, double)>& during = nullptr,
+    const std::function<void(pid_t, const std::string&)>& on_stdout = nullptr) {
   TallyRun run;
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) return run;
@@ -85,6 +87,7 @@ inline TallyRun runTally(const std::vector<std::string>& args, int timeout_s,
       ssize_t got = ::read(p[i].fd, buf, sizeof(buf));
       if (got > 0) {
         sinks[which[i]]->append(buf, static_cast<size_t>(got));
+        if (which[i] == 0 && on_stdout) on_stdout(pid, run.out);
       } else {
         ::close(p[i].fd);
         fds[which[i]] = -1;

@@ -70,6 +70,25 @@ TEST(PluginState, BadValuesAreInvalidUsageNamingTheVariable) {
   EXPECT_NE(st.message().find("TALLY_SOCKET_IFNAME"), std::string::npos) << st.toString();
 }
 
+// The plugin refuses exactly what findParamProblems (and so `tally env` and `tally doctor`)
+// reports, with the same message.
+TEST(PluginState, RefusesWhatTallyEnvReports) {
+  const std::map<std::string, std::string> bad[] = {
+      {{"TALLY_SOCKET_NSOCKS", "99"}},        {{"TALLY_TRANSPORT", "rdma"}},
+      {{"TALLY_IB_QPS_PER_CONNECTION", "0"}}, {{"TALLY_COLL_WINDOW", "0"}},
+      {{"TALLY_COLL_PROGRESS", "busy"}},      {{"TALLY_COLL_MAX_REQUESTS", "0"}},
+  };
+  for (const auto& values : bad) {
+    const std::vector<ParamProblem> found = findParamProblems(MapParamSource(values));
+    ASSERT_EQ(found.size(), 1u) << values.begin()->first;
+    std::unique_ptr<PluginState> state;
+    const Status st = PluginState::create(paramsFrom(values), &state);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidUsage) << values.begin()->first;
+    EXPECT_EQ(st.message(), found[0].toString());
+    EXPECT_EQ(state, nullptr);
+  }
+}
+
 // A Vertex-AI-shaped job: primary, one worker, two reducers, one evaluator.
 const char* const kPools = R"({"workerpool0": ["cmle-training-workerpool0-ab-0:2222"],)"
                            R"( "workerpool1": ["cmle-training-workerpool1-ab-0:2222"],)"

@@ -402,9 +402,9 @@ struct DoctorRun {
 };
 
 // Runs `tally doctor ARGS` with exactly `env` as its environment (nothing of ours leaks in),
-// killing it after timeout_ms.
+// killing it after timeout_ms. With `with_stderr`, stderr goes into `out` too.
 DoctorRun runDoctor(const std::vector<std::string>& args, const std::vector<std::string>& env,
-                    int64_t timeout_ms = 60000) {
+                    int64_t timeout_ms = 60000, bool with_stderr = false) {
   DoctorRun run;
   std::vector<std::string> argv_s = {TALLY_BIN, "doctor"};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
@@ -420,6 +420,7 @@ DoctorRun runDoctor(const std::vector<std::string>& args, const std::vector<std:
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::dup2(fds[1], STDOUT_FILENO);
+    if (with_stderr) ::dup2(fds[1], STDERR_FILENO);
     ::close(fds[0]);
     ::close(fds[1]);
     ::execve(argv[0], argv.data(), envp.data());
@@ -496,6 +497,33 @@ TEST(DoctorCommand, DeadAddressFailsFast) {
   EXPECT_LT(run.out.find("WARN  cluster"), run.out.find("FAIL  reducer"));
 }
 
+// Unreachable reducers are waited for together, not one after another: 20 of them with a 2 s
+// timeout take two rounds of 16 (about 4 s, not 40), with a progress line while waiting, and
+// each still gets its own line, in the order given.
+TEST(DoctorCommand, UnreachableReducersAreWaitedForTogether) {
+  const int port = deadPort();
+  ASSERT_GT(port, 0);
+  std::vector<std::string> addresses;
+  std::string list;
+  for (int i = 1; i <= 20; ++i) {
+    addresses.push_back("127.0.0." + std::to_string(i) + ":" + std::to_string(port));
+    list += (list.empty() ? "" : ",") + addresses.back();
+  }
+  const DoctorRun run = runDoctor({"--plugin", TALLY_PLUGIN_PATH, "--timeout", "2s"},
+                                  {"TALLY_REDUCERS=" + list}, 60000, /*with_stderr=*/true);
+  EXPECT_EQ(run.status, 2) << run.out;
+  EXPECT_LT(run.seconds, 15.0) << run.out;
+  size_t last = 0;
+  for (const std::string& address : addresses) {
+    const size_t at = run.out.find("FAIL  reducer " + address + ": not reachable");
+    ASSERT_NE(at, std::string::npos) << address << " in:\n" << run.out;
+    EXPECT_GT(at, last) << address << " out of order";
+    last = at;
+  }
+  EXPECT_NE(run.out.find("tally doctor: connecting to 20 reducers: "), std::string::npos)
+      << run.out;
+}
+
 TEST(DoctorCommand, NoReducersAndHelp) {
   DoctorRun run = runDoctor({"--plugin", TALLY_PLUGIN_PATH}, {});
   EXPECT_EQ(run.status, 2) << run.out;
@@ -505,6 +533,31 @@ TEST(DoctorCommand, NoReducersAndHelp) {
   EXPECT_EQ(run.status, 0);
   EXPECT_NE(run.out.find("Exit status: 0"), std::string::npos) << run.out;
   EXPECT_EQ(runDoctor({"--timeout", "soon"}, {}).status, 3);
+}
+
+// Values `tally env` refuses fail here too, all on one line, with the plugin's own message.
+TEST(DoctorCommand, RefusedVariablesFailOnOneLine) {
+  const DoctorRun run = runDoctor({"--plugin", TALLY_PLUGIN_PATH, "--timeout", "1s"},
+                                  {"TALLY_SOCKET_NSOCKS=99", "TALLY_TRANSPORT=rdma"});
+  EXPECT_EQ(run.status, 2) << run.out;
+  EXPECT_EQ(lineStarting(run.out, "FAIL  TALLY_ variables: "),
+            "FAIL  TALLY_ variables: TALLY_SOCKET_NSOCKS=99 is not valid: expected 1 to 16; "
+            "TALLY_TRANSPORT=rdma is not valid: expected one of auto, tcp, ofi, verbs")
+      << run.out;
+}
+
+// Every command line the doctor cannot parse exits 3, never 2 (a failed check): a misspelt
+// option, a value its check refuses, a missing value, a stray word.
+TEST(DoctorCommand, EveryBadCommandLineExits3) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"--timout", "5s"}, {"--probe-seconds", "99"}, {"--worker-gbps", "-1"},
+      {"--timeout"},      {"--probe-bytes", "3"},    {"extra"},
+  };
+  for (const auto& args : bad) {
+    const DoctorRun run = runDoctor(args, {}, 20000);
+    EXPECT_EQ(run.status, 3) << args[0] << ":\n" << run.out;
+    EXPECT_EQ(run.out.find("PASS"), std::string::npos) << "checks ran for " << args[0];
+  }
 }
 
 }  // namespace

@@ -133,8 +133,31 @@ struct RunInfo {
 
 RunInfo machineInfo();
 void printHeader(const BenchOptions& options, const RunInfo& info);
-// Prints the table and returns the number of wrong elements in it.
-uint64_t printTable(const BenchOptions& options, const std::vector<BenchRow>& rows);
+
+// One line of the table: a (type, op, size).
+struct TableLine {
+  DataType type;
+  ReduceOp op;
+  uint64_t bytes;
+};
+
+// Prints the table a line at a time, so each size shows as soon as it is measured: printHead()
+// once, then printNext() for each line in order (next() says which; the caller calls it once
+// `rows` holds that line's result of every algorithm, present or not), then finish(), which
+// prints the lines still due and the closing line and returns the wrong elements in `rows`.
+class TablePrinter {
+ public:
+  explicit TablePrinter(const BenchOptions& options);
+  void printHead();
+  const TableLine* next() const;  // null when every line was printed
+  void printNext(const std::vector<BenchRow>& rows);
+  uint64_t finish(const std::vector<BenchRow>& rows);
+
+ private:
+  const BenchOptions& o_;
+  std::vector<TableLine> lines_;
+  size_t next_ = 0;
+};
 Status writeJson(const BenchOptions& options, const RunInfo& info,
                  const std::vector<BenchRow>& rows, int exit_code);
 bool gnuplotAvailable();

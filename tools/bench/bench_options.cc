@@ -1,9 +1,12 @@
 // The small parsers of bench.h and the checks runBench makes before it starts anything.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include "tools/bench/bench.h"
@@ -182,6 +185,32 @@ std::vector<uint64_t> typeSizes(const BenchOptions& o, DataType type) {
   return sizes;
 }
 
+// Whether `path` can be created or overwritten: its directory exists and is writable, and the
+// path is not a directory. Checked before the run, so a typo does not cost a whole run.
+Status checkOutputFile(const char* flag, const std::string& path) {
+  auto bad = [flag](const std::string& m) {
+    return Status::invalidUsage(std::string(flag) + ": " + m);
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return bad(path + " is a directory; give a file name");
+    if (::access(path.c_str(), W_OK) != 0)
+      return bad("cannot overwrite " + path + ": " + std::strerror(errno));
+    return Status::ok();
+  }
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  if (::stat(dir.c_str(), &st) != 0)
+    return bad("cannot create " + path + ": directory " + dir + " does not exist");
+  if (!S_ISDIR(st.st_mode))
+    return bad("cannot create " + path + ": " + dir + " is not a directory");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    return bad("cannot create " + path + " in " + dir + ": " + std::strerror(errno));
+  return Status::ok();
+}
+
 Status validateOptions(const BenchOptions& o, bool* gloo_runs) {
   auto bad = [](std::string m) { return Status::invalidUsage(std::move(m)); };
   if (o.workers < 2) return bad("needs at least 2 workers");
@@ -217,8 +246,15 @@ Status validateOptions(const BenchOptions& o, bool* gloo_runs) {
     std::string why;
     if (!driver::EmulatedCluster::canEmulate(&why)) return bad(why);
   }
-  if (!o.plot_path.empty() && !gnuplotAvailable())
-    return bad("--plot needs gnuplot, which is not installed (apt-get install gnuplot-nox)");
+  if (!o.json_path.empty()) TALLY_RETURN_IF_ERROR(checkOutputFile("--json", o.json_path));
+  if (!o.plot_path.empty()) {
+    if (!gnuplotAvailable())
+      return bad("--plot needs gnuplot, which is not on PATH (apt-get install gnuplot-nox)");
+    // gnuplot's script quotes the name with single quotes.
+    if (o.plot_path.find('\'') != std::string::npos)
+      return bad("--plot: no quotes in the file name, please");
+    TALLY_RETURN_IF_ERROR(checkOutputFile("--plot", o.plot_path));
+  }
   return Status::ok();
 }
 

@@ -92,7 +92,12 @@ Status runTool(const std::vector<std::string>& args, int timeout_s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) return Status::ok();
-  return Status::system(args[0] + " failed with status " + std::to_string(wstatus));
+  if (WIFEXITED(wstatus)) {
+    return Status::system(args[0] + " exited with status " + std::to_string(WEXITSTATUS(wstatus)) +
+                          " (its own message is above)");
+  }
+  return Status::system(args[0] + " was killed by signal " +
+                        std::to_string(WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0));
 }
 
 }  // namespace

@@ -51,6 +51,23 @@ std::string centered(const std::string& text, int width) {
          std::string(static_cast<size_t>(pad - pad / 2), ' ');
 }
 
+// rs over ring, and over the better Gloo algorithm, for one line; -1 where either is missing.
+RatioRow ratioFor(const std::vector<BenchRow>& rows, DataType type, ReduceOp op, uint64_t bytes) {
+  RatioRow r{type, op, bytes, -1, -1};
+  const BenchRow* rs = findRow(rows, Algo::kServer, type, op, bytes);
+  if (rs == nullptr || !rs->present || rs->algbw_gbs <= 0) return r;
+  const BenchRow* ring = findRow(rows, Algo::kRing, type, op, bytes);
+  if (ring != nullptr && ring->present && ring->algbw_gbs > 0)
+    r.over_ring = rs->algbw_gbs / ring->algbw_gbs;
+  double best = 0;
+  for (Algo a : {Algo::kGlooRing, Algo::kGlooHalvingDoubling}) {
+    const BenchRow* g = findRow(rows, a, type, op, bytes);
+    if (g != nullptr && g->present) best = std::max(best, g->algbw_gbs);
+  }
+  if (best > 0) r.over_gloo = rs->algbw_gbs / best;
+  return r;
+}
+
 }  // namespace
 
 std::string resultKey(Algo algo, DataType type, ReduceOp op, uint64_t bytes, int rank) {
@@ -85,24 +102,7 @@ std::vector<RatioRow> computeRatios(const BenchOptions& o, const std::vector<Ben
   if (!has(o.algos, Algo::kServer) || !(has(o.algos, Algo::kRing) || gloo)) return ratios;
   for (DataType type : o.types) {
     for (ReduceOp op : o.ops) {
-      for (uint64_t bytes : typeSizes(o, type)) {
-        RatioRow r{type, op, bytes, -1, -1};
-        const BenchRow* rs = findRow(rows, Algo::kServer, type, op, bytes);
-        if (rs == nullptr || !rs->present || rs->algbw_gbs <= 0) {
-          ratios.push_back(r);
-          continue;
-        }
-        const BenchRow* ring = findRow(rows, Algo::kRing, type, op, bytes);
-        if (ring != nullptr && ring->present && ring->algbw_gbs > 0)
-          r.over_ring = rs->algbw_gbs / ring->algbw_gbs;
-        double best = 0;
-        for (Algo a : {Algo::kGlooRing, Algo::kGlooHalvingDoubling}) {
-          const BenchRow* g = findRow(rows, a, type, op, bytes);
-          if (g != nullptr && g->present) best = std::max(best, g->algbw_gbs);
-        }
-        if (best > 0) r.over_gloo = rs->algbw_gbs / best;
-        ratios.push_back(r);
-      }
+      for (uint64_t bytes : typeSizes(o, type)) ratios.push_back(ratioFor(rows, type, op, bytes));
     }
   }
   return ratios;
@@ -147,36 +147,36 @@ void printHeader(const BenchOptions& o, const RunInfo& info) {
 
 namespace {
 
-void printDemoTable(const BenchOptions& o, const std::vector<BenchRow>& rows) {
+void printDemoHead() {
   std::printf("%10s %10s | %12s %12s | %12s %12s | %6s | %7s\n", "size", "count", "server us",
               "server GB/s", "ring us", "ring GB/s", "ratio", "#wrong");
-  const DataType type = o.types[0];
-  const ReduceOp op = o.ops[0];
-  std::vector<RatioRow> ratios = computeRatios(o, rows);
-  const std::vector<uint64_t> sizes = typeSizes(o, type);
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    const uint64_t bytes = sizes[i];
-    const uint64_t count = bytes / dataTypeSize(type);
-    const BenchRow* server = findRow(rows, Algo::kServer, type, op, bytes);
-    const BenchRow* ring = findRow(rows, Algo::kRing, type, op, bytes);
-    auto us = [](const BenchRow* r) { return r && r->present ? fmt("%.1f", r->time_us) : "-"; };
-    auto bw = [](const BenchRow* r) { return r && r->present ? fmt("%.3f", r->algbw_gbs) : "-"; };
-    std::string ratio =
-        i < ratios.size() && ratios[i].over_ring > 0 ? fmt("%.2f", ratios[i].over_ring) : "-";
-    int64_t wrong = 0;
-    for (const BenchRow* r : {server, ring}) {
-      if (r && r->present && r->wrong > 0) wrong += r->wrong;
-    }
-    std::printf("%10s %10llu | %12s %12s | %12s %12s | %6s | %7lld\n", formatBytes(bytes).c_str(),
-                static_cast<unsigned long long>(count), us(server).c_str(), bw(server).c_str(),
-                us(ring).c_str(), bw(ring).c_str(), ratio.c_str(), static_cast<long long>(wrong));
-  }
 }
 
-void printBenchTable(const BenchOptions& o, const std::vector<BenchRow>& rows) {
-  const bool gloo = has(o.algos, Algo::kGlooRing) || has(o.algos, Algo::kGlooHalvingDoubling);
+void printDemoLine(const std::vector<BenchRow>& rows, const TableLine& l) {
+  const uint64_t count = l.bytes / dataTypeSize(l.type);
+  const BenchRow* server = findRow(rows, Algo::kServer, l.type, l.op, l.bytes);
+  const BenchRow* ring = findRow(rows, Algo::kRing, l.type, l.op, l.bytes);
+  auto us = [](const BenchRow* r) { return r && r->present ? fmt("%.1f", r->time_us) : "-"; };
+  auto bw = [](const BenchRow* r) { return r && r->present ? fmt("%.3f", r->algbw_gbs) : "-"; };
+  const RatioRow ratios = ratioFor(rows, l.type, l.op, l.bytes);
+  const std::string ratio = ratios.over_ring > 0 ? fmt("%.2f", ratios.over_ring) : "-";
+  int64_t wrong = 0;
+  for (const BenchRow* r : {server, ring}) {
+    if (r && r->present && r->wrong > 0) wrong += r->wrong;
+  }
+  std::printf("%10s %10llu | %12s %12s | %12s %12s | %6s | %7lld\n",
+              formatBytes(l.bytes).c_str(), static_cast<unsigned long long>(count),
+              us(server).c_str(), bw(server).c_str(), us(ring).c_str(), bw(ring).c_str(),
+              ratio.c_str(), static_cast<long long>(wrong));
+}
+
+bool glooColumns(const BenchOptions& o) {
+  return has(o.algos, Algo::kGlooRing) || has(o.algos, Algo::kGlooHalvingDoubling);
+}
+
+void printBenchHead(const BenchOptions& o) {
   const bool ring_ratio = has(o.algos, Algo::kServer) && has(o.algos, Algo::kRing);
-  const bool gloo_ratio = has(o.algos, Algo::kServer) && gloo;
+  const bool gloo_ratio = has(o.algos, Algo::kServer) && glooColumns(o);
   std::string line1 = "#" + std::string(41, ' '), line2, line3;
   for (Algo a : o.algos) line1 += centered(algoName(a), kGroupWidth);
   char buf[160];
@@ -195,66 +195,94 @@ void printBenchTable(const BenchOptions& o, const std::vector<BenchRow>& rows) {
   if (ring_ratio) line2 += "  rs/ring";
   if (gloo_ratio) line2 += "  rs/gloo";
   std::printf("%s\n%s\n%s\n", line1.c_str(), line2.c_str(), line3.c_str());
+}
 
-  std::vector<RatioRow> ratios = computeRatios(o, rows);
-  size_t ri = 0;
-  for (DataType type : o.types) {
-    for (ReduceOp op : o.ops) {
-      for (uint64_t bytes : typeSizes(o, type)) {
-        const uint64_t count = bytes / dataTypeSize(type);
-        std::snprintf(buf, sizeof(buf), " %12llu %12llu %9s %5s",
-                      static_cast<unsigned long long>(bytes),
-                      static_cast<unsigned long long>(count), typeLabel(type), reduceOpName(op));
-        std::string line = buf;
-        for (Algo a : o.algos) {
-          const BenchRow* r = findRow(rows, a, type, op, bytes);
-          bool ok = r != nullptr && r->present;
-          std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s %8s %8s",
-                        ok ? fmt("%.1f", r->time_us).c_str() : "-",
-                        ok ? fmt("%.3f", r->algbw_gbs).c_str() : "-",
-                        ok ? fmt("%.3f", r->busbw_gbs).c_str() : "-", wrongText(r).c_str(),
-                        cpuText(r, r ? r->worker_cpu_per_gib : -1).c_str(),
-                        cpuText(r, r ? r->reducer_cpu_per_gib : -1).c_str());
-          line += buf;
-        }
-        const RatioRow* ratio = ri < ratios.size() ? &ratios[ri++] : nullptr;
-        if (ring_ratio) {
-          std::snprintf(
-              buf, sizeof(buf), " %8s",
-              ratio && ratio->over_ring > 0 ? fmt("%.2f", ratio->over_ring).c_str() : "-");
-          line += buf;
-        }
-        if (gloo_ratio) {
-          std::snprintf(
-              buf, sizeof(buf), " %8s",
-              ratio && ratio->over_gloo > 0 ? fmt("%.2f", ratio->over_gloo).c_str() : "-");
-          line += buf;
-        }
-        std::printf("%s\n", line.c_str());
-      }
-    }
-  }
-  // nccl-tests' closing line, per algorithm: the mean bus bandwidth over the rows it ran.
-  std::string avg;
+void printBenchLine(const BenchOptions& o, const std::vector<BenchRow>& rows, const TableLine& l) {
+  const bool ring_ratio = has(o.algos, Algo::kServer) && has(o.algos, Algo::kRing);
+  const bool gloo_ratio = has(o.algos, Algo::kServer) && glooColumns(o);
+  char buf[160];
+  const uint64_t count = l.bytes / dataTypeSize(l.type);
+  std::snprintf(buf, sizeof(buf), " %12llu %12llu %9s %5s",
+                static_cast<unsigned long long>(l.bytes), static_cast<unsigned long long>(count),
+                typeLabel(l.type), reduceOpName(l.op));
+  std::string line = buf;
   for (Algo a : o.algos) {
-    double sum = 0;
-    int n = 0;
-    for (const BenchRow& r : rows) {
-      if (r.algo == a && r.present) sum += r.busbw_gbs, ++n;
-    }
-    if (n > 0)
-      avg += std::string(avg.empty() ? " " : ", ") + algoName(a) + " " + fmt("%.3f", sum / n);
+    const BenchRow* r = findRow(rows, a, l.type, l.op, l.bytes);
+    bool ok = r != nullptr && r->present;
+    std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s %8s %8s",
+                  ok ? fmt("%.1f", r->time_us).c_str() : "-",
+                  ok ? fmt("%.3f", r->algbw_gbs).c_str() : "-",
+                  ok ? fmt("%.3f", r->busbw_gbs).c_str() : "-", wrongText(r).c_str(),
+                  cpuText(r, r ? r->worker_cpu_per_gib : -1).c_str(),
+                  cpuText(r, r ? r->reducer_cpu_per_gib : -1).c_str());
+    line += buf;
   }
-  if (!avg.empty()) std::printf("# avg busbw (GB/s):%s\n", avg.c_str());
+  const RatioRow ratio = ratioFor(rows, l.type, l.op, l.bytes);
+  if (ring_ratio) {
+    std::snprintf(buf, sizeof(buf), " %8s",
+                  ratio.over_ring > 0 ? fmt("%.2f", ratio.over_ring).c_str() : "-");
+    line += buf;
+  }
+  if (gloo_ratio) {
+    std::snprintf(buf, sizeof(buf), " %8s",
+                  ratio.over_gloo > 0 ? fmt("%.2f", ratio.over_gloo).c_str() : "-");
+    line += buf;
+  }
+  std::printf("%s\n", line.c_str());
 }
 
 }  // namespace
 
-uint64_t printTable(const BenchOptions& o, const std::vector<BenchRow>& rows) {
-  if (o.style == TableStyle::kDemo) {
-    printDemoTable(o, rows);
+TablePrinter::TablePrinter(const BenchOptions& o) : o_(o) {
+  // The demo shows its one (type, op); the bench every (type, op, size), in the order run.
+  const bool demo = o.style == TableStyle::kDemo;
+  for (DataType type : o.types) {
+    for (ReduceOp op : o.ops) {
+      for (uint64_t bytes : typeSizes(o, type)) lines_.push_back({type, op, bytes});
+      if (demo) return;
+    }
+  }
+}
+
+void TablePrinter::printHead() {
+  if (o_.style == TableStyle::kDemo) {
+    printDemoHead();
   } else {
-    printBenchTable(o, rows);
+    printBenchHead(o_);
+  }
+  std::fflush(stdout);
+}
+
+const TableLine* TablePrinter::next() const {
+  return next_ < lines_.size() ? &lines_[next_] : nullptr;
+}
+
+void TablePrinter::printNext(const std::vector<BenchRow>& rows) {
+  if (next_ >= lines_.size()) return;
+  const TableLine& l = lines_[next_++];
+  if (o_.style == TableStyle::kDemo) {
+    printDemoLine(rows, l);
+  } else {
+    printBenchLine(o_, rows, l);
+  }
+  std::fflush(stdout);
+}
+
+uint64_t TablePrinter::finish(const std::vector<BenchRow>& rows) {
+  while (next_ < lines_.size()) printNext(rows);
+  if (o_.style != TableStyle::kDemo) {
+    // nccl-tests' closing line, per algorithm: the mean bus bandwidth over the rows it ran.
+    std::string avg;
+    for (Algo a : o_.algos) {
+      double sum = 0;
+      int n = 0;
+      for (const BenchRow& r : rows) {
+        if (r.algo == a && r.present) sum += r.busbw_gbs, ++n;
+      }
+      if (n > 0)
+        avg += std::string(avg.empty() ? " " : ", ") + algoName(a) + " " + fmt("%.3f", sum / n);
+    }
+    if (!avg.empty()) std::printf("# avg busbw (GB/s):%s\n", avg.c_str());
   }
   uint64_t wrong = 0;
   for (const BenchRow& r : rows) {

@@ -1,5 +1,6 @@
 // runBench: checks the options, builds the (emulated) cluster, starts the reducers, runs the
-// Tally workers and then Gloo's ranks, and reports. Cleanup order on every path: children first
+// Gloo's ranks and then the Tally workers, printing each line of the table once its size is
+// measured, and reports. Cleanup order on every path: children first
 // (they die with their owners), then the reducers, the emulated cluster and the scratch directory.
 #include <algorithm>
 #include <cstdio>
@@ -199,49 +200,13 @@ int runBench(const BenchOptions& o, std::vector<BenchRow>* out_rows) {
   }
 
   printHeader(o, info);
+  TablePrinter table(o);
+  table.printHead();
   bool failed = false;
   std::vector<BenchRow> rows;
   Progress progress(o.progress);
-  if (tally_algos) {
-    WorkerPlan plan;
-    plan.options = &o;
-    plan.reducer_list = info.reducer_list;
-    plan.version = info.version;
-    plan.store_dir = dir_path;
-    plan.ifname = cluster ? "eth0" : "lo";
-    for (const auto& r : reducers) plan.reducer_pids.push_back(r->pid());
-    std::vector<driver::WorkerExit> exits;
-    s = runChildren(
-        guard.get(), o.workers,
-        [&](int rank) {
-          WorkerPlan mine = plan;
-          if (cluster) mine.node = &cluster->nodes()[static_cast<size_t>(rank)];
-          return runBenchWorker(mine, rank);
-        },
-        o.timeout_ms,
-        [&] {
-          std::string label;
-          if (store->check(kProgressKey) && store->get(kProgressKey, &label, 0).isOk())
-            progress.show(label);
-        },
-        &exits);
-    progress.clear();
-    if (!s.isOk()) return fail(s);
-    std::string why;
-    if (!driver::allWorkersOk(exits, &why)) {
-      failed = true;
-      std::fprintf(stderr, "%s: worker failures:\n%s", name, why.c_str());
-    }
-    for (DataType type : o.types) {
-      for (ReduceOp op : o.ops) {
-        for (uint64_t bytes : typeSizes(o, type)) {
-          for (Algo a : {Algo::kServer, Algo::kRing}) {
-            if (has(o.algos, a)) rows.push_back(collectRow(o, store.get(), a, type, op, bytes));
-          }
-        }
-      }
-    }
-  }
+  // Gloo first: its rows are then known while the Tally workers run, so each line of the table
+  // is printed as soon as the workers have measured its size.
   if (gloo_runs) {
     s = runGloo(o, guard.get(), cluster ? &cluster->nodes() : nullptr, dir_path, &progress, &rows,
                 &failed);
@@ -269,12 +234,75 @@ int runBench(const BenchOptions& o, std::vector<BenchRow>* out_rows) {
       }
     }
   }
+  if (!tally_algos) {
+    // Only Gloo: every line is complete now.
+    while (table.next() != nullptr) table.printNext(rows);
+  }
+  if (tally_algos) {
+    WorkerPlan plan;
+    plan.options = &o;
+    plan.reducer_list = info.reducer_list;
+    plan.version = info.version;
+    plan.store_dir = dir_path;
+    plan.ifname = cluster ? "eth0" : "lo";
+    for (const auto& r : reducers) plan.reducer_pids.push_back(r->pid());
+    // The lines printed so far, with the rows they were printed from.
+    std::vector<BenchRow> shown = rows;
+    auto printMeasured = [&] {
+      while (const TableLine* line = table.next()) {
+        std::vector<BenchRow> line_rows;
+        for (Algo a : {Algo::kServer, Algo::kRing}) {
+          if (!has(o.algos, a)) continue;
+          BenchRow r = collectRow(o, store.get(), a, line->type, line->op, line->bytes);
+          if (!r.present && !r.skipped) return;  // not measured yet by every worker
+          line_rows.push_back(r);
+        }
+        shown.insert(shown.end(), line_rows.begin(), line_rows.end());
+        progress.clear();  // the line goes where the progress line was
+        table.printNext(shown);
+      }
+    };
+    std::vector<driver::WorkerExit> exits;
+    s = runChildren(
+        guard.get(), o.workers,
+        [&](int rank) {
+          WorkerPlan mine = plan;
+          if (cluster) mine.node = &cluster->nodes()[static_cast<size_t>(rank)];
+          return runBenchWorker(mine, rank);
+        },
+        o.timeout_ms,
+        [&] {
+          printMeasured();
+          std::string label;
+          if (store->check(kProgressKey) && store->get(kProgressKey, &label, 0).isOk())
+            progress.show(label);
+        },
+        &exits);
+    progress.clear();
+    if (!s.isOk()) return fail(s);
+    printMeasured();
+    std::string why;
+    if (!driver::allWorkersOk(exits, &why)) {
+      failed = true;
+      std::fprintf(stderr, "%s: worker failures:\n%s", name, why.c_str());
+    }
+    for (DataType type : o.types) {
+      for (ReduceOp op : o.ops) {
+        for (uint64_t bytes : typeSizes(o, type)) {
+          for (Algo a : {Algo::kServer, Algo::kRing}) {
+            if (has(o.algos, a)) rows.push_back(collectRow(o, store.get(), a, type, op, bytes));
+          }
+        }
+      }
+    }
+  }
   sortRows(o, &rows);
   for (const BenchRow& r : rows) {
     if (!r.present && !r.skipped) failed = true;
   }
 
-  const uint64_t wrong = printTable(o, rows);
+  // The lines a failed worker left unmeasured, then the closing lines.
+  const uint64_t wrong = table.finish(rows);
   const int code = (failed || wrong != 0) ? 1 : 0;
   const char* p = o.style == TableStyle::kDemo ? "\n" : "# ";
   if (wrong != 0) {

@@ -1,7 +1,8 @@
 // tally doctor: run on a worker, says in PASS/WARN/FAIL lines whether Tally will work there.
 //
 // Checks, in order: plugin, cluster, reducers, transport (TALLY_TRANSPORT's choice), each
-// reducer over that transport (reachable, handshake, RTT, bandwidth), bandwidth against the
+// reducer over that transport (reachable, handshake, RTT, bandwidth; connected to concurrently,
+// with a progress line on stderr while any connect is pending), bandwidth against the
 // workers' need, NCCL variables. docs/doctor.md explains each.
 // Exit status: 0 every line PASS, 1 a WARN and no FAIL, 2 any FAIL; 3 for bad options.
 #include <cstdio>
@@ -88,12 +89,15 @@ int runDoctor(const DoctorOptions& o) {
   report.add(doctor::checkCluster(env, &cluster, &coll_ranks));
 
   // 3. reducers (and the TALLY_ variables they depend on)
-  Params params;
-  Status st = Params::load(env, &params);
-  if (!st.isOk()) {
-    report.add({Severity::kFail, "TALLY_ variables", st.message()});
-    params = Params::defaults();
+  // Every refused variable at once, by the rules the plugin applies (the same list `tally env`
+  // prints).
+  std::string refused;
+  for (const ParamProblem& problem : findParamProblems(env)) {
+    refused += (refused.empty() ? "" : "; ") + problem.toString();
   }
+  if (!refused.empty()) report.add({Severity::kFail, "TALLY_ variables", refused});
+  Params params;
+  if (!Params::load(env, &params).isOk()) params = Params::defaults();
   ReducerList reducers;
   report.add(doctor::checkReducers(params, cluster, &reducers));
 
@@ -107,8 +111,19 @@ int runDoctor(const DoctorOptions& o) {
   probe.checksum = from_params.checksum;
   const std::string credentials = doctor::credentialsNote(params);
   doctor::BandwidthInput bandwidth;
-  for (const std::string& address : reducers.addresses) {
-    const doctor::ProbeResult r = doctor::probeReducer(address, probe);
+  // Connected to all at once (16 at a time), so unreachable reducers cost one --timeout together
+  // rather than one each; then measured one after another, as each alone has this worker's link.
+  std::vector<doctor::ReducerConnection> connections = doctor::connectReducers(
+      reducers.addresses, probe, [&](size_t answered, size_t total, double seconds) {
+        std::fprintf(stderr,
+                     "tally doctor: connecting to %zu reducers: %zu answered, %zu waiting "
+                     "(%.0f s; at most %lld ms each)\n",
+                     total, answered, total - answered, seconds,
+                     static_cast<long long>(probe.timeout_ms));
+      });
+  for (size_t i = 0; i < connections.size(); ++i) {
+    const std::string& address = reducers.addresses[i];
+    const doctor::ProbeResult r = doctor::finishProbe(&connections[i], probe);
     report.add(doctor::describeProbe(address, r, probe, credentials));
     if (r.measured) bandwidth.reducer_gbytes_per_s.push_back(r.gbytes_per_s);
   }
@@ -167,6 +182,7 @@ Subcommand addDoctorCommand(CLI::App& parent) {
       "Exit status: 0 every check passed, 1 a WARN and no FAIL, 2 any FAIL, 3 bad options.\n"
       "See docs/doctor.md for what each check means and what to do about a FAIL.");
   cmd.run = [options] { return runDoctor(*options); };
+  cmd.usage_exit = kExitBadOptions;
   return cmd;
 }
 

@@ -2,14 +2,16 @@
 #include "tools/commands/doctor_probe.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
-#include "reducer/coll_client.h"
 #include "reducer/wire.h"
 #include "transport/select.h"
 
@@ -152,8 +154,11 @@ CheckResult checkTransport(const Params& params, int64_t connect_timeout_ms,
   return {Severity::kPass, "transport", why};
 }
 
-ProbeResult probeReducer(const std::string& address, const ProbeOptions& options) {
-  ProbeResult r;
+namespace {
+
+ReducerConnection connectOne(const std::string& address, const ProbeOptions& options) {
+  ReducerConnection c;
+  ProbeResult& r = c.result;
   reducer::CollOptions co;
   co.reducers = {address};
   co.slice_bytes = options.slice_bytes;
@@ -169,24 +174,74 @@ ProbeResult probeReducer(const std::string& address, const ProbeOptions& options
   if (!st.isOk()) {
     r.error = st.message();
     r.code = st.code();
-    return r;
+    return c;
   }
   const void* handles[] = {handle};
-  std::unique_ptr<CollClient> client;
   const auto start = Clock::now();
-  st = CollClient::connect(co, handles, 1, 0, &client);
+  st = CollClient::connect(co, handles, 1, 0, &c.client);
   r.connect_ms = secondsSince(start) * 1e3;
   if (!st.isOk()) {
+    c.client.reset();
     r.reachable = reachedReducer(st);
     r.error = st.message();
     r.code = st.code();
-    return r;
+    return c;
   }
   r.reachable = true;
   r.accepted = true;
-  st = measureRtt(client.get(), options, &r);
-  if (st.isOk()) st = measureBandwidth(client.get(), options, &r);
-  client->close();
+  return c;
+}
+
+}  // namespace
+
+std::vector<ReducerConnection> connectReducers(
+    const std::vector<std::string>& addresses, const ProbeOptions& options,
+    const std::function<void(size_t answered, size_t total, double seconds)>& waiting) {
+  std::vector<ReducerConnection> out(addresses.size());
+  if (addresses.empty()) return out;
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t answered = 0;
+  std::atomic<size_t> next{0};
+  // Each thread takes the next address until none is left: at most kMaxConcurrentConnects
+  // connects are in flight, and a slow one holds up only its own thread.
+  auto work = [&] {
+    for (size_t i = next++; i < addresses.size(); i = next++) {
+      ReducerConnection c = connectOne(addresses[i], options);
+      std::lock_guard<std::mutex> lock(mu);
+      out[i] = std::move(c);
+      ++answered;
+      cv.notify_one();
+    }
+  };
+  const size_t nthreads = std::min(kMaxConcurrentConnects, addresses.size());
+  std::vector<std::thread> threads;
+  threads.reserve(nthreads);
+  for (size_t t = 0; t < nthreads; ++t) threads.emplace_back(work);
+  const auto start = Clock::now();
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    while (answered < addresses.size()) {
+      if (cv.wait_for(lock, std::chrono::seconds(1)) == std::cv_status::timeout &&
+          answered < addresses.size() && waiting) {
+        const size_t so_far = answered;
+        lock.unlock();
+        waiting(so_far, addresses.size(), secondsSince(start));
+        lock.lock();
+      }
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
+ProbeResult finishProbe(ReducerConnection* connection, const ProbeOptions& options) {
+  ProbeResult& r = connection->result;
+  if (!connection->client) return r;
+  Status st = measureRtt(connection->client.get(), options, &r);
+  if (st.isOk()) st = measureBandwidth(connection->client.get(), options, &r);
+  connection->client->close();
+  connection->client.reset();
   if (!st.isOk()) {
     r.error = st.message();
     r.code = st.code();
@@ -194,6 +249,11 @@ ProbeResult probeReducer(const std::string& address, const ProbeOptions& options
   }
   r.measured = true;
   return r;
+}
+
+ProbeResult probeReducer(const std::string& address, const ProbeOptions& options) {
+  ReducerConnection c = connectOne(address, options);
+  return finishProbe(&c, options);
 }
 
 std::string credentialsNote(const Params& params) {

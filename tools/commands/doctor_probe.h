@@ -6,12 +6,16 @@
 // stalls); every wait in it is bounded by options.timeout_ms. Thread-compatible.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/params.h"
 #include "common/status.h"
+#include "reducer/coll_client.h"
 #include "tools/commands/doctor_checks.h"
 #include "transport/network.h"
 
@@ -54,6 +58,28 @@ struct ProbeResult {
 };
 
 ProbeResult probeReducer(const std::string& address, const ProbeOptions& options);
+
+// The two halves of probeReducer, so that many reducers can be connected to at once while their
+// bandwidth is still measured one at a time (at once they would share this worker's link).
+struct ReducerConnection {
+  std::unique_ptr<reducer::CollClient> client;  // null when the connect failed
+  ProbeResult result;                           // reachable, accepted, connect_ms, error
+};
+
+// Reducers connected to at once: at most this many connects are in flight.
+inline constexpr size_t kMaxConcurrentConnects = 16;
+
+// Connects to every address, kMaxConcurrentConnects at a time, each connect bounded by
+// options.timeout_ms: the whole call takes at most ceil(n / 16) timeouts, one for up to 16
+// reducers. While any connect is pending, `waiting(answered, total, seconds)` is called about once
+// a second from this thread. The result is in the order of `addresses`.
+std::vector<ReducerConnection> connectReducers(
+    const std::vector<std::string>& addresses, const ProbeOptions& options,
+    const std::function<void(size_t answered, size_t total, double seconds)>& waiting);
+
+// Measures the round trip and the bandwidth over a connection that connectReducers opened, then
+// closes it. A failed connection's result is returned as it is.
+ProbeResult finishProbe(ReducerConnection* connection, const ProbeOptions& options);
 
 // What the reducer was told about credentials. Job tokens come in a later issue: until then
 // this says "no job token configured"; once Params carries a token, it says whether one was
