@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -376,7 +378,18 @@ TEST(PlanCommand, TwoPrimaryReplicasExitOne) {
 TEST(PlanCommand, BadInputExitsTwo) {
   TallyRun missing = runTally("--spec /nonexistent/tally-plan.json");
   EXPECT_EQ(missing.status, 2) << missing.out;
-  EXPECT_NE(missing.out.find("cannot read"), std::string::npos) << missing.out;
+  EXPECT_NE(missing.out.find("tally plan: /nonexistent/tally-plan.json: cannot read the file: " +
+                             std::string(std::strerror(ENOENT))),
+            std::string::npos)
+      << missing.out;
+  // A directory is not "not valid JSON": the reason is the one strerror gives.
+  TallyRun dir = runTally("--spec /tmp");
+  EXPECT_EQ(dir.status, 2) << dir.out;
+  EXPECT_NE(dir.out.find("tally plan: /tmp: cannot read the file: " +
+                         std::string(std::strerror(EISDIR))),
+            std::string::npos)
+      << dir.out;
+  EXPECT_EQ(dir.out.find("JSON"), std::string::npos) << dir.out;
 
   std::string path = writeTemp("bad_count.json", specOf({v100Pool("\"one\"")}));
   TallyRun bad = runTally("--spec '" + path + "'");

@@ -2,12 +2,16 @@
 #include "tools/commands/plan_model.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include <sys/stat.h>
 
 namespace tally::plan {
 namespace {
@@ -188,11 +192,20 @@ Status parseJobSpec(const std::string& text, JobSpec* out) {
 }
 
 Status readJobSpecFile(const std::string& path, JobSpec* out) {
+  // stat(2) first so that the reason reaches the message ("No such file or directory",
+  // "Permission denied"); a directory opens fine as a stream and would read as bad JSON.
+  auto unreadable = [&path](int err) {
+    return Status::invalidUsage(path + ": cannot read the file: " + std::strerror(err));
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return unreadable(errno);
+  if (S_ISDIR(st.st_mode)) return unreadable(EISDIR);
+  errno = 0;
   std::ifstream file(path, std::ios::binary);
-  if (!file) return Status::invalidUsage(path + ": cannot read the file");
+  if (!file) return unreadable(errno != 0 ? errno : EIO);
   std::ostringstream text;
   text << file.rdbuf();
-  if (file.bad()) return Status::invalidUsage(path + ": cannot read the file");
+  if (file.bad()) return unreadable(EIO);
   Status s = parseJobSpec(text.str(), out);
   if (!s.isOk()) return Status::invalidUsage(path + ": " + s.message());
   return Status::ok();
