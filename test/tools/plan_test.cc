@@ -195,6 +195,78 @@ TEST(PlanModel, MalformedSpecNamesTheField) {
   }
 }
 
+TEST(PlanModel, JsonWithCommentsParses) {
+  // Vertex AI's examples annotate their JSON with // lines.
+  std::string text = "// a reduction-server job\n{\"workerPoolSpecs\": [ /* primary */ " +
+                     v100Pool("1") + ",\n  // workers\n  " + v100Pool("4") + ", " +
+                     reducerPool("16") + "]}\n";
+  Plan plan = planOf(text);
+  EXPECT_EQ(plan.input.pools[1].replica_count, 4);
+  EXPECT_EQ(plan.recommended_reducers, 16);
+}
+
+// What `gcloud ai custom-jobs create --config` takes: a CustomJobSpec in YAML.
+constexpr const char* kYamlSpec = R"(# the five-host job
+workerPoolSpecs:
+  - machineSpec:
+      machineType: n1-highmem-96
+      acceleratorType: NVIDIA_TESLA_V100
+      acceleratorCount: 8
+    replicaCount: 1
+    containerSpec:
+      imageUri: gcr.io/p/train
+      command: [tally, launch, --]
+      args: ["python", "train.py", "--epochs", "90"]
+  - machineSpec: {machineType: n1-highmem-96, acceleratorType: NVIDIA_TESLA_V100, acceleratorCount: 8}
+    replicaCount: "4"
+    containerSpec: {imageUri: gcr.io/p/train}
+  - machineSpec:
+      machineType: n1-highcpu-16
+    replicaCount: 16
+    containerSpec:
+      imageUri: gcr.io/p/tally-reducer
+)";
+
+TEST(PlanModel, YamlSpecParsesLikeJson) {
+  Plan plan = planOf(kYamlSpec);
+  EXPECT_EQ(plan.input.pools[0].accelerator_count, 8);
+  EXPECT_EQ(plan.input.pools[1].replica_count, 4);  // a quoted number reads as REST's string
+  EXPECT_EQ(plan.input.pools[2].machine_type, "n1-highcpu-16");
+  EXPECT_EQ(plan.recommended_reducers, 16);
+  EXPECT_TRUE(plan.ok());
+  EXPECT_EQ(plan.train_command,
+            (std::vector<std::string>{"python", "train.py", "--epochs", "90"}));
+
+  // A full CustomJob in YAML gives its displayName too.
+  Plan full = planOf("displayName: resnet\njobSpec:\n  workerPoolSpecs:\n"
+                     "    - machineSpec: {machineType: n1-highcpu-16}\n");
+  EXPECT_EQ(full.display_name, "resnet");
+  EXPECT_EQ(full.input.pools[0].machine_type, "n1-highcpu-16");
+}
+
+TEST(PlanModel, YamlErrorsNameTheLineOrTheField) {
+  struct Case {
+    std::string text;
+    std::string error;
+  } cases[] = {
+      {"workerPoolSpecs:\n  - machineSpec: [a,\n", "not valid YAML: line "},
+      // The same field checks as JSON: an unquoted 90 is a number, not a string.
+      {"workerPoolSpecs:\n  - machineSpec: {machineType: n1-highcpu-16}\n"
+       "    containerSpec: {args: [--epochs, 90]}\n",
+       "workerPoolSpecs[0].containerSpec.args[1]: expected a string, got 90"},
+      {"workerPoolSpecs:\n  - machineSpec: {machineType: n1-highcpu-16}\n    replicaCount: two\n",
+       "workerPoolSpecs[0].replicaCount: expected a non-negative integer"},
+      {"just text", "(top level): expected an object"},
+  };
+  for (const auto& c : cases) {
+    JobSpec job;
+    Status s = parseJobSpec(c.text, &job);
+    EXPECT_FALSE(s.isOk()) << c.text;
+    EXPECT_NE(s.message().find(c.error), std::string::npos)
+        << "want \"" << c.error << "\" in: " << s.message();
+  }
+}
+
 TEST(PlanModel, FullCustomJobGivesTheDisplayName) {
   Plan plan = planOf(R"({"displayName": "resnet", "jobSpec": )" +
                      specOf({v100Pool("1"), v100Pool("4"), reducerPool("16")}) + "}");
@@ -364,6 +436,14 @@ TEST(PlanCommand, ExampleSpecPasses) {
   EXPECT_NE(run.out.find("gcloud ai custom-jobs create"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("HOROVOD_FUSION_THRESHOLD=134217728"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("bucket_cap_mb=64"), std::string::npos) << run.out;
+}
+
+TEST(PlanCommand, YamlSpecFileRuns) {
+  std::string path = writeTemp("job.yaml", kYamlSpec);
+  TallyRun run = runTally("--spec '" + path + "'");
+  EXPECT_EQ(run.status, 0) << run.out;
+  EXPECT_NE(run.out.find("Recommended reducers: 16 x n1-highcpu-16"), std::string::npos) << run.out;
+  std::remove(path.c_str());
 }
 
 TEST(PlanCommand, TwoPrimaryReplicasExitOne) {

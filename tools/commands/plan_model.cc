@@ -13,6 +13,8 @@
 
 #include <sys/stat.h>
 
+#include "tools/commands/spec_document.h"
+
 namespace tally::plan {
 namespace {
 
@@ -155,16 +157,10 @@ bool Plan::ok() const {
 
 Status parseJobSpec(const std::string& text, JobSpec* out) {
   json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // e.what() reads "[json.exception.parse_error.101] parse error at line 3, column 5: ...".
-    std::string what = e.what();
-    size_t start = what.find("] ");
-    return Status::invalidUsage("not valid JSON: " +
-                                (start == std::string::npos ? what : what.substr(start + 2)));
+  TALLY_RETURN_IF_ERROR(parseSpecDocument(text, &root));
+  if (!root.is_object()) {
+    return fieldError("(top level)", "an object (a JSON or YAML CustomJob or CustomJobSpec)", root);
   }
-  if (!root.is_object()) return fieldError("(top level)", "an object", root);
   JobSpec job;
   const json* spec = &root;
   std::string prefix;
