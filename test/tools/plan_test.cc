@@ -13,6 +13,7 @@
 
 #include "tools/commands/machine_types.h"
 #include "tools/commands/plan_model.h"
+#include "tools/commands/spec_keys.h"
 
 namespace tally::plan {
 namespace {
@@ -164,7 +165,7 @@ TEST(PlanModel, MalformedSpecNamesTheField) {
   } cases[] = {
       {"{\"workerPoolSpecs\": [", "not valid JSON"},
       {"[]", "(top level): expected an object"},
-      {"{\"pools\": []}", "workerPoolSpecs: missing"},
+      {"{}", "workerPoolSpecs: missing"},
       {"{\"workerPoolSpecs\": {}}", "workerPoolSpecs: expected an array of 1 to 4 pools"},
       {specOf({"{}", "{}", "{}", "{}", "{}"}), "workerPoolSpecs: expected an array of 1 to 4"},
       {specOf({"3"}), "workerPoolSpecs[0]: expected an object"},
@@ -265,6 +266,60 @@ TEST(PlanModel, YamlErrorsNameTheLineOrTheField) {
     EXPECT_NE(s.message().find(c.error), std::string::npos)
         << "want \"" << c.error << "\" in: " << s.message();
   }
+}
+
+TEST(PlanModel, UnknownKeysAreErrorsWithTheNearestKnownKey) {
+  struct Case {
+    std::string text;
+    std::string error;
+  } cases[] = {
+      {specOf({R"({"machineSpec": {"machineType": "n1-highcpu-16"}, "replicaCont": 4})"}),
+       "workerPoolSpecs[0].replicaCont: unknown key in a WorkerPoolSpec (did you mean "
+       "replicaCount?)"},
+      {specOf({R"({"machineSpec": {"machineTyp": "n1-highcpu-16"}})"}),
+       "workerPoolSpecs[0].machineSpec.machineTyp: unknown key in a MachineSpec (did you mean "
+       "machineType?)"},
+      {specOf({R"({"machineSpec": {"machineType": "n1-highcpu-16"},
+                   "containerSpec": {"imageURI": "x"}})"}),
+       "workerPoolSpecs[0].containerSpec.imageURI: unknown key in a ContainerSpec (did you mean "
+       "imageUri?)"},
+      {specOf({R"({"machineSpec": {"machineType": "n1-highcpu-16"}, "replica_count": 4})"}),
+       "(did you mean replicaCount?)"},
+      {R"({"workerPoolSpec": []})",
+       "workerPoolSpec: unknown key in a CustomJobSpec (did you mean workerPoolSpecs?)"},
+      {R"({"displayname": "j", "jobSpec": {"workerPoolSpecs": [{}]}})",
+       "displayname: unknown key in a CustomJob (did you mean displayName?)"},
+      {R"({"jobSpec": {"workerPoolSpecs": [{}], "serviceAcount": "a"}})",
+       "jobSpec.serviceAcount: unknown key in a CustomJobSpec (did you mean serviceAccount?)"},
+      // Nothing near: the known keys are listed instead.
+      {specOf({R"({"machineSpec": {"machineType": "n1-highcpu-16"}, "colour": "red"})"}),
+       "workerPoolSpecs[0].colour: unknown key in a WorkerPoolSpec (known keys: containerSpec "},
+  };
+  for (const auto& c : cases) {
+    JobSpec job;
+    Status s = parseJobSpec(c.text, &job);
+    EXPECT_FALSE(s.isOk()) << c.text;
+    EXPECT_NE(s.message().find(c.error), std::string::npos)
+        << "want \"" << c.error << "\" in: " << s.message();
+  }
+}
+
+TEST(PlanModel, KnownVertexKeysTallyDoesNotReadAreAccepted) {
+  std::string pool = R"({"machineSpec": {"machineType": "n1-highcpu-16", "reservationAffinity": {}},
+      "replicaCount": 1, "diskSpec": {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100},
+      "nfsMounts": [], "pythonPackageSpec": {},
+      "containerSpec": {"imageUri": "i", "command": ["c"], "args": ["a"],
+                        "env": [{"name": "A", "value": "1"}]}})";
+  std::string text = R"({"displayName": "j", "labels": {"team": "ml"}, "jobSpec": {
+      "workerPoolSpecs": [)" + pool + R"(], "scheduling": {"timeout": "3600s"},
+      "serviceAccount": "sa@p.iam.gserviceaccount.com", "network": "projects/1/global/networks/n",
+      "baseOutputDirectory": {"outputUriPrefix": "gs://b/o"}, "enableWebAccess": false}})";
+  JobSpec job;
+  Status s = parseJobSpec(text, &job);
+  EXPECT_TRUE(s.isOk()) << s.toString();
+  EXPECT_EQ(job.pools[0].machine_type, "n1-highcpu-16");
+  EXPECT_EQ(nearestKey("env", SpecObject::kContainerSpec), "env");
+  EXPECT_EQ(nearestKey("xyz", SpecObject::kContainerSpec), "");
 }
 
 TEST(PlanModel, FullCustomJobGivesTheDisplayName) {

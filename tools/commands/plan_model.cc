@@ -1,6 +1,8 @@
 // Parsing a CustomJob spec and planning its reducer pool (rendering is in plan_render.cc).
 #include "tools/commands/plan_model.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -11,9 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include <sys/stat.h>
-
 #include "tools/commands/spec_document.h"
+#include "tools/commands/spec_keys.h"
 
 namespace tally::plan {
 namespace {
@@ -80,6 +81,7 @@ Status parsePool(const json& entry, const std::string& field, PoolSpec* out) {
     *out = pool;
     return Status::ok();
   }
+  TALLY_RETURN_IF_ERROR(checkKnownKeys(entry, field, SpecObject::kWorkerPoolSpec));
   pool.present = true;
   auto machine = entry.find("machineSpec");
   if (machine == entry.end()) {
@@ -87,6 +89,7 @@ Status parsePool(const json& entry, const std::string& field, PoolSpec* out) {
   }
   std::string machine_field = field + ".machineSpec";
   if (!machine->is_object()) return fieldError(machine_field, "an object", *machine);
+  TALLY_RETURN_IF_ERROR(checkKnownKeys(*machine, machine_field, SpecObject::kMachineSpec));
   TALLY_RETURN_IF_ERROR(parseString(*machine, "machineType", machine_field, &pool.machine_type));
   if (pool.machine_type.empty()) {
     return Status::invalidUsage(machine_field + ".machineType: missing");
@@ -105,6 +108,7 @@ Status parsePool(const json& entry, const std::string& field, PoolSpec* out) {
   if (auto container = entry.find("containerSpec"); container != entry.end()) {
     std::string container_field = field + ".containerSpec";
     if (!container->is_object()) return fieldError(container_field, "an object", *container);
+    TALLY_RETURN_IF_ERROR(checkKnownKeys(*container, container_field, SpecObject::kContainerSpec));
     TALLY_RETURN_IF_ERROR(parseString(*container, "imageUri", container_field, &pool.image_uri));
     TALLY_RETURN_IF_ERROR(parseStringList(*container, "command", container_field, &pool.command));
     TALLY_RETURN_IF_ERROR(parseStringList(*container, "args", container_field, &pool.args));
@@ -166,10 +170,13 @@ Status parseJobSpec(const std::string& text, JobSpec* out) {
   std::string prefix;
   if (auto job_spec = root.find("jobSpec"); job_spec != root.end()) {
     if (!job_spec->is_object()) return fieldError("jobSpec", "an object", *job_spec);
+    TALLY_RETURN_IF_ERROR(checkKnownKeys(root, "", SpecObject::kCustomJob));
     TALLY_RETURN_IF_ERROR(parseString(root, "displayName", "(top level)", &job.display_name));
     spec = &*job_spec;
     prefix = "jobSpec.";
   }
+  TALLY_RETURN_IF_ERROR(
+      checkKnownKeys(*spec, prefix.empty() ? "" : "jobSpec", SpecObject::kCustomJobSpec));
   auto pools = spec->find("workerPoolSpecs");
   if (pools == spec->end()) {
     return Status::invalidUsage(prefix + "workerPoolSpecs: missing (expected a CustomJobSpec " +
