@@ -235,12 +235,12 @@ TEST(PlanModel, YamlSpecParsesLikeJson) {
   EXPECT_EQ(plan.input.pools[2].machine_type, "n1-highcpu-16");
   EXPECT_EQ(plan.recommended_reducers, 16);
   EXPECT_TRUE(plan.ok());
-  EXPECT_EQ(plan.train_command,
-            (std::vector<std::string>{"python", "train.py", "--epochs", "90"}));
+  EXPECT_EQ(plan.train_command, (std::vector<std::string>{"python", "train.py", "--epochs", "90"}));
 
   // A full CustomJob in YAML gives its displayName too.
-  Plan full = planOf("displayName: resnet\njobSpec:\n  workerPoolSpecs:\n"
-                     "    - machineSpec: {machineType: n1-highcpu-16}\n");
+  Plan full = planOf(
+      "displayName: resnet\njobSpec:\n  workerPoolSpecs:\n"
+      "    - machineSpec: {machineType: n1-highcpu-16}\n");
   EXPECT_EQ(full.display_name, "resnet");
   EXPECT_EQ(full.input.pools[0].machine_type, "n1-highcpu-16");
 }
@@ -311,7 +311,8 @@ TEST(PlanModel, KnownVertexKeysTallyDoesNotReadAreAccepted) {
       "containerSpec": {"imageUri": "i", "command": ["c"], "args": ["a"],
                         "env": [{"name": "A", "value": "1"}]}})";
   std::string text = R"({"displayName": "j", "labels": {"team": "ml"}, "jobSpec": {
-      "workerPoolSpecs": [)" + pool + R"(], "scheduling": {"timeout": "3600s"},
+      "workerPoolSpecs": [)" +
+                     pool + R"(], "scheduling": {"timeout": "3600s"},
       "serviceAccount": "sa@p.iam.gserviceaccount.com", "network": "projects/1/global/networks/n",
       "baseOutputDirectory": {"outputUriPrefix": "gs://b/o"}, "enableWebAccess": false}})";
   JobSpec job;
@@ -329,21 +330,64 @@ TEST(PlanModel, FullCustomJobGivesTheDisplayName) {
   EXPECT_TRUE(plan.ok());
 }
 
-TEST(PlanModel, UnknownMachineTypeAsksForBandwidth) {
+TEST(PlanModel, UnknownEgressAsksForBandwidth) {
   JobSpec job;
   ASSERT_TRUE(
-      parseJobSpec(specOf({R"({"machineSpec": {"machineType": "z9-mystery-8"}})"}), &job).isOk());
+      parseJobSpec(specOf({R"({"machineSpec": {"machineType": "c2-standard-60"}})"}), &job).isOk());
   Plan plan;
   Status s = makePlan(job, {}, &plan);
   ASSERT_FALSE(s.isOk());
-  EXPECT_NE(s.message().find("z9-mystery-8"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("--bandwidth z9-mystery-8=GBPS"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message(),
+            "no egress bandwidth known for c2-standard-60: pass --bandwidth c2-standard-60=GBPS "
+            "with its published maximum egress in Gbps");
 
   PlanOptions options;
-  ASSERT_TRUE(parseBandwidthOverride("z9-mystery-8=64", &options.bandwidth).isOk());
+  ASSERT_TRUE(parseBandwidthOverride("c2-standard-60=64", &options.bandwidth).isOk());
   ASSERT_TRUE(makePlan(job, options, &plan).isOk());
   EXPECT_DOUBLE_EQ(plan.worker_gbps, 64);
   EXPECT_EQ(plan.recommended_reducers, 2);
+}
+
+TEST(PlanModel, MadeUpMachineTypesAreRefusedEvenWithBandwidth) {
+  const std::string families =
+      "expected a predefined Compute Engine machine type of a known family: n1, n2, n2d, e2, c2, "
+      "c2d, c3, g2 (<family>-<type>-<vCPUs>, e.g. n1-highcpu-16); a2, a3 "
+      "(<family>-<type>-<GPUs>g, e.g. a2-highgpu-8g)";
+  for (const char* machine : {"z9-mystery-8", "n1-superfast-16", "n1-highcpu-7", "n1-highcpu-016",
+                              "a2-highgpu-3g", "a2-highgpu-8", "e2-standard-64", "c2-standard-"}) {
+    JobSpec job;
+    ASSERT_TRUE(
+        parseJobSpec(
+            specOf({std::string(R"({"machineSpec": {"machineType": ")") + machine + "\"}}"}), &job)
+            .isOk());
+    PlanOptions options;
+    ASSERT_TRUE(parseBandwidthOverride(std::string(machine) + "=64", &options.bandwidth).isOk());
+    Plan plan;
+    Status s = makePlan(job, options, &plan);
+    ASSERT_FALSE(s.isOk()) << machine;
+    EXPECT_EQ(s.message(), "unknown machine type " + std::string(machine) + ": " + families);
+  }
+  // The reducer machine asked for and an evaluator's machine are checked too.
+  PlanOptions options;
+  options.reducer_machine = "n1-highcpu-17";
+  Plan plan;
+  JobSpec job;
+  ASSERT_TRUE(parseJobSpec(specOf({v100Pool("1"), v100Pool("1")}), &job).isOk());
+  EXPECT_FALSE(makePlan(job, options, &plan).isOk());
+  ASSERT_TRUE(parseJobSpec(specOf({v100Pool("1"), v100Pool("1"), reducerPool("8"),
+                                   R"({"machineSpec": {"machineType": "made-up-4"}})"}),
+                           &job)
+                  .isOk());
+  Status s = makePlan(job, {}, &plan);
+  EXPECT_NE(s.message().find("unknown machine type made-up-4"), std::string::npos) << s.message();
+
+  MachineShape shape;
+  ASSERT_TRUE(parseMachineType("c2d-highcpu-112", &shape).isOk());
+  EXPECT_EQ(shape.family, "c2d");
+  EXPECT_EQ(shape.vcpus, 112);
+  ASSERT_TRUE(parseMachineType("a2-megagpu-16g", &shape).isOk());
+  EXPECT_EQ(shape.gpus, 16);
+  EXPECT_EQ(shape.vcpus, 0);
 }
 
 TEST(PlanModel, BandwidthOverrideWinsOverTheTable) {
@@ -520,9 +564,9 @@ TEST(PlanCommand, BadInputExitsTwo) {
   // A directory is not "not valid JSON": the reason is the one strerror gives.
   TallyRun dir = runTally("--spec /tmp");
   EXPECT_EQ(dir.status, 2) << dir.out;
-  EXPECT_NE(dir.out.find("tally plan: /tmp: cannot read the file: " +
-                         std::string(std::strerror(EISDIR))),
-            std::string::npos)
+  EXPECT_NE(
+      dir.out.find("tally plan: /tmp: cannot read the file: " + std::string(std::strerror(EISDIR))),
+      std::string::npos)
       << dir.out;
   EXPECT_EQ(dir.out.find("JSON"), std::string::npos) << dir.out;
 
@@ -538,9 +582,15 @@ TEST(PlanCommand, BadInputExitsTwo) {
   EXPECT_EQ(workers.status, 2) << workers.out;
   EXPECT_NE(workers.out.find("--workers"), std::string::npos) << workers.out;
 
-  TallyRun unknown = runTally("--primary-machine z9-mystery-8");
+  TallyRun unknown = runTally("--primary-machine c2-standard-60");
   EXPECT_EQ(unknown.status, 2) << unknown.out;
-  EXPECT_NE(unknown.out.find("--bandwidth"), std::string::npos) << unknown.out;
+  EXPECT_NE(unknown.out.find("--bandwidth c2-standard-60=GBPS"), std::string::npos) << unknown.out;
+  TallyRun made_up = runTally("--primary-machine z9-mystery-8 --bandwidth z9-mystery-8=64");
+  EXPECT_EQ(made_up.status, 2) << made_up.out;
+  EXPECT_NE(made_up.out.find("unknown machine type z9-mystery-8: expected a predefined Compute "
+                             "Engine machine type of a known family: n1, n2"),
+            std::string::npos)
+      << made_up.out;
 }
 
 TEST(PlanCommand, FlagsAndJson) {

@@ -224,22 +224,27 @@ Status makePlan(const JobSpec& job, const PlanOptions& options, Plan* out) {
   const PoolSpec& primary = job.pools[0];
   const PoolSpec& reducers = job.pools[2];
 
+  EgressOptions egress_options{options.bandwidth, options.tier1};
   // Egress of pools 0..2 as given.
   for (int i = 0; i < 3; ++i) {
     const PoolSpec& pool = job.pools[i];
     if (!pool.present) continue;
     Egress& egress = plan.egress[i].per_replica;
     Status s = machineEgress(pool.machine_type, pool.accelerator_type, pool.accelerator_count,
-                             options.bandwidth, &egress);
+                             egress_options, &egress);
     // Reducers with GPUs already fail reducers-cpu-only; count the machine without them rather
     // than stop at a GPU combination the table does not know.
     if (!s.isOk() && i == 2 && pool.hasAccelerators()) {
-      s = machineEgress(pool.machine_type, "", 0, options.bandwidth, &egress);
+      s = machineEgress(pool.machine_type, "", 0, egress_options, &egress);
       if (s.isOk()) egress.source += ", counted without pool 2's accelerators";
     }
     TALLY_RETURN_IF_ERROR(s);
     plan.egress[i].total =
         plan.egress[i].per_replica.gbps * static_cast<double>(pool.replica_count);
+  }
+  // Pool 3 never joins the all-reduce, but its machine type must still be one that exists.
+  if (MachineShape shape; job.pools[3].present) {
+    TALLY_RETURN_IF_ERROR(parseMachineType(job.pools[3].machine_type, &shape));
   }
   plan.worker_gbps = plan.egress[0].total + plan.egress[1].total;
   plan.reducer_pool_gbps = plan.egress[2].total;
@@ -249,7 +254,7 @@ Status makePlan(const JobSpec& job, const PlanOptions& options, Plan* out) {
                          : reducers.present               ? reducers.machine_type
                                                           : kDefaultReducerMachine;
   TALLY_RETURN_IF_ERROR(
-      machineEgress(plan.reducer_machine, "", 0, options.bandwidth, &plan.reducer_machine_egress));
+      machineEgress(plan.reducer_machine, "", 0, egress_options, &plan.reducer_machine_egress));
   // The small slack keeps 800 / 32 at 25 when the division is not exact in binary.
   double ratio = plan.worker_gbps / plan.reducer_machine_egress.gbps;
   plan.recommended_reducers = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(ratio - 1e-9)));

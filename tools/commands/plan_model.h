@@ -75,6 +75,7 @@ struct PlanOptions {
   // leading `tally launch ... --`).
   std::vector<std::string> train_command;
   BandwidthOverrides bandwidth;
+  bool tier1 = false;  // --tier1: the VMs use Tier_1 networking (machine_types.h)
 };
 
 struct Rule {
