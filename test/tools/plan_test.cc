@@ -414,6 +414,39 @@ TEST(PlanModel, BandwidthOverrideWinsOverTheTable) {
   EXPECT_DOUBLE_EQ(overrides["x"], 12.5);
 }
 
+TEST(PlanModel, Tier1RaisesEligibleMachines) {
+  auto gbps = [](const std::string& machine, bool tier1, int64_t gpus = 0) {
+    Egress egress;
+    EgressOptions options;
+    options.tier1 = tier1;
+    Status s = machineEgress(machine, gpus ? "NVIDIA_TESLA_V100" : "", gpus, options, &egress);
+    return s.isOk() ? egress.gbps : -1;
+  };
+  EXPECT_EQ(gbps("n2-highcpu-32", false), 32);
+  EXPECT_EQ(gbps("n2-highcpu-32", true), 50);
+  EXPECT_EQ(gbps("n2-standard-48", true), 75);
+  EXPECT_EQ(gbps("n2-standard-64", true), 100);
+  EXPECT_EQ(gbps("n2-standard-128", true), 100);
+  EXPECT_EQ(gbps("c2-standard-30", true), 50);
+  EXPECT_EQ(gbps("c2-standard-60", true), 100);
+  EXPECT_EQ(gbps("c2-standard-60", false), -1);  // no default figure in the table
+  EXPECT_EQ(gbps("c2d-highcpu-56", true), 50);
+  EXPECT_EQ(gbps("c2d-highcpu-112", true), 100);
+  EXPECT_EQ(gbps("n2d-highcpu-96", true), 100);
+  EXPECT_EQ(gbps("n2-highcpu-16", true), 32);  // too small for Tier_1: the default figure
+  EXPECT_EQ(gbps("n1-highcpu-96", true), 32);  // N1 has no Tier_1
+  EXPECT_EQ(gbps("n1-highmem-96", true, 8), 100);
+
+  // 5 V100 hosts (500 Gbps) over n2-highcpu-64 reducers: 32 Gbps each by default, 100 with Tier_1.
+  PlanOptions options;
+  options.reducer_machine = "n2-highcpu-64";
+  EXPECT_EQ(planOf(specOf({v100Pool("1"), v100Pool("4")}), options).recommended_reducers, 16);
+  options.tier1 = true;
+  Plan plan = planOf(specOf({v100Pool("1"), v100Pool("4")}), options);
+  EXPECT_EQ(plan.recommended_reducers, 5);
+  EXPECT_EQ(plan.reducer_machine_egress.source, "Tier_1: n2 with 64 vCPUs");
+}
+
 TEST(PlanModel, MachineTable) {
   auto gbps = [](const std::string& machine, const std::string& type = "", int64_t count = 0) {
     Egress egress;
@@ -619,6 +652,15 @@ TEST(PlanCommand, FlagsAndJson) {
   EXPECT_EQ(over["workerEgressGbps"], 250.0);
   EXPECT_EQ(over["reducerPoolEgressGbps"], 512.0);
   EXPECT_EQ(over["recommendedReducers"], 4);
+
+  TallyRun tier1 = runTally(
+      "--primary-machine n1-highmem-96 --accelerator NVIDIA_TESLA_V100:8 --workers 4 "
+      "--reducer-machine n2-highcpu-64 --tier1 --json");
+  json t1 = json::parse(tier1.out, nullptr, false);
+  ASSERT_FALSE(t1.is_discarded()) << tier1.out;
+  EXPECT_EQ(t1["reducerMachineEgressGbps"], 100.0);
+  EXPECT_EQ(t1["recommendedReducers"], 5);
+  EXPECT_EQ(t1["tier1"], true);
 }
 
 }  // namespace

@@ -218,6 +218,7 @@ Status makePlan(const JobSpec& job, const PlanOptions& options, Plan* out) {
   Plan plan;
   plan.input = job;
   plan.region = options.region.empty() ? kDefaultRegion : options.region;
+  plan.tier1 = options.tier1;
   plan.display_name = !options.display_name.empty() ? options.display_name
                       : !job.display_name.empty()   ? job.display_name
                                                     : kDefaultDisplayName;

@@ -100,6 +100,7 @@ struct Plan {
   std::vector<Rule> rules;
   std::string region;
   std::string display_name;
+  bool tier1 = false;  // egress counted with Tier_1 networking (--tier1)
   // The job to create: the input with pool 2 sized as recommended (CPU only, the reducer image),
   // a pool 0 of N > 1 identical replicas split into 1 + (N - 1) in pool 1, and every container
   // running `tally launch -- <training command>`.

@@ -173,7 +173,7 @@ std::string renderText(const Plan& plan) {
       << " = ceil(" << gbpsText(plan.worker_gbps) << " Gbps / "
       << gbpsText(plan.reducer_machine_egress.gbps) << " Gbps)\n";
 
-  out << "\nBandwidth sources\n";
+  out << "\nBandwidth sources" << (plan.tier1 ? " (Tier_1 networking)" : "") << "\n";
   std::vector<std::string> sources;
   auto addSource = [&](const std::string& host, const Egress& egress) {
     std::string text = "  " + host + ": " + gbpsText(egress.gbps) + " Gbps (" + egress.source + ")";
@@ -222,6 +222,7 @@ std::string renderJson(const Plan& plan) {
   for (int i = 0; i < kPools; ++i) {
     j["pools"].push_back(poolJson(plan.input.pools[i], i, i < 3 ? &plan.egress[i] : nullptr));
   }
+  j["tier1"] = plan.tier1;
   j["workerEgressGbps"] = plan.worker_gbps;
   j["reducerPoolEgressGbps"] = plan.reducer_pool_gbps;
   j["reducerMachineType"] = plan.reducer_machine;
