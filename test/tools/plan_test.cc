@@ -37,6 +37,11 @@ std::string reducerPool(const std::string& replicas, const std::string& extra = 
          replicas + R"(, "containerSpec": {"imageUri": "gcr.io/p/tally-reducer"}})";
 }
 
+std::string evaluatorPool(const std::string& replicas) {
+  return R"({"machineSpec": {"machineType": "n1-highcpu-8"}, "replicaCount": )" + replicas +
+         R"(, "containerSpec": {"imageUri": "gcr.io/p/train"}})";
+}
+
 // A bare CustomJobSpec with the given pool entries.
 std::string specOf(const std::vector<std::string>& pools) {
   std::string text = R"({"workerPoolSpecs": [)";
@@ -134,19 +139,115 @@ TEST(PlanModel, ReducerBandwidthTooLowFails) {
 }
 
 TEST(PlanModel, EmptyPoolsAreSkipped) {
-  // No workers: the primary alone, 100 Gbps, needs 4 reducers; gcloud gets an empty pool 1.
-  Plan plan = planOf(specOf({v100Pool("1"), "{}", reducerPool("4")}));
-  EXPECT_FALSE(plan.input.pools[1].present);
-  EXPECT_TRUE(plan.ok());
-  EXPECT_EQ(plan.recommended_reducers, 4);
-  ASSERT_GE(plan.gcloud.size(), 9u);
-  EXPECT_EQ(plan.gcloud[7], "--worker-pool-spec=");
+  // Two hosts in pool 1 and no pool 0 entry but a skipped pool 2: gcloud gets the reducers.
+  Plan plan = planOf(specOf({v100Pool("1"), v100Pool("1"), "{}", evaluatorPool("1")}));
+  EXPECT_FALSE(plan.input.pools[2].present);
+  EXPECT_EQ(plan.recommended_reducers, 7);  // ceil(200 / 32)
+  ASSERT_GE(plan.gcloud.size(), 10u);
   EXPECT_EQ(plan.gcloud[8].rfind("--worker-pool-spec=machine-type=n1-highcpu-16,", 0), 0u)
       << plan.gcloud[8];
+  EXPECT_EQ(plan.gcloud[9].rfind("--worker-pool-spec=machine-type=n1-highcpu-8,", 0), 0u)
+      << plan.gcloud[9];
   // An empty pool 0 fails the primary rule and leaves no gcloud command.
   Plan headless = planOf(specOf({"{}", v100Pool("4"), reducerPool("13")}));
   EXPECT_FALSE(ruleNamed(headless, "primary-pool").pass);
   EXPECT_TRUE(headless.gcloud.empty());
+}
+
+TEST(PlanModel, OneHostFailsCollnetHostsAndGetsNoReducers) {
+  // One GPU host: CollNet has no network reduction to do, so no reducers are recommended.
+  Plan plan = planOf(specOf({v100Pool("1"), "{}", reducerPool("4"), evaluatorPool("1")}));
+  EXPECT_FALSE(plan.ok());
+  const Rule& rule = ruleNamed(plan, "collnet-hosts");
+  EXPECT_FALSE(rule.pass);
+  EXPECT_EQ(rule.detail,
+            "pools 0 and 1 hold 1 host: CollNet needs two or more hosts (within one host NCCL "
+            "reduces without the network, so reducers would sit idle); add hosts in pool 1, or "
+            "run without a reducer pool");
+  EXPECT_EQ(plan.recommended_reducers, 0);
+  EXPECT_FALSE(plan.planned.pools[2].present);
+  // The planned job skips pools 1 and 2 with empty specs and keeps the evaluator.
+  ASSERT_EQ(plan.gcloud.size(), 12u);
+  EXPECT_EQ(plan.gcloud[7], "--worker-pool-spec=");
+  EXPECT_EQ(plan.gcloud[8], "--worker-pool-spec=");
+  EXPECT_NE(renderText(plan).find("Recommended reducers: none"), std::string::npos);
+  json doc = json::parse(renderJson(plan));
+  EXPECT_EQ(doc["recommendedReducers"], 0);
+
+  // Two hosts pass, in one pool or across pools 0 and 1.
+  EXPECT_TRUE(
+      ruleNamed(planOf(specOf({v100Pool("1"), v100Pool("1"), reducerPool("7")})), "collnet-hosts")
+          .pass);
+  EXPECT_FALSE(ruleNamed(planOf(specOf({v100Pool("1"), v100Pool("0")})), "collnet-hosts").pass);
+}
+
+TEST(PlanModel, VertexReductionServerImageFails) {
+  const std::string vertex =
+      "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest";
+  std::string pool = reducerPool("16");
+  pool.replace(pool.find("gcr.io/p/tally-reducer"), 22, vertex);
+  Plan plan = planOf(specOf({v100Pool("1"), v100Pool("4"), pool}));
+  EXPECT_FALSE(plan.ok());
+  const Rule& rule = ruleNamed(plan, "reducer-image");
+  EXPECT_FALSE(rule.pass);
+  EXPECT_EQ(rule.detail, "pool 2's image " + vertex +
+                             " is Vertex AI's own Reduction Server, a closed reducer that speaks "
+                             "neither Tally's protocol nor has `tally launch`; use the Tally "
+                             "reducer image (built from docker/reducer.Dockerfile) with "
+                             "--reducer-image or containerSpec.imageUri");
+  // The planned command does not run `tally launch` in Vertex's image.
+  EXPECT_EQ(plan.planned.pools[2].image_uri, kReducerImagePlaceholder);
+  for (const auto& word : plan.gcloud) EXPECT_EQ(word.find("reductionserver"), std::string::npos);
+
+  // --reducer-image replaces it, and the rule passes.
+  PlanOptions options;
+  options.reducer_image = "gcr.io/p/tally-reducer:1";
+  Plan fixed = planOf(specOf({v100Pool("1"), v100Pool("4"), pool}), options);
+  EXPECT_TRUE(ruleNamed(fixed, "reducer-image").pass);
+  EXPECT_EQ(fixed.planned.pools[2].image_uri, "gcr.io/p/tally-reducer:1");
+}
+
+TEST(PlanModel, ReducerUnderSixteenVcpusFails) {
+  std::string small = reducerPool("32");
+  small.replace(small.find("n1-highcpu-16"), 13, "n1-highcpu-8");
+  Plan plan = planOf(specOf({v100Pool("1"), v100Pool("4"), small}));
+  const Rule& rule = ruleNamed(plan, "reducer-vcpus");
+  EXPECT_FALSE(rule.pass);
+  EXPECT_EQ(rule.detail,
+            "n1-highcpu-8 has 8 vCPUs; a reducer needs at least 16 (Vertex AI's reduction-server "
+            "guidance), e.g. n1-highcpu-16");
+  EXPECT_TRUE(ruleNamed(plan, "reducer-bandwidth").pass);  // 32 x 16 = 512 >= 500
+  EXPECT_FALSE(plan.ok());
+
+  // The machine asked for with --reducer-machine is checked too; 16 vCPUs and more pass.
+  PlanOptions options;
+  options.reducer_machine = "n2-highcpu-8";
+  EXPECT_FALSE(
+      ruleNamed(planOf(specOf({v100Pool("1"), v100Pool("4")}), options), "reducer-vcpus").pass);
+  options.reducer_machine = "n2-highcpu-32";
+  Rule big =
+      ruleNamed(planOf(specOf({v100Pool("1"), v100Pool("4")}), options), "reducer-vcpus");
+  EXPECT_TRUE(big.pass);
+  EXPECT_EQ(big.detail, "n2-highcpu-32 has 32 vCPUs (at least 16)");
+  // A GPU machine type as a reducer fails with the reason.
+  options.reducer_machine = "a2-highgpu-1g";
+  options.bandwidth["a2-highgpu-1g"] = 24;
+  Rule gpu =
+      ruleNamed(planOf(specOf({v100Pool("1"), v100Pool("4")}), options), "reducer-vcpus");
+  EXPECT_FALSE(gpu.pass);
+  EXPECT_NE(gpu.detail.find("a2-highgpu-1g comes with 1 GPUs"), std::string::npos) << gpu.detail;
+}
+
+TEST(PlanModel, MoreThanOneEvaluatorFails) {
+  Plan plan = planOf(specOf({v100Pool("1"), v100Pool("4"), reducerPool("16"), evaluatorPool("2")}));
+  const Rule& rule = ruleNamed(plan, "evaluators");
+  EXPECT_FALSE(rule.pass);
+  EXPECT_EQ(rule.detail,
+            "pool 3 has replicaCount 2; TensorFlow runs at most one evaluator: set it "
+            "to 1");
+  EXPECT_FALSE(plan.ok());
+  EXPECT_TRUE(
+      planOf(specOf({v100Pool("1"), v100Pool("4"), reducerPool("16"), evaluatorPool("1")})).ok());
 }
 
 TEST(PlanModel, ReplicaCountIsANumberOrAString) {
@@ -332,8 +433,10 @@ TEST(PlanModel, FullCustomJobGivesTheDisplayName) {
 
 TEST(PlanModel, UnknownEgressAsksForBandwidth) {
   JobSpec job;
-  ASSERT_TRUE(
-      parseJobSpec(specOf({R"({"machineSpec": {"machineType": "c2-standard-60"}})"}), &job).isOk());
+  ASSERT_TRUE(parseJobSpec(specOf({R"({"machineSpec": {"machineType": "c2-standard-60"}})",
+                                   R"({"machineSpec": {"machineType": "c2-standard-60"}})"}),
+                           &job)
+                  .isOk());
   Plan plan;
   Status s = makePlan(job, {}, &plan);
   ASSERT_FALSE(s.isOk());
@@ -344,8 +447,8 @@ TEST(PlanModel, UnknownEgressAsksForBandwidth) {
   PlanOptions options;
   ASSERT_TRUE(parseBandwidthOverride("c2-standard-60=64", &options.bandwidth).isOk());
   ASSERT_TRUE(makePlan(job, options, &plan).isOk());
-  EXPECT_DOUBLE_EQ(plan.worker_gbps, 64);
-  EXPECT_EQ(plan.recommended_reducers, 2);
+  EXPECT_DOUBLE_EQ(plan.worker_gbps, 128);
+  EXPECT_EQ(plan.recommended_reducers, 4);
 }
 
 TEST(PlanModel, MadeUpMachineTypesAreRefusedEvenWithBandwidth) {
@@ -500,7 +603,7 @@ TEST(PlanModel, GcloudListsWithCommasUseAnotherDelimiter) {
   PlanOptions options;
   options.train_command = {"python", "train.py", "--layers=1,2"};
   options.reducer_image = "gcr.io/p/r";
-  Plan plan = planOf(specOf({v100Pool("1")}), options);
+  Plan plan = planOf(specOf({v100Pool("1"), v100Pool("1")}), options);
   EXPECT_EQ(plan.gcloud.back(), "--args=^:^python:train.py:--layers=1,2");
   EXPECT_EQ(plan.planned.pools[2].image_uri, "gcr.io/p/r");
   std::string shell = renderShellCommand({"gcloud", "--args=it's"});
@@ -515,7 +618,9 @@ TEST(PlanModel, JsonOutputParsesAndHasTheNumbers) {
   EXPECT_EQ(doc["reducerPoolEgressGbps"], 640.0);
   EXPECT_EQ(doc["reducerMachineEgressGbps"], 32.0);
   EXPECT_EQ(doc["ok"], false);
-  ASSERT_EQ(doc["rules"].size(), 3u);
+  ASSERT_EQ(doc["rules"].size(), 7u);
+  EXPECT_EQ(doc["rules"][3]["name"], "collnet-hosts");
+  EXPECT_EQ(doc["rules"][6]["name"], "evaluators");
   EXPECT_EQ(doc["rules"][2]["name"], "reducer-bandwidth");
   EXPECT_EQ(doc["rules"][2]["pass"], false);
   EXPECT_EQ(doc["pools"][1]["replicaCount"], 7);
@@ -585,6 +690,27 @@ TEST(PlanCommand, TwoPrimaryReplicasExitOne) {
   EXPECT_EQ(run.status, 1) << run.out;
   EXPECT_NE(run.out.find("FAIL  primary-pool"), std::string::npos) << run.out;
   std::remove(path.c_str());
+}
+
+TEST(PlanCommand, JobsThatCannotWorkExitOne) {
+  TallyRun one = runTally("--primary-machine n1-highmem-96 --accelerator NVIDIA_TESLA_V100:8");
+  EXPECT_EQ(one.status, 1) << one.out;
+  EXPECT_NE(one.out.find("FAIL  collnet-hosts"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("Recommended reducers: none"), std::string::npos) << one.out;
+  EXPECT_EQ(one.out.find("n1-highcpu-16,replica-count"), std::string::npos) << one.out;
+
+  TallyRun vertex = runTally(
+      "--primary-machine n1-highmem-96 --accelerator NVIDIA_TESLA_V100:8 --workers 4 "
+      "--reducer-image us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest");
+  EXPECT_EQ(vertex.status, 1) << vertex.out;
+  EXPECT_NE(vertex.out.find("FAIL  reducer-image"), std::string::npos) << vertex.out;
+
+  TallyRun small = runTally(
+      "--primary-machine n1-highmem-96 --accelerator NVIDIA_TESLA_V100:8 --workers 4 "
+      "--reducer-machine n1-highcpu-8");
+  EXPECT_EQ(small.status, 1) << small.out;
+  EXPECT_NE(small.out.find("FAIL  reducer-vcpus      n1-highcpu-8 has 8 vCPUs"), std::string::npos)
+      << small.out;
 }
 
 TEST(PlanCommand, BadInputExitsTwo) {

@@ -179,7 +179,7 @@ Subcommand addPlanCommand(CLI::App& parent) {
     plan::Plan result;
     Status s = plan::makePlan(job, options, &result);
     if (!s.isOk()) return fail(f, s);
-    if (size_reducers) {
+    if (size_reducers && result.recommended_reducers > 0) {
       // No --reducers: check the job with its reducer pool sized as recommended.
       plan::PoolSpec& pool = job.pools[2];
       pool.present = true;

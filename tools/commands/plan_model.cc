@@ -145,6 +145,91 @@ std::string gbpsText(double gbps) {
   return out.str();
 }
 
+// Hosts that take part in the all-reduce: the replicas of pools 0 and 1.
+int64_t collnetHosts(const JobSpec& job) {
+  int64_t hosts = 0;
+  for (int i : {0, 1}) hosts += job.pools[i].present ? job.pools[i].replica_count : 0;
+  return hosts;
+}
+
+Rule collnetHostsRule(int64_t hosts) {
+  Rule rule{"collnet-hosts", hosts >= 2, ""};
+  std::string count = std::to_string(hosts) + (hosts == 1 ? " host" : " hosts");
+  rule.detail = rule.pass ? "pools 0 and 1 hold " + count + " (CollNet needs two or more)"
+                          : "pools 0 and 1 hold " + count +
+                                ": CollNet needs two or more hosts (within one host NCCL reduces "
+                                "without the network, so reducers would sit idle); add hosts in "
+                                "pool 1, or run without a reducer pool";
+  return rule;
+}
+
+// Reducers sum on the CPU; Vertex AI's reduction-server guidance asks for at least 16 vCPUs each.
+Rule reducerVcpusRule(const std::vector<std::string>& machines) {
+  Rule rule{"reducer-vcpus", true, ""};
+  if (machines.empty()) {
+    rule.detail = "no reducers planned";
+    return rule;
+  }
+  for (const auto& machine : machines) {
+    MachineShape shape;
+    if (!parseMachineType(machine, &shape).isOk()) continue;  // makePlan has refused it already
+    std::string detail;
+    if (shape.gpus > 0) {
+      detail = machine + " comes with " + std::to_string(shape.gpus) +
+               " GPUs; reducers need a CPU machine with at least " +
+               std::to_string(kMinReducerVcpus) + " vCPUs, e.g. " + kDefaultReducerMachine;
+    } else if (shape.vcpus < kMinReducerVcpus) {
+      detail = machine + " has " + std::to_string(shape.vcpus) +
+               " vCPUs; a reducer needs at least " + std::to_string(kMinReducerVcpus) +
+               " (Vertex AI's reduction-server guidance), e.g. " + kDefaultReducerMachine;
+    }
+    if (!detail.empty()) {
+      rule.pass = false;
+      rule.detail = detail;
+      return rule;
+    }
+    rule.detail += (rule.detail.empty() ? "" : ", ") + machine + " has " +
+                   std::to_string(shape.vcpus) + " vCPUs";
+  }
+  rule.detail += " (at least " + std::to_string(kMinReducerVcpus) + ")";
+  return rule;
+}
+
+bool isVertexReductionServerImage(const std::string& image) {
+  return image.find("reductionserver") != std::string::npos;
+}
+
+Rule reducerImageRule(const std::string& image) {
+  Rule rule{"reducer-image", true, ""};
+  if (image.empty()) {
+    rule.detail = "pool 2's image is not given (the planned job says " +
+                  std::string(kReducerImagePlaceholder) + ")";
+  } else if (isVertexReductionServerImage(image)) {
+    rule.pass = false;
+    rule.detail = "pool 2's image " + image +
+                  " is Vertex AI's own Reduction Server, a closed reducer that speaks neither "
+                  "Tally's protocol nor has `tally launch`; use the Tally reducer image (built "
+                  "from docker/reducer.Dockerfile) with --reducer-image or containerSpec.imageUri";
+  } else {
+    rule.detail = "pool 2 runs " + image;
+  }
+  return rule;
+}
+
+Rule evaluatorsRule(const PoolSpec& evaluators) {
+  Rule rule{"evaluators", true, ""};
+  if (!evaluators.present) {
+    rule.detail = "pool 3 is empty";
+  } else if (evaluators.replica_count > 1) {
+    rule.pass = false;
+    rule.detail = "pool 3 has replicaCount " + std::to_string(evaluators.replica_count) +
+                  "; TensorFlow runs at most one evaluator: set it to 1";
+  } else {
+    rule.detail = "pool 3 has replicaCount " + std::to_string(evaluators.replica_count);
+  }
+  return rule;
+}
+
 }  // namespace
 
 const char* poolRole(int pool) {
@@ -257,8 +342,11 @@ Status makePlan(const JobSpec& job, const PlanOptions& options, Plan* out) {
   TALLY_RETURN_IF_ERROR(
       machineEgress(plan.reducer_machine, "", 0, egress_options, &plan.reducer_machine_egress));
   // The small slack keeps 800 / 32 at 25 when the division is not exact in binary.
+  // One host has no CollNet traffic: no reducers to recommend (collnet-hosts fails).
+  int64_t hosts = collnetHosts(job);
   double ratio = plan.worker_gbps / plan.reducer_machine_egress.gbps;
-  plan.recommended_reducers = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(ratio - 1e-9)));
+  plan.recommended_reducers =
+      hosts < 2 ? 0 : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(ratio - 1e-9)));
 
   // The rules, on the job as given.
   Rule primary_rule{"primary-pool", false, ""};
@@ -285,7 +373,10 @@ Status makePlan(const JobSpec& job, const PlanOptions& options, Plan* out) {
   }
   Rule bandwidth_rule{"reducer-bandwidth", false, ""};
   std::string need = gbpsText(plan.worker_gbps) + " Gbps of pools 0 and 1";
-  if (!reducers.present) {
+  if (hosts < 2) {
+    bandwidth_rule.pass = true;
+    bandwidth_rule.detail = "not applicable: no CollNet traffic to carry (see collnet-hosts)";
+  } else if (!reducers.present) {
     bandwidth_rule.detail = "pool 2 is empty: no reducer egress for the " + need + "; add " +
                             std::to_string(plan.recommended_reducers) + " x " +
                             plan.reducer_machine;
@@ -299,7 +390,21 @@ Status makePlan(const JobSpec& job, const PlanOptions& options, Plan* out) {
                                       std::to_string(plan.recommended_reducers) + " x " +
                                       plan.reducer_machine;
   }
-  plan.rules = {primary_rule, cpu_rule, bandwidth_rule};
+  std::vector<std::string> reducer_machines;
+  if (reducers.present) reducer_machines.push_back(reducers.machine_type);
+  if (plan.recommended_reducers > 0 && plan.reducer_machine != reducers.machine_type) {
+    reducer_machines.push_back(plan.reducer_machine);
+  }
+  std::string reducer_image = !options.reducer_image.empty() ? options.reducer_image
+                              : reducers.present             ? reducers.image_uri
+                                                             : "";
+  plan.rules = {primary_rule,
+                cpu_rule,
+                bandwidth_rule,
+                collnetHostsRule(hosts),
+                reducerVcpusRule(reducer_machines),
+                reducerImageRule(reducer_image),
+                evaluatorsRule(job.pools[3])};
 
   // The planned job.
   JobSpec planned = job;
@@ -317,28 +422,32 @@ Status makePlan(const JobSpec& job, const PlanOptions& options, Plan* out) {
                          " of pool 0's replicas moved to pool 1");
   }
   PoolSpec& planned_reducers = planned.pools[2];
-  planned_reducers.present = true;
-  planned_reducers.machine_type = plan.reducer_machine;
-  planned_reducers.accelerator_type.clear();
-  planned_reducers.accelerator_count = 0;
-  planned_reducers.replica_count = plan.recommended_reducers;
-  planned_reducers.args.clear();
-  planned_reducers.image_uri = !options.reducer_image.empty() ? options.reducer_image
-                               : reducers.present             ? reducers.image_uri
-                                                              : "";
-  if (planned_reducers.image_uri.empty()) {
-    planned_reducers.image_uri = kReducerImagePlaceholder;
-    plan.notes.push_back(std::string("pool 2's image is ") + kReducerImagePlaceholder +
-                         ": pass --reducer-image with the Tally reducer image");
-  } else if (planned_reducers.image_uri.find("vertex-ai-restricted/training/reductionserver") !=
-             std::string::npos) {
-    plan.notes.push_back(
-        "pool 2's image is Vertex AI's own Reduction Server, which has no "
-        "`tally launch`: pass --reducer-image with the Tally reducer image");
-  }
-  if (reducers.present && reducers.replica_count != plan.recommended_reducers) {
-    plan.notes.push_back("planned job: pool 2 has " + std::to_string(plan.recommended_reducers) +
-                         " replicas instead of " + std::to_string(reducers.replica_count));
+  if (plan.recommended_reducers == 0) {
+    planned_reducers = PoolSpec{};
+    if (reducers.present) plan.notes.push_back("planned job: no reducer pool for a single host");
+  } else {
+    planned_reducers.present = true;
+    planned_reducers.machine_type = plan.reducer_machine;
+    planned_reducers.accelerator_type.clear();
+    planned_reducers.accelerator_count = 0;
+    planned_reducers.replica_count = plan.recommended_reducers;
+    planned_reducers.args.clear();
+    planned_reducers.command = {"tally", "launch", "--"};
+    planned_reducers.image_uri = reducer_image;
+    if (isVertexReductionServerImage(reducer_image)) {
+      planned_reducers.image_uri = kReducerImagePlaceholder;
+      plan.notes.push_back(std::string("pool 2's image is ") + kReducerImagePlaceholder +
+                           " instead of Vertex AI's Reduction Server (see reducer-image): pass "
+                           "--reducer-image with the Tally reducer image");
+    } else if (planned_reducers.image_uri.empty()) {
+      planned_reducers.image_uri = kReducerImagePlaceholder;
+      plan.notes.push_back(std::string("pool 2's image is ") + kReducerImagePlaceholder +
+                           ": pass --reducer-image with the Tally reducer image");
+    }
+    if (reducers.present && reducers.replica_count != plan.recommended_reducers) {
+      plan.notes.push_back("planned job: pool 2 has " + std::to_string(plan.recommended_reducers) +
+                           " replicas instead of " + std::to_string(reducers.replica_count));
+    }
   }
 
   plan.train_command =
@@ -374,7 +483,6 @@ Status makePlan(const JobSpec& job, const PlanOptions& options, Plan* out) {
       image_missing = true;
     }
   }
-  planned_reducers.command = {"tally", "launch", "--"};
   if (image_missing) {
     plan.notes.push_back(std::string("the training image is ") + kTrainingImagePlaceholder +
                          ": pass --image or set containerSpec.imageUri");

@@ -9,9 +9,14 @@
 // Rules (each one PASS or FAIL):
 //   primary-pool       pool 0 is present with replicaCount 1;
 //   reducers-cpu-only  pool 2 asks for no accelerators;
-//   reducer-bandwidth  pool 2's total egress >= the total egress of pools 0 and 1.
+//   reducer-bandwidth  pool 2's total egress >= the total egress of pools 0 and 1;
+//   collnet-hosts      pools 0 and 1 hold two or more hosts (CollNet has nothing to do on one);
+//   reducer-vcpus      the reducer machines have at least 16 vCPUs;
+//   reducer-image      pool 2's image is not Vertex AI's own Reduction Server (no `tally launch`);
+//   evaluators         pool 3 has at most one replica (TensorFlow runs one evaluator).
 // Recommended reducers = ceil(egress of pools 0 and 1 / egress of one reducer machine), at
 // least 1: five 100 Gbps GPU hosts need 16 n1-highcpu-16 (32 Gbps) reducers, eight need 25.
+// A single host gets none (0).
 #pragma once
 
 #include <array>
@@ -26,6 +31,8 @@ namespace tally::plan {
 
 inline constexpr int kPools = 4;
 inline constexpr const char* kDefaultReducerMachine = "n1-highcpu-16";
+// Vertex AI's reduction-server guidance: each reducer machine has at least 16 vCPUs.
+inline constexpr int kMinReducerVcpus = 16;
 inline constexpr const char* kDefaultRegion = "us-central1";
 inline constexpr const char* kDefaultDisplayName = "tally-job";
 // Placeholders put in the gcloud command where the input did not say (a note says so too).
@@ -79,7 +86,7 @@ struct PlanOptions {
 };
 
 struct Rule {
-  std::string name;  // "primary-pool", "reducers-cpu-only", "reducer-bandwidth"
+  std::string name;  // "primary-pool", "reducers-cpu-only", ... (the list above)
   bool pass = false;
   std::string detail;  // one sentence: what was found and, on FAIL, what to change
 };
@@ -96,7 +103,7 @@ struct Plan {
   double reducer_pool_gbps = 0;  // pool 2 as given (0 when it is skipped)
   std::string reducer_machine;   // the machine the recommendation is for
   Egress reducer_machine_egress;
-  int64_t recommended_reducers = 0;
+  int64_t recommended_reducers = 0;  // 0 when pools 0 and 1 hold a single host
   std::vector<Rule> rules;
   std::string region;
   std::string display_name;

@@ -169,9 +169,13 @@ std::string renderText(const Plan& plan) {
     out << line << rule.detail << "\n";
   }
 
-  out << "\nRecommended reducers: " << plan.recommended_reducers << " x " << plan.reducer_machine
-      << " = ceil(" << gbpsText(plan.worker_gbps) << " Gbps / "
-      << gbpsText(plan.reducer_machine_egress.gbps) << " Gbps)\n";
+  if (plan.recommended_reducers == 0) {
+    out << "\nRecommended reducers: none (a single host has no CollNet traffic)\n";
+  } else {
+    out << "\nRecommended reducers: " << plan.recommended_reducers << " x " << plan.reducer_machine
+        << " = ceil(" << gbpsText(plan.worker_gbps) << " Gbps / "
+        << gbpsText(plan.reducer_machine_egress.gbps) << " Gbps)\n";
+  }
 
   out << "\nBandwidth sources" << (plan.tier1 ? " (Tier_1 networking)" : "") << "\n";
   std::vector<std::string> sources;
