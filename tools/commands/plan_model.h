@@ -65,12 +65,15 @@ struct JobSpec {
 };
 
 // Parses a bare CustomJobSpec ({"workerPoolSpecs": [...]}) or a full CustomJob
-// ({"displayName": ..., "jobSpec": {"workerPoolSpecs": [...]}}). replicaCount and
-// acceleratorCount may be numbers or decimal strings (the REST API writes int64 as a string).
+// ({"displayName": ..., "jobSpec": {"workerPoolSpecs": [...]}}), written in JSON (comments
+// allowed) or YAML (spec_document.h). replicaCount and acceleratorCount may be numbers or decimal
+// strings (the REST API writes int64 as a string). A key Vertex AI does not define is an error
+// naming the nearest known one (spec_keys.h).
 // On error (kInvalidUsage) *out is untouched and the message names the field, e.g.
 // "jobSpec.workerPoolSpecs[1].replicaCount: expected a non-negative integer, got \"two\"".
 Status parseJobSpec(const std::string& text, JobSpec* out);
-// Reads `path` and parses it; an unreadable file is kInvalidUsage naming the path.
+// Reads `path` and parses it; an unreadable file is kInvalidUsage naming the path and the
+// system's reason ("path: cannot read the file: Is a directory").
 Status readJobSpecFile(const std::string& path, JobSpec* out);
 
 struct PlanOptions {
