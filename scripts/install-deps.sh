@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Tally's build and tests need. Skips apt when all are present.
 set -euo pipefail
-pkgs=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
+pkgs=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
       prometheus-cpp-dev dpkg-dev file libgloo-dev gnuplot-nox iproute2 libssl-dev libisal-dev
       clang libclang-rt-14-dev libfabric-dev libibverbs-dev)
 missing=()

@@ -14,7 +14,7 @@ target_include_directories(tally_commands PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(tally_commands
   PUBLIC tally_driver tally_reducer tally_transport tally_common CLI11::CLI11
          nlohmann_json::nlohmann_json
-  PRIVATE tally_warnings)
+  PRIVATE ${TALLY_YAML_CPP} tally_warnings)
 # Installed plugin is found at <bin>/../<libdir>/libnccl-net-tally.so.
 target_compile_definitions(tally_commands PRIVATE TALLY_INSTALL_LIBDIR="${CMAKE_INSTALL_LIBDIR}")
 

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -11,6 +13,7 @@
 
 #include "tools/commands/machine_types.h"
 #include "tools/commands/plan_model.h"
+#include "tools/commands/spec_keys.h"
 
 namespace tally::plan {
 namespace {
@@ -32,6 +35,11 @@ std::string v100Pool(const std::string& replicas) {
 std::string reducerPool(const std::string& replicas, const std::string& extra = "") {
   return R"({"machineSpec": {"machineType": "n1-highcpu-16")" + extra + R"(}, "replicaCount": )" +
          replicas + R"(, "containerSpec": {"imageUri": "gcr.io/p/tally-reducer"}})";
+}
+
+std::string evaluatorPool(const std::string& replicas) {
+  return R"({"machineSpec": {"machineType": "n1-highcpu-8"}, "replicaCount": )" + replicas +
+         R"(, "containerSpec": {"imageUri": "gcr.io/p/train"}})";
 }
 
 // A bare CustomJobSpec with the given pool entries.
@@ -131,19 +139,115 @@ TEST(PlanModel, ReducerBandwidthTooLowFails) {
 }
 
 TEST(PlanModel, EmptyPoolsAreSkipped) {
-  // No workers: the primary alone, 100 Gbps, needs 4 reducers; gcloud gets an empty pool 1.
-  Plan plan = planOf(specOf({v100Pool("1"), "{}", reducerPool("4")}));
-  EXPECT_FALSE(plan.input.pools[1].present);
-  EXPECT_TRUE(plan.ok());
-  EXPECT_EQ(plan.recommended_reducers, 4);
-  ASSERT_GE(plan.gcloud.size(), 9u);
-  EXPECT_EQ(plan.gcloud[7], "--worker-pool-spec=");
+  // Two hosts in pool 1 and no pool 0 entry but a skipped pool 2: gcloud gets the reducers.
+  Plan plan = planOf(specOf({v100Pool("1"), v100Pool("1"), "{}", evaluatorPool("1")}));
+  EXPECT_FALSE(plan.input.pools[2].present);
+  EXPECT_EQ(plan.recommended_reducers, 7);  // ceil(200 / 32)
+  ASSERT_GE(plan.gcloud.size(), 10u);
   EXPECT_EQ(plan.gcloud[8].rfind("--worker-pool-spec=machine-type=n1-highcpu-16,", 0), 0u)
       << plan.gcloud[8];
+  EXPECT_EQ(plan.gcloud[9].rfind("--worker-pool-spec=machine-type=n1-highcpu-8,", 0), 0u)
+      << plan.gcloud[9];
   // An empty pool 0 fails the primary rule and leaves no gcloud command.
   Plan headless = planOf(specOf({"{}", v100Pool("4"), reducerPool("13")}));
   EXPECT_FALSE(ruleNamed(headless, "primary-pool").pass);
   EXPECT_TRUE(headless.gcloud.empty());
+}
+
+TEST(PlanModel, OneHostFailsCollnetHostsAndGetsNoReducers) {
+  // One GPU host: CollNet has no network reduction to do, so no reducers are recommended.
+  Plan plan = planOf(specOf({v100Pool("1"), "{}", reducerPool("4"), evaluatorPool("1")}));
+  EXPECT_FALSE(plan.ok());
+  const Rule& rule = ruleNamed(plan, "collnet-hosts");
+  EXPECT_FALSE(rule.pass);
+  EXPECT_EQ(rule.detail,
+            "pools 0 and 1 hold 1 host: CollNet needs two or more hosts (within one host NCCL "
+            "reduces without the network, so reducers would sit idle); add hosts in pool 1, or "
+            "run without a reducer pool");
+  EXPECT_EQ(plan.recommended_reducers, 0);
+  EXPECT_FALSE(plan.planned.pools[2].present);
+  // The planned job skips pools 1 and 2 with empty specs and keeps the evaluator.
+  ASSERT_EQ(plan.gcloud.size(), 12u);
+  EXPECT_EQ(plan.gcloud[7], "--worker-pool-spec=");
+  EXPECT_EQ(plan.gcloud[8], "--worker-pool-spec=");
+  EXPECT_NE(renderText(plan).find("Recommended reducers: none"), std::string::npos);
+  json doc = json::parse(renderJson(plan));
+  EXPECT_EQ(doc["recommendedReducers"], 0);
+
+  // Two hosts pass, in one pool or across pools 0 and 1.
+  EXPECT_TRUE(
+      ruleNamed(planOf(specOf({v100Pool("1"), v100Pool("1"), reducerPool("7")})), "collnet-hosts")
+          .pass);
+  EXPECT_FALSE(ruleNamed(planOf(specOf({v100Pool("1"), v100Pool("0")})), "collnet-hosts").pass);
+}
+
+TEST(PlanModel, VertexReductionServerImageFails) {
+  const std::string vertex =
+      "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest";
+  std::string pool = reducerPool("16");
+  pool.replace(pool.find("gcr.io/p/tally-reducer"), 22, vertex);
+  Plan plan = planOf(specOf({v100Pool("1"), v100Pool("4"), pool}));
+  EXPECT_FALSE(plan.ok());
+  const Rule& rule = ruleNamed(plan, "reducer-image");
+  EXPECT_FALSE(rule.pass);
+  EXPECT_EQ(rule.detail, "pool 2's image " + vertex +
+                             " is Vertex AI's own Reduction Server, a closed reducer that speaks "
+                             "neither Tally's protocol nor has `tally launch`; use the Tally "
+                             "reducer image (built from docker/reducer.Dockerfile) with "
+                             "--reducer-image or containerSpec.imageUri");
+  // The planned command does not run `tally launch` in Vertex's image.
+  EXPECT_EQ(plan.planned.pools[2].image_uri, kReducerImagePlaceholder);
+  for (const auto& word : plan.gcloud) EXPECT_EQ(word.find("reductionserver"), std::string::npos);
+
+  // --reducer-image replaces it, and the rule passes.
+  PlanOptions options;
+  options.reducer_image = "gcr.io/p/tally-reducer:1";
+  Plan fixed = planOf(specOf({v100Pool("1"), v100Pool("4"), pool}), options);
+  EXPECT_TRUE(ruleNamed(fixed, "reducer-image").pass);
+  EXPECT_EQ(fixed.planned.pools[2].image_uri, "gcr.io/p/tally-reducer:1");
+}
+
+TEST(PlanModel, ReducerUnderSixteenVcpusFails) {
+  std::string small = reducerPool("32");
+  small.replace(small.find("n1-highcpu-16"), 13, "n1-highcpu-8");
+  Plan plan = planOf(specOf({v100Pool("1"), v100Pool("4"), small}));
+  const Rule& rule = ruleNamed(plan, "reducer-vcpus");
+  EXPECT_FALSE(rule.pass);
+  EXPECT_EQ(rule.detail,
+            "n1-highcpu-8 has 8 vCPUs; a reducer needs at least 16 (Vertex AI's reduction-server "
+            "guidance), e.g. n1-highcpu-16");
+  EXPECT_TRUE(ruleNamed(plan, "reducer-bandwidth").pass);  // 32 x 16 = 512 >= 500
+  EXPECT_FALSE(plan.ok());
+
+  // The machine asked for with --reducer-machine is checked too; 16 vCPUs and more pass.
+  PlanOptions options;
+  options.reducer_machine = "n2-highcpu-8";
+  EXPECT_FALSE(
+      ruleNamed(planOf(specOf({v100Pool("1"), v100Pool("4")}), options), "reducer-vcpus").pass);
+  options.reducer_machine = "n2-highcpu-32";
+  Rule big =
+      ruleNamed(planOf(specOf({v100Pool("1"), v100Pool("4")}), options), "reducer-vcpus");
+  EXPECT_TRUE(big.pass);
+  EXPECT_EQ(big.detail, "n2-highcpu-32 has 32 vCPUs (at least 16)");
+  // A GPU machine type as a reducer fails with the reason.
+  options.reducer_machine = "a2-highgpu-1g";
+  options.bandwidth["a2-highgpu-1g"] = 24;
+  Rule gpu =
+      ruleNamed(planOf(specOf({v100Pool("1"), v100Pool("4")}), options), "reducer-vcpus");
+  EXPECT_FALSE(gpu.pass);
+  EXPECT_NE(gpu.detail.find("a2-highgpu-1g comes with 1 GPUs"), std::string::npos) << gpu.detail;
+}
+
+TEST(PlanModel, MoreThanOneEvaluatorFails) {
+  Plan plan = planOf(specOf({v100Pool("1"), v100Pool("4"), reducerPool("16"), evaluatorPool("2")}));
+  const Rule& rule = ruleNamed(plan, "evaluators");
+  EXPECT_FALSE(rule.pass);
+  EXPECT_EQ(rule.detail,
+            "pool 3 has replicaCount 2; TensorFlow runs at most one evaluator: set it "
+            "to 1");
+  EXPECT_FALSE(plan.ok());
+  EXPECT_TRUE(
+      planOf(specOf({v100Pool("1"), v100Pool("4"), reducerPool("16"), evaluatorPool("1")})).ok());
 }
 
 TEST(PlanModel, ReplicaCountIsANumberOrAString) {
@@ -162,7 +266,7 @@ TEST(PlanModel, MalformedSpecNamesTheField) {
   } cases[] = {
       {"{\"workerPoolSpecs\": [", "not valid JSON"},
       {"[]", "(top level): expected an object"},
-      {"{\"pools\": []}", "workerPoolSpecs: missing"},
+      {"{}", "workerPoolSpecs: missing"},
       {"{\"workerPoolSpecs\": {}}", "workerPoolSpecs: expected an array of 1 to 4 pools"},
       {specOf({"{}", "{}", "{}", "{}", "{}"}), "workerPoolSpecs: expected an array of 1 to 4"},
       {specOf({"3"}), "workerPoolSpecs[0]: expected an object"},
@@ -193,6 +297,133 @@ TEST(PlanModel, MalformedSpecNamesTheField) {
   }
 }
 
+TEST(PlanModel, JsonWithCommentsParses) {
+  // Vertex AI's examples annotate their JSON with // lines.
+  std::string text = "// a reduction-server job\n{\"workerPoolSpecs\": [ /* primary */ " +
+                     v100Pool("1") + ",\n  // workers\n  " + v100Pool("4") + ", " +
+                     reducerPool("16") + "]}\n";
+  Plan plan = planOf(text);
+  EXPECT_EQ(plan.input.pools[1].replica_count, 4);
+  EXPECT_EQ(plan.recommended_reducers, 16);
+}
+
+// What `gcloud ai custom-jobs create --config` takes: a CustomJobSpec in YAML.
+constexpr const char* kYamlSpec = R"(# the five-host job
+workerPoolSpecs:
+  - machineSpec:
+      machineType: n1-highmem-96
+      acceleratorType: NVIDIA_TESLA_V100
+      acceleratorCount: 8
+    replicaCount: 1
+    containerSpec:
+      imageUri: gcr.io/p/train
+      command: [tally, launch, --]
+      args: ["python", "train.py", "--epochs", "90"]
+  - machineSpec: {machineType: n1-highmem-96, acceleratorType: NVIDIA_TESLA_V100, acceleratorCount: 8}
+    replicaCount: "4"
+    containerSpec: {imageUri: gcr.io/p/train}
+  - machineSpec:
+      machineType: n1-highcpu-16
+    replicaCount: 16
+    containerSpec:
+      imageUri: gcr.io/p/tally-reducer
+)";
+
+TEST(PlanModel, YamlSpecParsesLikeJson) {
+  Plan plan = planOf(kYamlSpec);
+  EXPECT_EQ(plan.input.pools[0].accelerator_count, 8);
+  EXPECT_EQ(plan.input.pools[1].replica_count, 4);  // a quoted number reads as REST's string
+  EXPECT_EQ(plan.input.pools[2].machine_type, "n1-highcpu-16");
+  EXPECT_EQ(plan.recommended_reducers, 16);
+  EXPECT_TRUE(plan.ok());
+  EXPECT_EQ(plan.train_command, (std::vector<std::string>{"python", "train.py", "--epochs", "90"}));
+
+  // A full CustomJob in YAML gives its displayName too.
+  Plan full = planOf(
+      "displayName: resnet\njobSpec:\n  workerPoolSpecs:\n"
+      "    - machineSpec: {machineType: n1-highcpu-16}\n");
+  EXPECT_EQ(full.display_name, "resnet");
+  EXPECT_EQ(full.input.pools[0].machine_type, "n1-highcpu-16");
+}
+
+TEST(PlanModel, YamlErrorsNameTheLineOrTheField) {
+  struct Case {
+    std::string text;
+    std::string error;
+  } cases[] = {
+      {"workerPoolSpecs:\n  - machineSpec: [a,\n", "not valid YAML: line "},
+      // The same field checks as JSON: an unquoted 90 is a number, not a string.
+      {"workerPoolSpecs:\n  - machineSpec: {machineType: n1-highcpu-16}\n"
+       "    containerSpec: {args: [--epochs, 90]}\n",
+       "workerPoolSpecs[0].containerSpec.args[1]: expected a string, got 90"},
+      {"workerPoolSpecs:\n  - machineSpec: {machineType: n1-highcpu-16}\n    replicaCount: two\n",
+       "workerPoolSpecs[0].replicaCount: expected a non-negative integer"},
+      {"just text", "(top level): expected an object"},
+  };
+  for (const auto& c : cases) {
+    JobSpec job;
+    Status s = parseJobSpec(c.text, &job);
+    EXPECT_FALSE(s.isOk()) << c.text;
+    EXPECT_NE(s.message().find(c.error), std::string::npos)
+        << "want \"" << c.error << "\" in: " << s.message();
+  }
+}
+
+TEST(PlanModel, UnknownKeysAreErrorsWithTheNearestKnownKey) {
+  struct Case {
+    std::string text;
+    std::string error;
+  } cases[] = {
+      {specOf({R"({"machineSpec": {"machineType": "n1-highcpu-16"}, "replicaCont": 4})"}),
+       "workerPoolSpecs[0].replicaCont: unknown key in a WorkerPoolSpec (did you mean "
+       "replicaCount?)"},
+      {specOf({R"({"machineSpec": {"machineTyp": "n1-highcpu-16"}})"}),
+       "workerPoolSpecs[0].machineSpec.machineTyp: unknown key in a MachineSpec (did you mean "
+       "machineType?)"},
+      {specOf({R"({"machineSpec": {"machineType": "n1-highcpu-16"},
+                   "containerSpec": {"imageURI": "x"}})"}),
+       "workerPoolSpecs[0].containerSpec.imageURI: unknown key in a ContainerSpec (did you mean "
+       "imageUri?)"},
+      {specOf({R"({"machineSpec": {"machineType": "n1-highcpu-16"}, "replica_count": 4})"}),
+       "(did you mean replicaCount?)"},
+      {R"({"workerPoolSpec": []})",
+       "workerPoolSpec: unknown key in a CustomJobSpec (did you mean workerPoolSpecs?)"},
+      {R"({"displayname": "j", "jobSpec": {"workerPoolSpecs": [{}]}})",
+       "displayname: unknown key in a CustomJob (did you mean displayName?)"},
+      {R"({"jobSpec": {"workerPoolSpecs": [{}], "serviceAcount": "a"}})",
+       "jobSpec.serviceAcount: unknown key in a CustomJobSpec (did you mean serviceAccount?)"},
+      // Nothing near: the known keys are listed instead.
+      {specOf({R"({"machineSpec": {"machineType": "n1-highcpu-16"}, "colour": "red"})"}),
+       "workerPoolSpecs[0].colour: unknown key in a WorkerPoolSpec (known keys: containerSpec "},
+  };
+  for (const auto& c : cases) {
+    JobSpec job;
+    Status s = parseJobSpec(c.text, &job);
+    EXPECT_FALSE(s.isOk()) << c.text;
+    EXPECT_NE(s.message().find(c.error), std::string::npos)
+        << "want \"" << c.error << "\" in: " << s.message();
+  }
+}
+
+TEST(PlanModel, KnownVertexKeysTallyDoesNotReadAreAccepted) {
+  std::string pool = R"({"machineSpec": {"machineType": "n1-highcpu-16", "reservationAffinity": {}},
+      "replicaCount": 1, "diskSpec": {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100},
+      "nfsMounts": [], "pythonPackageSpec": {},
+      "containerSpec": {"imageUri": "i", "command": ["c"], "args": ["a"],
+                        "env": [{"name": "A", "value": "1"}]}})";
+  std::string text = R"({"displayName": "j", "labels": {"team": "ml"}, "jobSpec": {
+      "workerPoolSpecs": [)" +
+                     pool + R"(], "scheduling": {"timeout": "3600s"},
+      "serviceAccount": "sa@p.iam.gserviceaccount.com", "network": "projects/1/global/networks/n",
+      "baseOutputDirectory": {"outputUriPrefix": "gs://b/o"}, "enableWebAccess": false}})";
+  JobSpec job;
+  Status s = parseJobSpec(text, &job);
+  EXPECT_TRUE(s.isOk()) << s.toString();
+  EXPECT_EQ(job.pools[0].machine_type, "n1-highcpu-16");
+  EXPECT_EQ(nearestKey("env", SpecObject::kContainerSpec), "env");
+  EXPECT_EQ(nearestKey("xyz", SpecObject::kContainerSpec), "");
+}
+
 TEST(PlanModel, FullCustomJobGivesTheDisplayName) {
   Plan plan = planOf(R"({"displayName": "resnet", "jobSpec": )" +
                      specOf({v100Pool("1"), v100Pool("4"), reducerPool("16")}) + "}");
@@ -200,21 +431,66 @@ TEST(PlanModel, FullCustomJobGivesTheDisplayName) {
   EXPECT_TRUE(plan.ok());
 }
 
-TEST(PlanModel, UnknownMachineTypeAsksForBandwidth) {
+TEST(PlanModel, UnknownEgressAsksForBandwidth) {
   JobSpec job;
-  ASSERT_TRUE(
-      parseJobSpec(specOf({R"({"machineSpec": {"machineType": "z9-mystery-8"}})"}), &job).isOk());
+  ASSERT_TRUE(parseJobSpec(specOf({R"({"machineSpec": {"machineType": "c2-standard-60"}})",
+                                   R"({"machineSpec": {"machineType": "c2-standard-60"}})"}),
+                           &job)
+                  .isOk());
   Plan plan;
   Status s = makePlan(job, {}, &plan);
   ASSERT_FALSE(s.isOk());
-  EXPECT_NE(s.message().find("z9-mystery-8"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("--bandwidth z9-mystery-8=GBPS"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message(),
+            "no egress bandwidth known for c2-standard-60: pass --bandwidth c2-standard-60=GBPS "
+            "with its published maximum egress in Gbps");
 
   PlanOptions options;
-  ASSERT_TRUE(parseBandwidthOverride("z9-mystery-8=64", &options.bandwidth).isOk());
+  ASSERT_TRUE(parseBandwidthOverride("c2-standard-60=64", &options.bandwidth).isOk());
   ASSERT_TRUE(makePlan(job, options, &plan).isOk());
-  EXPECT_DOUBLE_EQ(plan.worker_gbps, 64);
-  EXPECT_EQ(plan.recommended_reducers, 2);
+  EXPECT_DOUBLE_EQ(plan.worker_gbps, 128);
+  EXPECT_EQ(plan.recommended_reducers, 4);
+}
+
+TEST(PlanModel, MadeUpMachineTypesAreRefusedEvenWithBandwidth) {
+  const std::string families =
+      "expected a predefined Compute Engine machine type of a known family: n1, n2, n2d, e2, c2, "
+      "c2d, c3, g2 (<family>-<type>-<vCPUs>, e.g. n1-highcpu-16); a2, a3 "
+      "(<family>-<type>-<GPUs>g, e.g. a2-highgpu-8g)";
+  for (const char* machine : {"z9-mystery-8", "n1-superfast-16", "n1-highcpu-7", "n1-highcpu-016",
+                              "a2-highgpu-3g", "a2-highgpu-8", "e2-standard-64", "c2-standard-"}) {
+    JobSpec job;
+    ASSERT_TRUE(
+        parseJobSpec(
+            specOf({std::string(R"({"machineSpec": {"machineType": ")") + machine + "\"}}"}), &job)
+            .isOk());
+    PlanOptions options;
+    ASSERT_TRUE(parseBandwidthOverride(std::string(machine) + "=64", &options.bandwidth).isOk());
+    Plan plan;
+    Status s = makePlan(job, options, &plan);
+    ASSERT_FALSE(s.isOk()) << machine;
+    EXPECT_EQ(s.message(), "unknown machine type " + std::string(machine) + ": " + families);
+  }
+  // The reducer machine asked for and an evaluator's machine are checked too.
+  PlanOptions options;
+  options.reducer_machine = "n1-highcpu-17";
+  Plan plan;
+  JobSpec job;
+  ASSERT_TRUE(parseJobSpec(specOf({v100Pool("1"), v100Pool("1")}), &job).isOk());
+  EXPECT_FALSE(makePlan(job, options, &plan).isOk());
+  ASSERT_TRUE(parseJobSpec(specOf({v100Pool("1"), v100Pool("1"), reducerPool("8"),
+                                   R"({"machineSpec": {"machineType": "made-up-4"}})"}),
+                           &job)
+                  .isOk());
+  Status s = makePlan(job, {}, &plan);
+  EXPECT_NE(s.message().find("unknown machine type made-up-4"), std::string::npos) << s.message();
+
+  MachineShape shape;
+  ASSERT_TRUE(parseMachineType("c2d-highcpu-112", &shape).isOk());
+  EXPECT_EQ(shape.family, "c2d");
+  EXPECT_EQ(shape.vcpus, 112);
+  ASSERT_TRUE(parseMachineType("a2-megagpu-16g", &shape).isOk());
+  EXPECT_EQ(shape.gpus, 16);
+  EXPECT_EQ(shape.vcpus, 0);
 }
 
 TEST(PlanModel, BandwidthOverrideWinsOverTheTable) {
@@ -239,6 +515,39 @@ TEST(PlanModel, BandwidthOverrideWinsOverTheTable) {
   EXPECT_TRUE(overrides.empty());
   ASSERT_TRUE(parseBandwidthOverride("x=12.5", &overrides).isOk());
   EXPECT_DOUBLE_EQ(overrides["x"], 12.5);
+}
+
+TEST(PlanModel, Tier1RaisesEligibleMachines) {
+  auto gbps = [](const std::string& machine, bool tier1, int64_t gpus = 0) {
+    Egress egress;
+    EgressOptions options;
+    options.tier1 = tier1;
+    Status s = machineEgress(machine, gpus ? "NVIDIA_TESLA_V100" : "", gpus, options, &egress);
+    return s.isOk() ? egress.gbps : -1;
+  };
+  EXPECT_EQ(gbps("n2-highcpu-32", false), 32);
+  EXPECT_EQ(gbps("n2-highcpu-32", true), 50);
+  EXPECT_EQ(gbps("n2-standard-48", true), 75);
+  EXPECT_EQ(gbps("n2-standard-64", true), 100);
+  EXPECT_EQ(gbps("n2-standard-128", true), 100);
+  EXPECT_EQ(gbps("c2-standard-30", true), 50);
+  EXPECT_EQ(gbps("c2-standard-60", true), 100);
+  EXPECT_EQ(gbps("c2-standard-60", false), -1);  // no default figure in the table
+  EXPECT_EQ(gbps("c2d-highcpu-56", true), 50);
+  EXPECT_EQ(gbps("c2d-highcpu-112", true), 100);
+  EXPECT_EQ(gbps("n2d-highcpu-96", true), 100);
+  EXPECT_EQ(gbps("n2-highcpu-16", true), 32);  // too small for Tier_1: the default figure
+  EXPECT_EQ(gbps("n1-highcpu-96", true), 32);  // N1 has no Tier_1
+  EXPECT_EQ(gbps("n1-highmem-96", true, 8), 100);
+
+  // 5 V100 hosts (500 Gbps) over n2-highcpu-64 reducers: 32 Gbps each by default, 100 with Tier_1.
+  PlanOptions options;
+  options.reducer_machine = "n2-highcpu-64";
+  EXPECT_EQ(planOf(specOf({v100Pool("1"), v100Pool("4")}), options).recommended_reducers, 16);
+  options.tier1 = true;
+  Plan plan = planOf(specOf({v100Pool("1"), v100Pool("4")}), options);
+  EXPECT_EQ(plan.recommended_reducers, 5);
+  EXPECT_EQ(plan.reducer_machine_egress.source, "Tier_1: n2 with 64 vCPUs");
 }
 
 TEST(PlanModel, MachineTable) {
@@ -294,7 +603,7 @@ TEST(PlanModel, GcloudListsWithCommasUseAnotherDelimiter) {
   PlanOptions options;
   options.train_command = {"python", "train.py", "--layers=1,2"};
   options.reducer_image = "gcr.io/p/r";
-  Plan plan = planOf(specOf({v100Pool("1")}), options);
+  Plan plan = planOf(specOf({v100Pool("1"), v100Pool("1")}), options);
   EXPECT_EQ(plan.gcloud.back(), "--args=^:^python:train.py:--layers=1,2");
   EXPECT_EQ(plan.planned.pools[2].image_uri, "gcr.io/p/r");
   std::string shell = renderShellCommand({"gcloud", "--args=it's"});
@@ -309,7 +618,9 @@ TEST(PlanModel, JsonOutputParsesAndHasTheNumbers) {
   EXPECT_EQ(doc["reducerPoolEgressGbps"], 640.0);
   EXPECT_EQ(doc["reducerMachineEgressGbps"], 32.0);
   EXPECT_EQ(doc["ok"], false);
-  ASSERT_EQ(doc["rules"].size(), 3u);
+  ASSERT_EQ(doc["rules"].size(), 7u);
+  EXPECT_EQ(doc["rules"][3]["name"], "collnet-hosts");
+  EXPECT_EQ(doc["rules"][6]["name"], "evaluators");
   EXPECT_EQ(doc["rules"][2]["name"], "reducer-bandwidth");
   EXPECT_EQ(doc["rules"][2]["pass"], false);
   EXPECT_EQ(doc["pools"][1]["replicaCount"], 7);
@@ -364,6 +675,14 @@ TEST(PlanCommand, ExampleSpecPasses) {
   EXPECT_NE(run.out.find("bucket_cap_mb=64"), std::string::npos) << run.out;
 }
 
+TEST(PlanCommand, YamlSpecFileRuns) {
+  std::string path = writeTemp("job.yaml", kYamlSpec);
+  TallyRun run = runTally("--spec '" + path + "'");
+  EXPECT_EQ(run.status, 0) << run.out;
+  EXPECT_NE(run.out.find("Recommended reducers: 16 x n1-highcpu-16"), std::string::npos) << run.out;
+  std::remove(path.c_str());
+}
+
 TEST(PlanCommand, TwoPrimaryReplicasExitOne) {
   std::string path =
       writeTemp("two_primaries.json", specOf({v100Pool("2"), v100Pool("3"), reducerPool("16")}));
@@ -373,10 +692,42 @@ TEST(PlanCommand, TwoPrimaryReplicasExitOne) {
   std::remove(path.c_str());
 }
 
+TEST(PlanCommand, JobsThatCannotWorkExitOne) {
+  TallyRun one = runTally("--primary-machine n1-highmem-96 --accelerator NVIDIA_TESLA_V100:8");
+  EXPECT_EQ(one.status, 1) << one.out;
+  EXPECT_NE(one.out.find("FAIL  collnet-hosts"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("Recommended reducers: none"), std::string::npos) << one.out;
+  EXPECT_EQ(one.out.find("n1-highcpu-16,replica-count"), std::string::npos) << one.out;
+
+  TallyRun vertex = runTally(
+      "--primary-machine n1-highmem-96 --accelerator NVIDIA_TESLA_V100:8 --workers 4 "
+      "--reducer-image us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest");
+  EXPECT_EQ(vertex.status, 1) << vertex.out;
+  EXPECT_NE(vertex.out.find("FAIL  reducer-image"), std::string::npos) << vertex.out;
+
+  TallyRun small = runTally(
+      "--primary-machine n1-highmem-96 --accelerator NVIDIA_TESLA_V100:8 --workers 4 "
+      "--reducer-machine n1-highcpu-8");
+  EXPECT_EQ(small.status, 1) << small.out;
+  EXPECT_NE(small.out.find("FAIL  reducer-vcpus      n1-highcpu-8 has 8 vCPUs"), std::string::npos)
+      << small.out;
+}
+
 TEST(PlanCommand, BadInputExitsTwo) {
   TallyRun missing = runTally("--spec /nonexistent/tally-plan.json");
   EXPECT_EQ(missing.status, 2) << missing.out;
-  EXPECT_NE(missing.out.find("cannot read"), std::string::npos) << missing.out;
+  EXPECT_NE(missing.out.find("tally plan: /nonexistent/tally-plan.json: cannot read the file: " +
+                             std::string(std::strerror(ENOENT))),
+            std::string::npos)
+      << missing.out;
+  // A directory is not "not valid JSON": the reason is the one strerror gives.
+  TallyRun dir = runTally("--spec /tmp");
+  EXPECT_EQ(dir.status, 2) << dir.out;
+  EXPECT_NE(
+      dir.out.find("tally plan: /tmp: cannot read the file: " + std::string(std::strerror(EISDIR))),
+      std::string::npos)
+      << dir.out;
+  EXPECT_EQ(dir.out.find("JSON"), std::string::npos) << dir.out;
 
   std::string path = writeTemp("bad_count.json", specOf({v100Pool("\"one\"")}));
   TallyRun bad = runTally("--spec '" + path + "'");
@@ -390,9 +741,15 @@ TEST(PlanCommand, BadInputExitsTwo) {
   EXPECT_EQ(workers.status, 2) << workers.out;
   EXPECT_NE(workers.out.find("--workers"), std::string::npos) << workers.out;
 
-  TallyRun unknown = runTally("--primary-machine z9-mystery-8");
+  TallyRun unknown = runTally("--primary-machine c2-standard-60");
   EXPECT_EQ(unknown.status, 2) << unknown.out;
-  EXPECT_NE(unknown.out.find("--bandwidth"), std::string::npos) << unknown.out;
+  EXPECT_NE(unknown.out.find("--bandwidth c2-standard-60=GBPS"), std::string::npos) << unknown.out;
+  TallyRun made_up = runTally("--primary-machine z9-mystery-8 --bandwidth z9-mystery-8=64");
+  EXPECT_EQ(made_up.status, 2) << made_up.out;
+  EXPECT_NE(made_up.out.find("unknown machine type z9-mystery-8: expected a predefined Compute "
+                             "Engine machine type of a known family: n1, n2"),
+            std::string::npos)
+      << made_up.out;
 }
 
 TEST(PlanCommand, FlagsAndJson) {
@@ -421,6 +778,15 @@ TEST(PlanCommand, FlagsAndJson) {
   EXPECT_EQ(over["workerEgressGbps"], 250.0);
   EXPECT_EQ(over["reducerPoolEgressGbps"], 512.0);
   EXPECT_EQ(over["recommendedReducers"], 4);
+
+  TallyRun tier1 = runTally(
+      "--primary-machine n1-highmem-96 --accelerator NVIDIA_TESLA_V100:8 --workers 4 "
+      "--reducer-machine n2-highcpu-64 --tier1 --json");
+  json t1 = json::parse(tier1.out, nullptr, false);
+  ASSERT_FALSE(t1.is_discarded()) << tier1.out;
+  EXPECT_EQ(t1["reducerMachineEgressGbps"], 100.0);
+  EXPECT_EQ(t1["recommendedReducers"], 5);
+  EXPECT_EQ(t1["tier1"], true);
 }
 
 }  // namespace

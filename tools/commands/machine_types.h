@@ -1,12 +1,20 @@
-// Egress bandwidth of the Compute Engine machine types a Vertex AI job runs on, for `tally plan`.
+// Compute Engine machine types for `tally plan`: which names exist (family, type, size), how many
+// vCPUs they have, and their egress bandwidth.
 //
-// The figure is the VM's maximum egress rate in Gbps with the default network tier, as Compute
-// Engine publishes it (docs/plan.md lists every row and where it comes from):
+// A machine type is a known family shape, "<family>-<type>-<size>": n1, n2, n2d, e2, c2, c2d, c3
+// and g2 with a predefined vCPU count (n1-highcpu-16), a2 and a3 with a GPU count (a2-highgpu-8g).
+// Anything else is an input error that lists the known families, even when --bandwidth gives its
+// figure.
+//
+// The egress figure is the VM's maximum egress rate in Gbps, as Compute Engine publishes it
+// (docs/plan.md lists every row and where it comes from):
 //   - n1 and n2 standard/highmem/highcpu shapes without GPUs: 2 Gbps per vCPU, at most 32;
 //   - GPU hosts, by machine type and attached GPUs: an n1-*-96 with 8 x NVIDIA_TESLA_V100,
-//     a2-highgpu-8g, a2-ultragpu-8g and a2-megagpu-16g: 100 Gbps.
-// Anything else is unknown: the lookup fails and asks for `--bandwidth MACHINE=GBPS`, which also
-// overrides a known figure (Tier_1 networking, a newer published number).
+//     a2-highgpu-8g, a2-ultragpu-8g and a2-megagpu-16g: 100 Gbps;
+//   - with Tier_1 networking (--tier1), n2, n2d, c2 and c2d shapes large enough for it: 50, 75 or
+//     100 Gbps by vCPU count (tier1Table()).
+// Anything else has no known figure: the lookup fails and asks for `--bandwidth MACHINE=GBPS`,
+// which also overrides a known figure.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +32,26 @@ using BandwidthOverrides = std::map<std::string, double>;
 
 // Parses one "MACHINE=GBPS" (GBPS a positive number, e.g. "n1-highcpu-16=32" or "x=12.5") into
 // *overrides; a repeated machine type takes the later value. kInvalidUsage on anything else,
-// leaving *overrides untouched.
+// leaving *overrides untouched. The machine type itself is checked when it is used.
 Status parseBandwidthOverride(const std::string& text, BandwidthOverrides* overrides);
+
+struct MachineShape {
+  std::string family;  // "n1", "c2d", "a2"
+  std::string type;    // "standard", "highcpu", "megagpu"
+  int vcpus = 0;       // from the name; 0 where the name counts GPUs instead (a2, a3)
+  int gpus = 0;        // a2/a3: the GPUs the machine type comes with ("8g"); 0 otherwise
+};
+
+// Splits a predefined machine type into its shape. kInvalidUsage naming the machine type and
+// listing the known families when it is not one; *out is written only on success.
+Status parseMachineType(const std::string& machine_type, MachineShape* out);
+// "n1, n2, n2d, e2, c2, c2d, c3, g2 (<family>-<type>-<vCPUs>); a2, a3 (<family>-<type>-<GPUs>g)"
+std::string knownFamiliesText();
+
+struct EgressOptions {
+  BandwidthOverrides overrides;
+  bool tier1 = false;  // the VMs use Tier_1 networking (per VM Tier_1 networking performance)
+};
 
 struct Egress {
   double gbps = 0;
@@ -33,10 +59,11 @@ struct Egress {
 };
 
 // The egress of one replica of `machine_type` with `accelerator_count` x `accelerator_type`
-// attached (type empty and count 0 for none). kInvalidUsage naming the machine and asking for
-// --bandwidth when the figure is unknown; *out is written only on success.
+// attached (type empty and count 0 for none). kInvalidUsage when the machine type is not a known
+// shape (even with an override), or naming the machine and asking for --bandwidth when its figure
+// is unknown; *out is written only on success.
 Status machineEgress(const std::string& machine_type, const std::string& accelerator_type,
-                     int64_t accelerator_count, const BandwidthOverrides& overrides, Egress* out);
+                     int64_t accelerator_count, const EgressOptions& options, Egress* out);
 
 // The fixed rows of the table (GPU hosts), for `tally plan` output and docs/plan.md.
 struct GpuHostRow {
@@ -46,5 +73,14 @@ struct GpuHostRow {
   double gbps;
 };
 const std::vector<GpuHostRow>& gpuHostTable();
+
+// Tier_1 egress by family and vCPU count: a machine of `family` with at least `min_vcpus` gets
+// `gbps` (the last row it reaches). Smaller shapes of these families keep their default figure.
+struct Tier1Row {
+  const char* family;
+  int min_vcpus;
+  double gbps;
+};
+const std::vector<Tier1Row>& tier1Table();
 
 }  // namespace tally::plan

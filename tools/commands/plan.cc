@@ -1,6 +1,6 @@
 // tally plan: size a Vertex AI CustomJob's reducer pool and print the gcloud command for it.
 //
-//   tally plan --spec job.json [--reducer-machine M] [--reducer-image URI] [--json]
+//   tally plan --spec job.json [--reducer-machine M] [--reducer-image URI] [--tier1] [--json]
 //   tally plan --primary-machine n1-highmem-96 --accelerator NVIDIA_TESLA_V100:8 --workers 4
 //              [--reducers R] [--image URI] [-- python train.py]
 //
@@ -34,6 +34,7 @@ struct PlanFlags {
   std::vector<std::string> bandwidth;
   std::vector<std::string> command;
   bool json = false;
+  bool tier1 = false;
 };
 
 Status parseCount(const std::string& flag, const std::string& text, int64_t min, int64_t* out) {
@@ -133,6 +134,9 @@ Subcommand addPlanCommand(CLI::App& parent) {
   app->add_option("--bandwidth", flags->bandwidth,
                   "MACHINE=GBPS egress of a machine type, over the built-in table (repeatable)")
       ->allow_extra_args(false);
+  app->add_flag("--tier1", flags->tier1,
+                "The VMs use Tier_1 networking: n2, n2d, c2 and c2d shapes large enough for it "
+                "count at their Tier_1 egress (50 to 100 Gbps)");
   app->add_flag("--json", flags->json, "Print a JSON document instead of text");
   app->add_option("command", flags->command, "Training command, after --");
 
@@ -144,6 +148,7 @@ Subcommand addPlanCommand(CLI::App& parent) {
     options.reducer_machine = f.reducer_machine;
     options.reducer_image = f.reducer_image;
     options.train_command = f.command;
+    options.tier1 = f.tier1;
     for (const auto& text : f.bandwidth) {
       Status s = plan::parseBandwidthOverride(text, &options.bandwidth);
       if (!s.isOk()) return fail(f, s);
@@ -174,7 +179,7 @@ Subcommand addPlanCommand(CLI::App& parent) {
     plan::Plan result;
     Status s = plan::makePlan(job, options, &result);
     if (!s.isOk()) return fail(f, s);
-    if (size_reducers) {
+    if (size_reducers && result.recommended_reducers > 0) {
       // No --reducers: check the job with its reducer pool sized as recommended.
       plan::PoolSpec& pool = job.pools[2];
       pool.present = true;

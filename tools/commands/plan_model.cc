@@ -1,13 +1,20 @@
 // Parsing a CustomJob spec and planning its reducer pool (rendering is in plan_render.cc).
 #include "tools/commands/plan_model.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "tools/commands/spec_document.h"
+#include "tools/commands/spec_keys.h"
 
 namespace tally::plan {
 namespace {
@@ -74,6 +81,7 @@ Status parsePool(const json& entry, const std::string& field, PoolSpec* out) {
     *out = pool;
     return Status::ok();
   }
+  TALLY_RETURN_IF_ERROR(checkKnownKeys(entry, field, SpecObject::kWorkerPoolSpec));
   pool.present = true;
   auto machine = entry.find("machineSpec");
   if (machine == entry.end()) {
@@ -81,6 +89,7 @@ Status parsePool(const json& entry, const std::string& field, PoolSpec* out) {
   }
   std::string machine_field = field + ".machineSpec";
   if (!machine->is_object()) return fieldError(machine_field, "an object", *machine);
+  TALLY_RETURN_IF_ERROR(checkKnownKeys(*machine, machine_field, SpecObject::kMachineSpec));
   TALLY_RETURN_IF_ERROR(parseString(*machine, "machineType", machine_field, &pool.machine_type));
   if (pool.machine_type.empty()) {
     return Status::invalidUsage(machine_field + ".machineType: missing");
@@ -99,6 +108,7 @@ Status parsePool(const json& entry, const std::string& field, PoolSpec* out) {
   if (auto container = entry.find("containerSpec"); container != entry.end()) {
     std::string container_field = field + ".containerSpec";
     if (!container->is_object()) return fieldError(container_field, "an object", *container);
+    TALLY_RETURN_IF_ERROR(checkKnownKeys(*container, container_field, SpecObject::kContainerSpec));
     TALLY_RETURN_IF_ERROR(parseString(*container, "imageUri", container_field, &pool.image_uri));
     TALLY_RETURN_IF_ERROR(parseStringList(*container, "command", container_field, &pool.command));
     TALLY_RETURN_IF_ERROR(parseStringList(*container, "args", container_field, &pool.args));
@@ -135,6 +145,91 @@ std::string gbpsText(double gbps) {
   return out.str();
 }
 
+// Hosts that take part in the all-reduce: the replicas of pools 0 and 1.
+int64_t collnetHosts(const JobSpec& job) {
+  int64_t hosts = 0;
+  for (int i : {0, 1}) hosts += job.pools[i].present ? job.pools[i].replica_count : 0;
+  return hosts;
+}
+
+Rule collnetHostsRule(int64_t hosts) {
+  Rule rule{"collnet-hosts", hosts >= 2, ""};
+  std::string count = std::to_string(hosts) + (hosts == 1 ? " host" : " hosts");
+  rule.detail = rule.pass ? "pools 0 and 1 hold " + count + " (CollNet needs two or more)"
+                          : "pools 0 and 1 hold " + count +
+                                ": CollNet needs two or more hosts (within one host NCCL reduces "
+                                "without the network, so reducers would sit idle); add hosts in "
+                                "pool 1, or run without a reducer pool";
+  return rule;
+}
+
+// Reducers sum on the CPU; Vertex AI's reduction-server guidance asks for at least 16 vCPUs each.
+Rule reducerVcpusRule(const std::vector<std::string>& machines) {
+  Rule rule{"reducer-vcpus", true, ""};
+  if (machines.empty()) {
+    rule.detail = "no reducers planned";
+    return rule;
+  }
+  for (const auto& machine : machines) {
+    MachineShape shape;
+    if (!parseMachineType(machine, &shape).isOk()) continue;  // makePlan has refused it already
+    std::string detail;
+    if (shape.gpus > 0) {
+      detail = machine + " comes with " + std::to_string(shape.gpus) +
+               " GPUs; reducers need a CPU machine with at least " +
+               std::to_string(kMinReducerVcpus) + " vCPUs, e.g. " + kDefaultReducerMachine;
+    } else if (shape.vcpus < kMinReducerVcpus) {
+      detail = machine + " has " + std::to_string(shape.vcpus) +
+               " vCPUs; a reducer needs at least " + std::to_string(kMinReducerVcpus) +
+               " (Vertex AI's reduction-server guidance), e.g. " + kDefaultReducerMachine;
+    }
+    if (!detail.empty()) {
+      rule.pass = false;
+      rule.detail = detail;
+      return rule;
+    }
+    rule.detail += (rule.detail.empty() ? "" : ", ") + machine + " has " +
+                   std::to_string(shape.vcpus) + " vCPUs";
+  }
+  rule.detail += " (at least " + std::to_string(kMinReducerVcpus) + ")";
+  return rule;
+}
+
+bool isVertexReductionServerImage(const std::string& image) {
+  return image.find("reductionserver") != std::string::npos;
+}
+
+Rule reducerImageRule(const std::string& image) {
+  Rule rule{"reducer-image", true, ""};
+  if (image.empty()) {
+    rule.detail = "pool 2's image is not given (the planned job says " +
+                  std::string(kReducerImagePlaceholder) + ")";
+  } else if (isVertexReductionServerImage(image)) {
+    rule.pass = false;
+    rule.detail = "pool 2's image " + image +
+                  " is Vertex AI's own Reduction Server, a closed reducer that speaks neither "
+                  "Tally's protocol nor has `tally launch`; use the Tally reducer image (built "
+                  "from docker/reducer.Dockerfile) with --reducer-image or containerSpec.imageUri";
+  } else {
+    rule.detail = "pool 2 runs " + image;
+  }
+  return rule;
+}
+
+Rule evaluatorsRule(const PoolSpec& evaluators) {
+  Rule rule{"evaluators", true, ""};
+  if (!evaluators.present) {
+    rule.detail = "pool 3 is empty";
+  } else if (evaluators.replica_count > 1) {
+    rule.pass = false;
+    rule.detail = "pool 3 has replicaCount " + std::to_string(evaluators.replica_count) +
+                  "; TensorFlow runs at most one evaluator: set it to 1";
+  } else {
+    rule.detail = "pool 3 has replicaCount " + std::to_string(evaluators.replica_count);
+  }
+  return rule;
+}
+
 }  // namespace
 
 const char* poolRole(int pool) {
@@ -151,25 +246,22 @@ bool Plan::ok() const {
 
 Status parseJobSpec(const std::string& text, JobSpec* out) {
   json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // e.what() reads "[json.exception.parse_error.101] parse error at line 3, column 5: ...".
-    std::string what = e.what();
-    size_t start = what.find("] ");
-    return Status::invalidUsage("not valid JSON: " +
-                                (start == std::string::npos ? what : what.substr(start + 2)));
+  TALLY_RETURN_IF_ERROR(parseSpecDocument(text, &root));
+  if (!root.is_object()) {
+    return fieldError("(top level)", "an object (a JSON or YAML CustomJob or CustomJobSpec)", root);
   }
-  if (!root.is_object()) return fieldError("(top level)", "an object", root);
   JobSpec job;
   const json* spec = &root;
   std::string prefix;
   if (auto job_spec = root.find("jobSpec"); job_spec != root.end()) {
     if (!job_spec->is_object()) return fieldError("jobSpec", "an object", *job_spec);
+    TALLY_RETURN_IF_ERROR(checkKnownKeys(root, "", SpecObject::kCustomJob));
     TALLY_RETURN_IF_ERROR(parseString(root, "displayName", "(top level)", &job.display_name));
     spec = &*job_spec;
     prefix = "jobSpec.";
   }
+  TALLY_RETURN_IF_ERROR(
+      checkKnownKeys(*spec, prefix.empty() ? "" : "jobSpec", SpecObject::kCustomJobSpec));
   auto pools = spec->find("workerPoolSpecs");
   if (pools == spec->end()) {
     return Status::invalidUsage(prefix + "workerPoolSpecs: missing (expected a CustomJobSpec " +
@@ -188,11 +280,20 @@ Status parseJobSpec(const std::string& text, JobSpec* out) {
 }
 
 Status readJobSpecFile(const std::string& path, JobSpec* out) {
+  // stat(2) first so that the reason reaches the message ("No such file or directory",
+  // "Permission denied"); a directory opens fine as a stream and would read as bad JSON.
+  auto unreadable = [&path](int err) {
+    return Status::invalidUsage(path + ": cannot read the file: " + std::strerror(err));
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return unreadable(errno);
+  if (S_ISDIR(st.st_mode)) return unreadable(EISDIR);
+  errno = 0;
   std::ifstream file(path, std::ios::binary);
-  if (!file) return Status::invalidUsage(path + ": cannot read the file");
+  if (!file) return unreadable(errno != 0 ? errno : EIO);
   std::ostringstream text;
   text << file.rdbuf();
-  if (file.bad()) return Status::invalidUsage(path + ": cannot read the file");
+  if (file.bad()) return unreadable(EIO);
   Status s = parseJobSpec(text.str(), out);
   if (!s.isOk()) return Status::invalidUsage(path + ": " + s.message());
   return Status::ok();
@@ -202,28 +303,34 @@ Status makePlan(const JobSpec& job, const PlanOptions& options, Plan* out) {
   Plan plan;
   plan.input = job;
   plan.region = options.region.empty() ? kDefaultRegion : options.region;
+  plan.tier1 = options.tier1;
   plan.display_name = !options.display_name.empty() ? options.display_name
                       : !job.display_name.empty()   ? job.display_name
                                                     : kDefaultDisplayName;
   const PoolSpec& primary = job.pools[0];
   const PoolSpec& reducers = job.pools[2];
 
+  EgressOptions egress_options{options.bandwidth, options.tier1};
   // Egress of pools 0..2 as given.
   for (int i = 0; i < 3; ++i) {
     const PoolSpec& pool = job.pools[i];
     if (!pool.present) continue;
     Egress& egress = plan.egress[i].per_replica;
     Status s = machineEgress(pool.machine_type, pool.accelerator_type, pool.accelerator_count,
-                             options.bandwidth, &egress);
+                             egress_options, &egress);
     // Reducers with GPUs already fail reducers-cpu-only; count the machine without them rather
     // than stop at a GPU combination the table does not know.
     if (!s.isOk() && i == 2 && pool.hasAccelerators()) {
-      s = machineEgress(pool.machine_type, "", 0, options.bandwidth, &egress);
+      s = machineEgress(pool.machine_type, "", 0, egress_options, &egress);
       if (s.isOk()) egress.source += ", counted without pool 2's accelerators";
     }
     TALLY_RETURN_IF_ERROR(s);
     plan.egress[i].total =
         plan.egress[i].per_replica.gbps * static_cast<double>(pool.replica_count);
+  }
+  // Pool 3 never joins the all-reduce, but its machine type must still be one that exists.
+  if (MachineShape shape; job.pools[3].present) {
+    TALLY_RETURN_IF_ERROR(parseMachineType(job.pools[3].machine_type, &shape));
   }
   plan.worker_gbps = plan.egress[0].total + plan.egress[1].total;
   plan.reducer_pool_gbps = plan.egress[2].total;
@@ -233,10 +340,13 @@ Status makePlan(const JobSpec& job, const PlanOptions& options, Plan* out) {
                          : reducers.present               ? reducers.machine_type
                                                           : kDefaultReducerMachine;
   TALLY_RETURN_IF_ERROR(
-      machineEgress(plan.reducer_machine, "", 0, options.bandwidth, &plan.reducer_machine_egress));
+      machineEgress(plan.reducer_machine, "", 0, egress_options, &plan.reducer_machine_egress));
   // The small slack keeps 800 / 32 at 25 when the division is not exact in binary.
+  // One host has no CollNet traffic: no reducers to recommend (collnet-hosts fails).
+  int64_t hosts = collnetHosts(job);
   double ratio = plan.worker_gbps / plan.reducer_machine_egress.gbps;
-  plan.recommended_reducers = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(ratio - 1e-9)));
+  plan.recommended_reducers =
+      hosts < 2 ? 0 : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(ratio - 1e-9)));
 
   // The rules, on the job as given.
   Rule primary_rule{"primary-pool", false, ""};
@@ -263,7 +373,10 @@ Status makePlan(const JobSpec& job, const PlanOptions& options, Plan* out) {
   }
   Rule bandwidth_rule{"reducer-bandwidth", false, ""};
   std::string need = gbpsText(plan.worker_gbps) + " Gbps of pools 0 and 1";
-  if (!reducers.present) {
+  if (hosts < 2) {
+    bandwidth_rule.pass = true;
+    bandwidth_rule.detail = "not applicable: no CollNet traffic to carry (see collnet-hosts)";
+  } else if (!reducers.present) {
     bandwidth_rule.detail = "pool 2 is empty: no reducer egress for the " + need + "; add " +
                             std::to_string(plan.recommended_reducers) + " x " +
                             plan.reducer_machine;
@@ -277,7 +390,21 @@ Status makePlan(const JobSpec& job, const PlanOptions& options, Plan* out) {
                                       std::to_string(plan.recommended_reducers) + " x " +
                                       plan.reducer_machine;
   }
-  plan.rules = {primary_rule, cpu_rule, bandwidth_rule};
+  std::vector<std::string> reducer_machines;
+  if (reducers.present) reducer_machines.push_back(reducers.machine_type);
+  if (plan.recommended_reducers > 0 && plan.reducer_machine != reducers.machine_type) {
+    reducer_machines.push_back(plan.reducer_machine);
+  }
+  std::string reducer_image = !options.reducer_image.empty() ? options.reducer_image
+                              : reducers.present             ? reducers.image_uri
+                                                             : "";
+  plan.rules = {primary_rule,
+                cpu_rule,
+                bandwidth_rule,
+                collnetHostsRule(hosts),
+                reducerVcpusRule(reducer_machines),
+                reducerImageRule(reducer_image),
+                evaluatorsRule(job.pools[3])};
 
   // The planned job.
   JobSpec planned = job;
@@ -295,28 +422,32 @@ Status makePlan(const JobSpec& job, const PlanOptions& options, Plan* out) {
                          " of pool 0's replicas moved to pool 1");
   }
   PoolSpec& planned_reducers = planned.pools[2];
-  planned_reducers.present = true;
-  planned_reducers.machine_type = plan.reducer_machine;
-  planned_reducers.accelerator_type.clear();
-  planned_reducers.accelerator_count = 0;
-  planned_reducers.replica_count = plan.recommended_reducers;
-  planned_reducers.args.clear();
-  planned_reducers.image_uri = !options.reducer_image.empty() ? options.reducer_image
-                               : reducers.present             ? reducers.image_uri
-                                                              : "";
-  if (planned_reducers.image_uri.empty()) {
-    planned_reducers.image_uri = kReducerImagePlaceholder;
-    plan.notes.push_back(std::string("pool 2's image is ") + kReducerImagePlaceholder +
-                         ": pass --reducer-image with the Tally reducer image");
-  } else if (planned_reducers.image_uri.find("vertex-ai-restricted/training/reductionserver") !=
-             std::string::npos) {
-    plan.notes.push_back(
-        "pool 2's image is Vertex AI's own Reduction Server, which has no "
-        "`tally launch`: pass --reducer-image with the Tally reducer image");
-  }
-  if (reducers.present && reducers.replica_count != plan.recommended_reducers) {
-    plan.notes.push_back("planned job: pool 2 has " + std::to_string(plan.recommended_reducers) +
-                         " replicas instead of " + std::to_string(reducers.replica_count));
+  if (plan.recommended_reducers == 0) {
+    planned_reducers = PoolSpec{};
+    if (reducers.present) plan.notes.push_back("planned job: no reducer pool for a single host");
+  } else {
+    planned_reducers.present = true;
+    planned_reducers.machine_type = plan.reducer_machine;
+    planned_reducers.accelerator_type.clear();
+    planned_reducers.accelerator_count = 0;
+    planned_reducers.replica_count = plan.recommended_reducers;
+    planned_reducers.args.clear();
+    planned_reducers.command = {"tally", "launch", "--"};
+    planned_reducers.image_uri = reducer_image;
+    if (isVertexReductionServerImage(reducer_image)) {
+      planned_reducers.image_uri = kReducerImagePlaceholder;
+      plan.notes.push_back(std::string("pool 2's image is ") + kReducerImagePlaceholder +
+                           " instead of Vertex AI's Reduction Server (see reducer-image): pass "
+                           "--reducer-image with the Tally reducer image");
+    } else if (planned_reducers.image_uri.empty()) {
+      planned_reducers.image_uri = kReducerImagePlaceholder;
+      plan.notes.push_back(std::string("pool 2's image is ") + kReducerImagePlaceholder +
+                           ": pass --reducer-image with the Tally reducer image");
+    }
+    if (reducers.present && reducers.replica_count != plan.recommended_reducers) {
+      plan.notes.push_back("planned job: pool 2 has " + std::to_string(plan.recommended_reducers) +
+                           " replicas instead of " + std::to_string(reducers.replica_count));
+    }
   }
 
   plan.train_command =
@@ -352,7 +483,6 @@ Status makePlan(const JobSpec& job, const PlanOptions& options, Plan* out) {
       image_missing = true;
     }
   }
-  planned_reducers.command = {"tally", "launch", "--"};
   if (image_missing) {
     plan.notes.push_back(std::string("the training image is ") + kTrainingImagePlaceholder +
                          ": pass --image or set containerSpec.imageUri");

@@ -9,9 +9,14 @@
 // Rules (each one PASS or FAIL):
 //   primary-pool       pool 0 is present with replicaCount 1;
 //   reducers-cpu-only  pool 2 asks for no accelerators;
-//   reducer-bandwidth  pool 2's total egress >= the total egress of pools 0 and 1.
+//   reducer-bandwidth  pool 2's total egress >= the total egress of pools 0 and 1;
+//   collnet-hosts      pools 0 and 1 hold two or more hosts (CollNet has nothing to do on one);
+//   reducer-vcpus      the reducer machines have at least 16 vCPUs;
+//   reducer-image      pool 2's image is not Vertex AI's own Reduction Server (no `tally launch`);
+//   evaluators         pool 3 has at most one replica (TensorFlow runs one evaluator).
 // Recommended reducers = ceil(egress of pools 0 and 1 / egress of one reducer machine), at
 // least 1: five 100 Gbps GPU hosts need 16 n1-highcpu-16 (32 Gbps) reducers, eight need 25.
+// A single host gets none (0).
 #pragma once
 
 #include <array>
@@ -26,6 +31,8 @@ namespace tally::plan {
 
 inline constexpr int kPools = 4;
 inline constexpr const char* kDefaultReducerMachine = "n1-highcpu-16";
+// Vertex AI's reduction-server guidance: each reducer machine has at least 16 vCPUs.
+inline constexpr int kMinReducerVcpus = 16;
 inline constexpr const char* kDefaultRegion = "us-central1";
 inline constexpr const char* kDefaultDisplayName = "tally-job";
 // Placeholders put in the gcloud command where the input did not say (a note says so too).
@@ -58,12 +65,15 @@ struct JobSpec {
 };
 
 // Parses a bare CustomJobSpec ({"workerPoolSpecs": [...]}) or a full CustomJob
-// ({"displayName": ..., "jobSpec": {"workerPoolSpecs": [...]}}). replicaCount and
-// acceleratorCount may be numbers or decimal strings (the REST API writes int64 as a string).
+// ({"displayName": ..., "jobSpec": {"workerPoolSpecs": [...]}}), written in JSON (comments
+// allowed) or YAML (spec_document.h). replicaCount and acceleratorCount may be numbers or decimal
+// strings (the REST API writes int64 as a string). A key Vertex AI does not define is an error
+// naming the nearest known one (spec_keys.h).
 // On error (kInvalidUsage) *out is untouched and the message names the field, e.g.
 // "jobSpec.workerPoolSpecs[1].replicaCount: expected a non-negative integer, got \"two\"".
 Status parseJobSpec(const std::string& text, JobSpec* out);
-// Reads `path` and parses it; an unreadable file is kInvalidUsage naming the path.
+// Reads `path` and parses it; an unreadable file is kInvalidUsage naming the path and the
+// system's reason ("path: cannot read the file: Is a directory").
 Status readJobSpecFile(const std::string& path, JobSpec* out);
 
 struct PlanOptions {
@@ -75,10 +85,11 @@ struct PlanOptions {
   // leading `tally launch ... --`).
   std::vector<std::string> train_command;
   BandwidthOverrides bandwidth;
+  bool tier1 = false;  // --tier1: the VMs use Tier_1 networking (machine_types.h)
 };
 
 struct Rule {
-  std::string name;  // "primary-pool", "reducers-cpu-only", "reducer-bandwidth"
+  std::string name;  // "primary-pool", "reducers-cpu-only", ... (the list above)
   bool pass = false;
   std::string detail;  // one sentence: what was found and, on FAIL, what to change
 };
@@ -95,10 +106,11 @@ struct Plan {
   double reducer_pool_gbps = 0;  // pool 2 as given (0 when it is skipped)
   std::string reducer_machine;   // the machine the recommendation is for
   Egress reducer_machine_egress;
-  int64_t recommended_reducers = 0;
+  int64_t recommended_reducers = 0;  // 0 when pools 0 and 1 hold a single host
   std::vector<Rule> rules;
   std::string region;
   std::string display_name;
+  bool tier1 = false;  // egress counted with Tier_1 networking (--tier1)
   // The job to create: the input with pool 2 sized as recommended (CPU only, the reducer image),
   // a pool 0 of N > 1 identical replicas split into 1 + (N - 1) in pool 1, and every container
   // running `tally launch -- <training command>`.

@@ -169,11 +169,15 @@ std::string renderText(const Plan& plan) {
     out << line << rule.detail << "\n";
   }
 
-  out << "\nRecommended reducers: " << plan.recommended_reducers << " x " << plan.reducer_machine
-      << " = ceil(" << gbpsText(plan.worker_gbps) << " Gbps / "
-      << gbpsText(plan.reducer_machine_egress.gbps) << " Gbps)\n";
+  if (plan.recommended_reducers == 0) {
+    out << "\nRecommended reducers: none (a single host has no CollNet traffic)\n";
+  } else {
+    out << "\nRecommended reducers: " << plan.recommended_reducers << " x " << plan.reducer_machine
+        << " = ceil(" << gbpsText(plan.worker_gbps) << " Gbps / "
+        << gbpsText(plan.reducer_machine_egress.gbps) << " Gbps)\n";
+  }
 
-  out << "\nBandwidth sources\n";
+  out << "\nBandwidth sources" << (plan.tier1 ? " (Tier_1 networking)" : "") << "\n";
   std::vector<std::string> sources;
   auto addSource = [&](const std::string& host, const Egress& egress) {
     std::string text = "  " + host + ": " + gbpsText(egress.gbps) + " Gbps (" + egress.source + ")";
@@ -222,6 +226,7 @@ std::string renderJson(const Plan& plan) {
   for (int i = 0; i < kPools; ++i) {
     j["pools"].push_back(poolJson(plan.input.pools[i], i, i < 3 ? &plan.egress[i] : nullptr));
   }
+  j["tier1"] = plan.tier1;
   j["workerEgressGbps"] = plan.worker_gbps;
   j["reducerPoolEgressGbps"] = plan.reducer_pool_gbps;
   j["reducerMachineType"] = plan.reducer_machine;
