@@ -48,14 +48,6 @@ std::unique_ptr<ReducerServer> start(ServerOptions o, CountingObserver* observer
   return s;
 }
 
-// Header messages on stream 0 (every message here is small enough to travel there alone).
-Status sendMsg(int fd, const wire::Frame& f) {
-  return tcp::sendFrame(fd, wire::kTagHeader, f.data(), f.size, kWaitMs, "reducer");
-}
-Status recvMsg(int fd, std::array<uint8_t, wire::kMaxHeaderBytes>* buf, size_t* got) {
-  return tcp::recvFrame(fd, wire::kTagHeader, buf->data(), buf->size(), got, kWaitMs, "reducer");
-}
-
 wire::Hello helloFor(uint64_t id, uint32_t rank, uint32_t nranks) {
   wire::Hello hello;
   hello.comm = wire::CommId{0x4057113, id};

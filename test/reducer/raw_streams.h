@@ -6,11 +6,15 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+#include "reducer/wire.h"
 #include "transport/tcp/fd.h"
+#include "transport/tcp/frames.h"
 #include "transport/tcp/wire.h"
 
 namespace tally::reducer::test {
@@ -57,6 +61,54 @@ inline std::vector<transport::tcp::Fd> connectStreams(const std::string& address
     fds.push_back(std::move(fd));
   }
   return fds;
+}
+
+// How long the helpers below wait for a socket to take or give a message.
+inline constexpr int64_t kRawWaitMs = 5000;
+
+// A header-tagged message on stream 0 (every control message is small enough to travel there
+// alone), and the next one read from it.
+inline Status sendMsg(int fd, const wire::Frame& f) {
+  return transport::tcp::sendFrame(fd, wire::kTagHeader, f.data(), f.size, kRawWaitMs, "reducer");
+}
+inline Status recvMsg(int fd, std::array<uint8_t, wire::kMaxHeaderBytes>* buf, size_t* got) {
+  return transport::tcp::recvFrame(fd, wire::kTagHeader, buf->data(), buf->size(), got, kRawWaitMs,
+                                   "reducer");
+}
+
+// A member that stalls mid-payload: the slice header h, then the payload's transport header and
+// the first `sent` of its `bytes` bytes, then nothing.
+inline Status sendPartOfASlice(int fd, const wire::SliceHeader& h, const void* payload,
+                               size_t bytes, size_t sent) {
+  Status st = sendMsg(fd, wire::encodeSlice(h));
+  if (!st.isOk()) return st;
+  uint8_t header[transport::tcp::kHeaderBytes];
+  transport::tcp::encodeHeader(
+      transport::tcp::Header{transport::tcp::kHeaderMagic, wire::kTagPayload, bytes}, header);
+  if (::send(fd, header, sizeof(header), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(header)) ||
+      ::send(fd, payload, sent, MSG_NOSIGNAL) != static_cast<ssize_t>(sent)) {
+    return Status::system("test: could not send part of a slice");
+  }
+  return Status::ok();
+}
+
+// A member that does not read its results: whole slices like h (seq counting up from 0) until
+// the socket takes no more, so the reducer's results back up behind them (the last one is sent
+// only in part, a stall mid-payload later on).
+inline Status sendSlicesUntilBlocked(int fd, wire::SliceHeader h, const void* payload,
+                                     size_t bytes) {
+  for (uint64_t seq = 0; seq < 100000; ++seq) {
+    h.seq = seq;
+    const wire::Frame slice = wire::encodeSlice(h);
+    transport::tcp::FrameQueue q;
+    q.push(wire::kTagHeader, slice.data(), slice.size);
+    q.push(wire::kTagPayload, payload, bytes);
+    size_t written = 0;
+    bool blocked = false;
+    Status st = q.flush(fd, "reducer", &written, &blocked);
+    if (!st.isOk() || blocked) return st;
+  }
+  return Status::internal("test: the reducer never stopped reading");
 }
 
 }  // namespace tally::reducer::test

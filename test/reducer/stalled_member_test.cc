@@ -53,8 +53,7 @@ TEST_P(StalledMember, IsReleasedAtTheIoTimeout) {
   const int fd = fds[0].get();  // headers and small payloads travel on stream 0 alone
   std::array<uint8_t, wire::kMaxHeaderBytes> buf;
   size_t got = 0;
-  ASSERT_TRUE(tcp::recvFrame(fd, wire::kTagHeader, buf.data(), buf.size(), &got, kWaitMs, "reducer")
-                  .isOk());  // the Challenge
+  ASSERT_TRUE(recvMsg(fd, &buf, &got).isOk());  // the Challenge
   wire::Hello hello;
   hello.comm = wire::CommId{0x57a11, static_cast<uint64_t>(streams)};
   hello.nranks = 1;
@@ -62,44 +61,20 @@ TEST_P(StalledMember, IsReleasedAtTheIoTimeout) {
   hello.slice_bytes = kSliceBytes;
   hello.min_slice_bytes = kSliceBytes;
   hello.window = 4;
-  const wire::Frame hello_frame = wire::encodeHello(hello);
-  ASSERT_TRUE(
-      tcp::sendFrame(fd, wire::kTagHeader, hello_frame.data(), hello_frame.size, kWaitMs, "reducer")
-          .isOk());
-  ASSERT_TRUE(tcp::recvFrame(fd, wire::kTagHeader, buf.data(), buf.size(), &got, kWaitMs, "reducer")
-                  .isOk());  // Ready
+  ASSERT_TRUE(sendMsg(fd, wire::encodeHello(hello)).isOk());
+  ASSERT_TRUE(recvMsg(fd, &buf, &got).isOk());  // Ready
   ASSERT_EQ(observer.communicators.load(), 1);
 
   std::vector<float> payload(kSliceBytes / sizeof(float), 1.0f);
   wire::SliceHeader h;
   h.count = payload.size();
   h.total_count = payload.size();
-  if (stall == Stall::kMidPayload) {
-    const wire::Frame slice = wire::encodeSlice(h);
-    ASSERT_TRUE(
-        tcp::sendFrame(fd, wire::kTagHeader, slice.data(), slice.size, kWaitMs, "reducer").isOk());
-    // The payload's transport header and 100 of its 4096 bytes, then nothing.
-    uint8_t header[tcp::kHeaderBytes];
-    tcp::encodeHeader(tcp::Header{tcp::kHeaderMagic, wire::kTagPayload, kSliceBytes}, header);
-    ASSERT_EQ(::send(fd, header, sizeof(header), MSG_NOSIGNAL),
-              static_cast<ssize_t>(sizeof(header)));
-    ASSERT_EQ(::send(fd, payload.data(), 100, MSG_NOSIGNAL), 100);
-  } else {
-    // Slices whose results are never read, until the socket takes no more: the reducer's
-    // results back up behind them.
-    for (uint64_t seq = 0;; ++seq) {
-      h.seq = seq;
-      const wire::Frame slice = wire::encodeSlice(h);
-      tcp::FrameQueue q;
-      q.push(wire::kTagHeader, slice.data(), slice.size);
-      q.push(wire::kTagPayload, payload.data(), kSliceBytes);
-      size_t written = 0;
-      bool blocked = false;
-      ASSERT_TRUE(q.flush(fd, "reducer", &written, &blocked).isOk());
-      if (blocked) break;  // a part-sent slice: the reducer sees a stall mid-payload too, later
-      ASSERT_LT(seq, 100000u) << "the reducer never stopped reading";
-    }
-  }
+  // Mid-payload: the payload's transport header and 100 of its 4096 bytes, then nothing. Not
+  // reading: slices whose results are never read, until the socket takes no more.
+  const Status st = stall == Stall::kMidPayload
+                        ? sendPartOfASlice(fd, h, payload.data(), kSliceBytes, 100)
+                        : sendSlicesUntilBlocked(fd, h, payload.data(), kSliceBytes);
+  ASSERT_TRUE(st.isOk()) << st.toString();
   // Within a few timeouts the connection, the communicator and its reservation are gone.
   EXPECT_TRUE(waitUntil(
       [&] { return observer.connections.load() == 0 && observer.communicators.load() == 0; },

@@ -49,6 +49,10 @@ namespace tcp = transport::tcp;
 namespace wire = reducer::wire;
 using reducer::test::connectStreams;
 using reducer::test::rawConnect;
+using reducer::test::recvMsg;
+using reducer::test::sendMsg;
+using reducer::test::sendPartOfASlice;
+using reducer::test::sendSlicesUntilBlocked;
 using std::chrono::milliseconds;
 
 constexpr int64_t kIoTimeoutMs = 500;     // the reducer's TALLY_TIMEOUT_MS
@@ -223,14 +227,6 @@ std::string runJob(const PressuredReducer& r, const std::string& token) {
   }, 60000);
 }
 
-// Header messages on stream 0 (every message here is small enough to travel there alone).
-Status sendMsg(int fd, const wire::Frame& f) {
-  return tcp::sendFrame(fd, wire::kTagHeader, f.data(), f.size, kWaitMs, "reducer");
-}
-Status recvMsg(int fd, std::array<uint8_t, wire::kMaxHeaderBytes>* buf, size_t* got) {
-  return tcp::recvFrame(fd, wire::kTagHeader, buf->data(), buf->size(), got, kWaitMs, "reducer");
-}
-
 wire::Hello helloFor(uint64_t id, uint32_t nranks, uint64_t slice_bytes) {
   wire::Hello hello;
   hello.comm = wire::CommId{0x9e55, id};
@@ -267,27 +263,10 @@ void stallMember(const std::string& address, int streams, Stall stall, uint64_t 
   wire::SliceHeader h;
   h.count = payload.size();
   h.total_count = payload.size();
-  if (stall == Stall::kMidPayload) {
-    ASSERT_TRUE(sendMsg(fd, wire::encodeSlice(h)).isOk());
-    uint8_t header[tcp::kHeaderBytes];
-    tcp::encodeHeader(tcp::Header{tcp::kHeaderMagic, wire::kTagPayload, kSliceBytes}, header);
-    ASSERT_EQ(::send(fd, header, sizeof(header), MSG_NOSIGNAL),
-              static_cast<ssize_t>(sizeof(header)));
-    ASSERT_EQ(::send(fd, payload.data(), 100, MSG_NOSIGNAL), 100);
-  } else {
-    for (uint64_t seq = 0;; ++seq) {
-      h.seq = seq;
-      const wire::Frame slice = wire::encodeSlice(h);
-      tcp::FrameQueue q;
-      q.push(wire::kTagHeader, slice.data(), slice.size);
-      q.push(wire::kTagPayload, payload.data(), kSliceBytes);
-      size_t written = 0;
-      bool blocked = false;
-      ASSERT_TRUE(q.flush(fd, "reducer", &written, &blocked).isOk());
-      if (blocked) break;
-      ASSERT_LT(seq, 100000u) << "the reducer never stopped reading";
-    }
-  }
+  const Status st = stall == Stall::kMidPayload
+                        ? sendPartOfASlice(fd, h, payload.data(), kSliceBytes, 100)
+                        : sendSlicesUntilBlocked(fd, h, payload.data(), kSliceBytes);
+  ASSERT_TRUE(st.isOk()) << st.toString();
   *out = std::move(fds);
 }
 
