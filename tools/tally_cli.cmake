@@ -25,4 +25,4 @@ add_executable(tally ${CMAKE_CURRENT_SOURCE_DIR}/tally_main.cc ${CMAKE_CURRENT_S
                      ${tally_bench_sources})
 target_link_libraries(tally PRIVATE tally_commands tally_driver CLI11::CLI11
                       nlohmann_json::nlohmann_json Threads::Threads tally_warnings)
-install(TARGETS tally RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS tally RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT tools)
