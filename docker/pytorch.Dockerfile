@@ -32,20 +32,22 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTALLY_BUILD_TESTS
           -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR=lib ${CMAKE_ARGS} \
  && cmake --build /build \
  && cd /build && cpack -G DEB \
- && mkdir /out && cp /build/tally_*.deb /out/
+ && mkdir /out && cp /build/tally-nccl-plugin_*.deb /build/tally-tools_*.deb /out/
 
-# ---- tally: BASE with the package (apt installs what its Depends name) and the libraries it
-# loads at run time when asked: ISA-L (TALLY_CHECKSUM=1), libcrypto (a job token) ----
-# The package's libnccl-net.so link is removed: with it on the loader path NCCL would load Tally
-# whenever NCCL_NET_PLUGIN is unset, and `tally launch` unsets it for evaluators (pool 3).
+# ---- tally: BASE with the plugin and tools packages (apt installs what their Depends name; not
+# the reducer's, so no prometheus-cpp) and the libraries the plugin loads at run time when asked:
+# ISA-L (TALLY_CHECKSUM=1), libcrypto (a job token) ----
+# The packages ship no libnccl-net.so link, so NCCL loads Tally only when NCCL_NET_PLUGIN or
+# LD_PRELOAD (below) ask for it, and `tally launch` can run evaluators (pool 3) without it.
 FROM ${BASE} AS tally
 USER root
 COPY --from=build /out/ /tmp/tally/
 RUN cd /tmp/tally && apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ./tally_*.deb \
-    libisal2 libssl3 \
- && cd / && rm -rf /var/lib/apt/lists/* /tmp/tally /usr/lib/libnccl-net.so \
- && tally --help >/dev/null && test -f /usr/lib/libnccl-net-tally.so
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+    ./tally-nccl-plugin_*.deb ./tally-tools_*.deb libisal2 libssl3 \
+ && cd / && rm -rf /var/lib/apt/lists/* /tmp/tally \
+ && tally --help >/dev/null && test -f /usr/lib/libnccl-net-tally.so \
+ && test ! -e /usr/lib/libnccl-net.so
 ENTRYPOINT ["tally", "launch", "--"]
 
 # ---- (b) LD_PRELOAD: the plugin is in every process; NCCL finds it in the global scope ----

@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # Tally's reducer image: tally-reducer, the tally command and the plugin, installed from the
-# Debian package on debian:bookworm-slim. The entrypoint is `tally launch --`, so one image
+# Debian packages on debian:bookworm-slim. The entrypoint is `tally launch --`, so one image
 # serves every worker pool of a job: in the reducer pool (CLUSTER_SPEC workerpool2, TF_CONFIG ps)
 # launch runs tally-reducer on the replica's own address from the spec.
 #
@@ -18,15 +18,17 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTALLY_BUILD_TESTS
           -DCMAKE_INSTALL_PREFIX=/usr \
  && cmake --build /build \
  && cd /build && cpack -G DEB \
- && mkdir /out && cp /build/tally_*.deb /out/
+ && mkdir /out && cp /build/tally-nccl-plugin_*.deb /build/tally-reducer_*.deb \
+    /build/tally-tools_*.deb /out/
 
-# ---- runtime: the package, its dependencies, ISA-L (TALLY_CHECKSUM=1) and libcrypto (the job
+# ---- runtime: the packages (tally-reducer, and tally-tools for `tally launch`, which brings
+# tally-nccl-plugin), their dependencies, ISA-L (TALLY_CHECKSUM=1) and libcrypto (the job
 # token's HMAC, --token-file), nothing else; the last two are loaded at run time, so recommended ----
 FROM debian:bookworm-slim AS reducer
 COPY --from=build /out/ /tmp/tally/
 RUN cd /tmp/tally && apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ./tally_*.deb \
-    libisal2 libssl3 \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+    ./tally-nccl-plugin_*.deb ./tally-reducer_*.deb ./tally-tools_*.deb libisal2 libssl3 \
  && cd / && rm -rf /var/lib/apt/lists/* /tmp/tally \
  && tally --help >/dev/null && tally-reducer --help >/dev/null
 RUN useradd --system --uid 10001 --create-home --home-dir /home/tally tally

@@ -2,7 +2,9 @@
 # The Dockerfiles cannot be built here (no Docker engine), so this checks them against the
 # repository, so that they cannot rot unseen:
 #   - every COPY source in the build context exists, and every COPY --from names an earlier stage;
-#   - every scripts/... path a RUN names exists;
+#   - every scripts/... path a RUN names exists, and every NAME_*.deb it names is a package that
+#     cmake/packaging.cmake builds; a GPU worker image (ARG BASE) installs no tally-reducer, whose
+#     prometheus-cpp a worker does not need;
 #   - every stage that is an image (all but those named build*) has, or inherits,
 #     ENTRYPOINT ["tally", "launch", "--"];
 #   - with ARG BASE, every stage not built on another stage is FROM ${BASE} (the plugin is built
@@ -94,7 +96,17 @@ checkDockerfile() {
         local script
         for script in $(grep -o 'scripts/[A-Za-z0-9_./-]*' <<<"$rest" || true); do
           [ -e "$root/$script" ] || fail "$name: RUN uses $script, which is not in the repository"
-        done ;;
+        done
+        local deb
+        # Read, not a for over $(...): the names are globs, and nullglob would drop them.
+        while read -r deb; do
+          [ -n "$deb" ] || continue
+          deb=${deb%_\*.deb}
+          [[ " ${packages[*]} " == *" $deb "* ]] ||
+            fail "$name: RUN names ${deb}_*.deb; the packages are: ${packages[*]}"
+          [ $has_base = 0 ] || [ "$deb" != tally-reducer ] ||
+            fail "$name: a GPU worker image (ARG BASE) installs tally-reducer"
+        done < <(grep -oE '[A-Za-z0-9.+-]+_\*\.deb' <<<"$rest" || true) ;;
       ENTRYPOINT)
         [ -n "$stage" ] || fail "$name: ENTRYPOINT before FROM"
         entry[$stage]=${rest// /} ;;
@@ -135,6 +147,12 @@ checkDockerfile() {
   fi
   echo "checked $name: stages ${stages[*]}"
 }
+
+# The Debian packages CPack builds: CPACK_DEBIAN_<COMPONENT>_PACKAGE_NAME.
+mapfile -t packages < <(sed -n 's/^set(CPACK_DEBIAN_[A-Z]*_PACKAGE_NAME \([a-z0-9.+-]*\))$/\1/p' \
+  "$root/cmake/packaging.cmake")
+[ ${#packages[@]} -ge 3 ] ||
+  fail "cmake/packaging.cmake names ${#packages[@]} packages: ${packages[*]}"
 
 shopt -s nullglob
 files=("$root"/docker/*.Dockerfile)
