@@ -55,6 +55,9 @@ if(TALLY_HELP2MAN AND TALLY_GZIP)
     string(REPLACE "|" ";" prog_summary "${prog_summary}")
     list(GET prog_summary 0 prog)
     list(GET prog_summary 1 summary)
+    if(NOT TARGET ${prog})
+      continue()
+    endif()
     set(page "${PROJECT_BINARY_DIR}/man/${prog}.1")
     add_custom_command(OUTPUT "${page}.gz"
       COMMAND "${TALLY_HELP2MAN}" --no-info --name "${summary}" --output "${page}"
@@ -62,11 +65,12 @@ if(TALLY_HELP2MAN AND TALLY_GZIP)
       COMMAND "${TALLY_GZIP}" -9n -f "${page}"
       DEPENDS ${prog} VERBATIM)
     list(APPEND tally_package_files "${page}.gz")
+    set(component tools)
+    if(prog STREQUAL "tally-reducer")
+      set(component reducer)
+    endif()
+    install(FILES "${page}.gz" DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT ${component})
   endforeach()
-  install(FILES "${PROJECT_BINARY_DIR}/man/tally.1.gz"
-          DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT tools)
-  install(FILES "${PROJECT_BINARY_DIR}/man/tally-reducer.1.gz"
-          DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT reducer)
 else()
   message(STATUS "help2man or gzip not found: no man pages (apt-get install help2man)")
 endif()
