@@ -23,7 +23,7 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTALLY_BUILD_TESTS
 
 # ---- runtime: the packages (tally-reducer, and tally-tools for `tally launch`, which brings
 # tally-nccl-plugin), their dependencies, ISA-L (TALLY_CHECKSUM=1) and libcrypto (the job
-# token's HMAC, --token-file), nothing else; the last two are loaded at run time, so recommended ----
+# token's HMAC, --token-file), nothing else; the last two are loaded at run time ----
 FROM debian:bookworm-slim AS reducer
 COPY --from=build /out/ /tmp/tally/
 RUN cd /tmp/tally && apt-get update \

@@ -105,7 +105,8 @@ entry() { awk -v p="./$2" '$6 == p' "$tmp/$1.contents"; }
 [[ "$(entry tally-tools usr/bin/tally)" == -rwxr-xr-x* ]] || fail "tally-tools: no usr/bin/tally"
 [[ "$(entry tally-reducer usr/bin/tally-reducer)" == -rwxr-xr-x* ]] ||
   fail "tally-reducer: no usr/bin/tally-reducer"
-[ -n "$(entry tally-tools usr/share/man/man1/tally.1.gz)" ] || fail "tally-tools: no man page (is help2man installed?)"
+[ -n "$(entry tally-tools usr/share/man/man1/tally.1.gz)" ] ||
+  fail "tally-tools: no man page (is help2man installed?)"
 [ -n "$(entry tally-reducer usr/share/man/man1/tally-reducer.1.gz)" ] ||
   fail "tally-reducer: no man page"
 plugin="usr/$libdir/libnccl-net-tally.so"
