@@ -162,8 +162,8 @@ void removePlugin(const ParamSource& env, std::vector<EnvChange>* changes) {
       changes->push_back({EnvChange::Kind::kSet, "LD_PRELOAD", join(kept, ":")});
     }
   }
-  // Unset, NCCL opens libnccl-net.so, which Tally's package links to Tally: "none" keeps every
-  // external plugin out.
+  // Unset, NCCL opens libnccl-net.so, which an image may have linked to Tally (the opt-in in
+  // docs/packaging.md): "none" keeps every external plugin out.
   if (!plugin || plugin->find("tally") != std::string::npos ||
       (preloaded && *plugin == "STATIC_PLUGIN")) {
     changes->push_back({EnvChange::Kind::kSet, "NCCL_NET_PLUGIN", "none"});
