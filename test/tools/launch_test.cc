@@ -116,7 +116,7 @@ TEST(LaunchPlan, BadReducerArgsAreAUsageError) {
 TEST(LaunchPlan, EvaluatorRunsWithoutThePlugin) {
   LaunchPlan p = plan({{"CLUSTER_SPEC", clusterSpec("workerpool3", 2)}, {"NCCL_ALGO", "ring"}});
   EXPECT_EQ(p.role, ClusterRole::kEvaluator);
-  // Unset, NCCL would open libnccl-net.so, which the package links to Tally.
+  // Unset, NCCL would open libnccl-net.so, which an image may link to Tally.
   EXPECT_THAT(sets(p), ElementsAre("NCCL_NET_PLUGIN=none"));
   EXPECT_TRUE(changes(p, EnvChange::Kind::kUnset).empty());
   EXPECT_EQ(p.argv, kCommand);
