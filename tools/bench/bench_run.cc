@@ -39,16 +39,22 @@ Status pickVersion(const std::string& plugin, int wanted, int* out) {
                               (wanted ? " for v" + std::to_string(wanted) : std::string()));
 }
 
-// Reads one (algorithm, type, op, size) from every worker's result key: the slowest worker's
-// time and the wrong elements summed over workers.
-BenchRow collectRow(const BenchOptions& o, Store* store, Algo algo, DataType type, ReduceOp op,
-                    uint64_t bytes) {
+// A row's key: what it measures, before any result.
+BenchRow rowOf(Algo algo, DataType type, ReduceOp op, uint64_t bytes) {
   BenchRow row;
   row.algo = algo;
   row.type = type;
   row.op = op;
   row.bytes = bytes;
   row.count = bytes / dataTypeSize(type);
+  return row;
+}
+
+// Reads one (algorithm, type, op, size) from every worker's result key: the slowest worker's
+// time and the wrong elements summed over workers.
+BenchRow collectRow(const BenchOptions& o, Store* store, Algo algo, DataType type, ReduceOp op,
+                    uint64_t bytes) {
+  BenchRow row = rowOf(algo, type, op, bytes);
   if (store->check(skipKey(algo, type, op))) {
     row.skipped = true;
     return row;
@@ -222,12 +228,7 @@ int runBench(const BenchOptions& o, std::vector<BenchRow>* out_rows) {
       for (ReduceOp op : o.ops) {
         if (gloo_runs && type == DataType::kFloat32 && op == ReduceOp::kSum) continue;
         for (uint64_t bytes : typeSizes(o, type)) {
-          BenchRow row;
-          row.algo = a;
-          row.type = type;
-          row.op = op;
-          row.bytes = bytes;
-          row.count = bytes / dataTypeSize(type);
+          BenchRow row = rowOf(a, type, op, bytes);
           row.skipped = true;
           rows.push_back(row);
         }
