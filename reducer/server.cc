@@ -151,18 +151,13 @@ class ServerImpl final : public ReducerServer {
   // closed at the limit of sockets waiting for their hello as `limit`.
   void countDroppedHellos() {
     const transport::Listener::DroppedHellos now = listener_->droppedHellos();
-    for (uint64_t i = seen_hellos_.bad_hellos; i < now.bad_hellos; ++i) {
-      ctx_.observer->error(ServerError::kAccept);
-    }
-    for (uint64_t i = seen_hellos_.no_descriptors; i < now.no_descriptors; ++i) {
-      ctx_.observer->error(ServerError::kAccept);
-    }
-    for (uint64_t i = seen_hellos_.pending_full; i < now.pending_full; ++i) {
-      ctx_.observer->error(ServerError::kLimit);
-    }
-    for (uint64_t i = seen_hellos_.hello_timeouts; i < now.hello_timeouts; ++i) {
-      ctx_.observer->error(ServerError::kTimeout);
-    }
+    auto count = [this](uint64_t seen, uint64_t total, ServerError cause) {
+      for (uint64_t i = seen; i < total; ++i) ctx_.observer->error(cause);
+    };
+    count(seen_hellos_.bad_hellos, now.bad_hellos, ServerError::kAccept);
+    count(seen_hellos_.no_descriptors, now.no_descriptors, ServerError::kAccept);
+    count(seen_hellos_.pending_full, now.pending_full, ServerError::kLimit);
+    count(seen_hellos_.hello_timeouts, now.hello_timeouts, ServerError::kTimeout);
     seen_hellos_ = now;
   }
 
