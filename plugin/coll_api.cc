@@ -119,7 +119,7 @@ ncclResult_t collListen(void* ctx, int dev, void* handle, void** listen_comm) {
     TALLY_RETURN_IF_ERROR(loadedState(&state));
     TALLY_RETURN_IF_ERROR(checkCollDevice(*state, dev));
     unsigned char bytes[NCCL_NET_HANDLE_MAXSIZE] = {};
-    TALLY_RETURN_IF_ERROR(reducer::CollClient::makeHandle(state->collOptions(), bytes));
+    TALLY_RETURN_IF_ERROR(worker_client::CollClient::makeHandle(state->collOptions(), bytes));
     auto comm = std::make_unique<CollListenComm>();
     comm->dev = dev;
     // Only a context init made is read: pre-v11 adapters pass NULL.
@@ -249,7 +249,7 @@ Status onePart(const char* what, int nparts, const CollPart* parts, size_t windo
 
 // NCCL's byte window in elements of `elt` bytes; every size must be whole elements.
 Status windowOf(const char* what, size_t elt, size_t bytes_per_rank, size_t window_offset,
-                size_t window_bytes, reducer::CollWindow* out) {
+                size_t window_bytes, worker_client::CollWindow* out) {
   if (bytes_per_rank % elt != 0 || window_offset % elt != 0 || window_bytes % elt != 0) {
     return Status::internal(std::string(what) + ": window (offset " +
                             std::to_string(window_offset) + ", " + std::to_string(window_bytes) +
@@ -272,7 +272,7 @@ ncclResult_t collIallgather(void* coll_comm, void* send, int nparts, const CollP
     TALLY_RETURN_IF_ERROR(beginPost(coll_comm, request, &c));
     void* recv = nullptr;
     TALLY_RETURN_IF_ERROR(onePart("iallgather", nparts, parts, window_bytes, &recv));
-    reducer::CollWindow window;
+    worker_client::CollWindow window;
     TALLY_RETURN_IF_ERROR(
         windowOf("iallgather", 1, bytes_per_rank, window_offset, window_bytes, &window));
     CollReq* req = nullptr;
@@ -293,7 +293,7 @@ ncclResult_t collIreducescatter(void* coll_comm, int nparts, const CollPart* par
     TALLY_RETURN_IF_ERROR(typeAndOp("ireducescatter", type, op, &t, &o));
     void* send = nullptr;
     TALLY_RETURN_IF_ERROR(onePart("ireducescatter", nparts, parts, window_bytes, &send));
-    reducer::CollWindow window;
+    worker_client::CollWindow window;
     TALLY_RETURN_IF_ERROR(windowOf("ireducescatter", dataTypeSize(t), bytes_per_rank,
                                    window_offset, window_bytes, &window));
     CollReq* req = nullptr;

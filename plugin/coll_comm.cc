@@ -39,10 +39,10 @@ std::string calls(const CollCommStats& s) {
 
 }  // namespace
 
-Status CollComm::connect(const reducer::CollOptions& options, int dev, const void* const* handles,
+Status CollComm::connect(const worker_client::CollOptions& options, int dev, const void* const* handles,
                          int nranks, int rank, CollCommInfo info, std::unique_ptr<CollComm>* out) {
-  std::unique_ptr<reducer::CollClient> client;
-  TALLY_RETURN_IF_ERROR(reducer::CollClient::connect(options, handles, nranks, rank, &client));
+  std::unique_ptr<worker_client::CollClient> client;
+  TALLY_RETURN_IF_ERROR(worker_client::CollClient::connect(options, handles, nranks, rank, &client));
   TALLY_INFO(log::kInit | log::kColl, "CollNet dev %d: rank %d of %d joined %zu reducer(s)", dev,
              rank, nranks, options.reducers.size());
   *out = std::make_unique<CollComm>(dev, options.max_requests, std::move(client), std::move(info),
@@ -50,7 +50,7 @@ Status CollComm::connect(const reducer::CollOptions& options, int dev, const voi
   return Status::ok();
 }
 
-CollComm::CollComm(int dev, int max_requests, std::unique_ptr<reducer::CollClient> client,
+CollComm::CollComm(int dev, int max_requests, std::unique_ptr<worker_client::CollClient> client,
                    CollCommInfo info, size_t reducers)
     : dev_(dev),
       client_(std::move(client)),
@@ -134,26 +134,26 @@ Status CollComm::iallreduce(const void* send, void* recv, size_t count, DataType
                             CollReq** out) {
   const size_t bytes = count * dataTypeSize(type);
   return postWith(&allreduces_, MemRange::of(send, bytes), MemRange::of(recv, bytes), out,
-                  [&](reducer::CollRequest* r) {
+                  [&](worker_client::CollRequest* r) {
     return client_->iallreduce(send, recv, count, type, op, r);
   });
 }
 
-Status CollComm::iallgather(const void* send, void* recv, const reducer::CollWindow& window,
+Status CollComm::iallgather(const void* send, void* recv, const worker_client::CollWindow& window,
                             CollReq** out) {
   // The part sent is at most the window: a larger span is safe (track's rule).
   return postWith(&allgathers_, MemRange::of(send, window.count), MemRange::of(recv, window.count),
-                  out, [&](reducer::CollRequest* r) {
+                  out, [&](worker_client::CollRequest* r) {
     return client_->iallgather(send, recv, window, r);
   });
 }
 
-Status CollComm::ireducescatter(const void* send, void* recv, const reducer::CollWindow& window,
+Status CollComm::ireducescatter(const void* send, void* recv, const worker_client::CollWindow& window,
                                 DataType type, ReduceOp op, CollReq** out) {
   // The part received is at most the window.
   const size_t bytes = window.count * dataTypeSize(type);
   return postWith(&reducescatters_, MemRange::of(send, bytes), MemRange::of(recv, bytes), out,
-                  [&](reducer::CollRequest* r) {
+                  [&](worker_client::CollRequest* r) {
     return client_->ireducescatter(send, recv, window, type, op, r);
   });
 }

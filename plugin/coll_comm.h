@@ -1,4 +1,4 @@
-// The CollNet objects behind NCCL's ncclCollNet table: plain C++ over reducer::CollClient.
+// The CollNet objects behind NCCL's ncclCollNet table: plain C++ over worker_client::CollClient.
 //
 // Threads: every method may be called from any NCCL proxy thread; CollClient is thread-safe, the
 // request pool has its own lock and the counters are atomic.
@@ -22,11 +22,11 @@
 #include "plugin/abi/nccl_types.h"
 #include "plugin/mem_range.h"
 #include "plugin/request_pool.h"
-#include "reducer/coll_client.h"
+#include "worker_client/coll_client.h"
 
 namespace tally::plugin {
 
-static_assert(reducer::kCollHandleBytes <= NCCL_NET_HANDLE_MAXSIZE,
+static_assert(worker_client::kCollHandleBytes <= NCCL_NET_HANDLE_MAXSIZE,
               "CollNet handle fits NCCL's buffer");
 
 inline constexpr uint32_t kCollListenMagic = 0x544c434c;   // 'TLCL'
@@ -72,7 +72,7 @@ struct CollMr {
 struct CollReq {
   uint32_t magic = 0;  // kCollRequestMagic while in use
   CollComm* owner = nullptr;
-  reducer::CollRequest request;  // a value: the pool slot holds it, nothing is allocated per call
+  worker_client::CollRequest request;  // a value: the pool slot holds it, nothing is allocated per call
   // What the call reads (its send buffer) and writes (its recv buffer) while in flight: spans
   // covering every byte it touches (a larger span is safe, a smaller one is not). Set by
   // CollComm::track once posted.
@@ -83,11 +83,11 @@ struct CollReq {
 class CollComm {
  public:
   // Blocks (bounded by the connect timeout) until the group has formed.
-  static Status connect(const reducer::CollOptions& options, int dev, const void* const* handles,
+  static Status connect(const worker_client::CollOptions& options, int dev, const void* const* handles,
                         int nranks, int rank, CollCommInfo info, std::unique_ptr<CollComm>* out);
 
   // `reducers` is the number of reducers the client talks to, for the summary.
-  CollComm(int dev, int max_requests, std::unique_ptr<reducer::CollClient> client,
+  CollComm(int dev, int max_requests, std::unique_ptr<worker_client::CollClient> client,
            CollCommInfo info = {}, size_t reducers = 0);
   // close(), then the request slots go.
   ~CollComm();
@@ -100,10 +100,10 @@ class CollComm {
   // Success with *out null: no room now; NCCL retries.
   Status iallreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                     CollReq** out);
-  // Same contract; reducer::CollClient's iallgather and ireducescatter say what they compute.
-  Status iallgather(const void* send, void* recv, const reducer::CollWindow& window,
+  // Same contract; worker_client::CollClient's iallgather and ireducescatter say what they compute.
+  Status iallgather(const void* send, void* recv, const worker_client::CollWindow& window,
                     CollReq** out);
-  Status ireducescatter(const void* send, void* recv, const reducer::CollWindow& window,
+  Status ireducescatter(const void* send, void* recv, const worker_client::CollWindow& window,
                         DataType type, ReduceOp op, CollReq** out);
   // When done, *bytes (if non-null) = the bytes received, and the slot is freed.
   Status test(CollReq* req, bool* done, size_t* bytes);
@@ -134,7 +134,7 @@ class CollComm {
 
   uint32_t magic_ = kCollCommMagic;
   int dev_;
-  std::unique_ptr<reducer::CollClient> client_;
+  std::unique_ptr<worker_client::CollClient> client_;
   CollCommInfo info_;
   size_t reducers_;
   Clock::time_point opened_ = Clock::now();

@@ -62,7 +62,7 @@ PluginState::PluginState(Params params, ClusterInput cluster,
   // The slice plan follows the link the workers use (NCCL's device 0 of this transport).
   const transport::DeviceProperties* link =
       devices_.empty() ? nullptr : &devices_.front()->properties();
-  const reducer::SlicePlan plan = reducer::choosePlan(
+  const protocol::SlicePlan plan = protocol::choosePlan(
       params_.sliceBytes, static_cast<uint32_t>(std::max<int64_t>(0, params_.slicesPerReducer)),
       params_.minSliceBytes, link != nullptr && link->loopback,
       link != nullptr ? link->speed_mbps : 0);
@@ -75,9 +75,9 @@ PluginState::PluginState(Params params, ClusterInput cluster,
   coll_options_.job_token = params_.jobToken;
   coll_options_.job_token_file = params_.jobTokenFile;
   coll_options_.checksum = params_.checksum;
-  coll_options_.progress = params_.collProgress == "legacy" ? reducer::CollProgress::kLegacy
-                           : params_.collProgress == "poll"  ? reducer::CollProgress::kPoll
-                                                             : reducer::CollProgress::kThread;
+  coll_options_.progress = params_.collProgress == "legacy" ? worker_client::CollProgress::kLegacy
+                           : params_.collProgress == "poll"  ? worker_client::CollProgress::kPoll
+                                                             : worker_client::CollProgress::kThread;
 }
 
 Status PluginState::create(const Params& params, std::unique_ptr<PluginState>* out) {

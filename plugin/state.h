@@ -26,7 +26,7 @@
 #include "common/params.h"
 #include "common/status.h"
 #include "plugin/limits.h"
-#include "reducer/coll_client.h"
+#include "worker_client/coll_client.h"
 #include "transport/network.h"
 #include "transport/select.h"
 #include "transport/tcp/tcp.h"
@@ -85,7 +85,7 @@ class PluginState {
   // What openNetwork chose and why ("auto: ...; using tcp (...)"); empty without a network.
   const std::string& transportChoice() const { return transport_choice_; }
   transport::ConnectionOptions connectionOptions() const;
-  const reducer::CollOptions& collOptions() const { return coll_options_; }
+  const worker_client::CollOptions& collOptions() const { return coll_options_; }
 
   // The state the C entry points use. The first call loads Params and the cluster variables from
   // the environment, logs the parameters' provenance and builds the devices; later calls return the
@@ -107,7 +107,7 @@ class PluginState {
   std::string transport_choice_;
   std::vector<std::shared_ptr<transport::Device>> devices_;
   transport::tcp::TcpOptions tcp_options_;
-  reducer::CollOptions coll_options_;
+  worker_client::CollOptions coll_options_;
 };
 
 }  // namespace tally::plugin

@@ -5,9 +5,15 @@
 #include "common/crc32c.h"
 #include "common/log.h"
 #include "reducer/server_internal.h"
-#include "reducer/slicing.h"
+#include "protocol/slicing.h"
 
 namespace tally::reducer::server {
+namespace wire = protocol::wire;
+using protocol::sliceElements;
+using protocol::Span;
+using protocol::sliceSpan;
+using protocol::rankPart;
+using protocol::pieceOf;
 
 Comm::Comm(const wire::Hello& first, Engine* engine, ServerObserver* observer)
     : id(first.comm),
@@ -60,7 +66,7 @@ void Comm::fail(const std::string& reason) {
 }
 
 Status Comm::checkSlice(const wire::SliceHeader& h, int rank) const {
-  // The worker cuts a call as reducer/slicing.h says; anything else means a different
+  // The worker cuts a call as protocol/slicing.h says; anything else means a different
   // TALLY_SLICE_BYTES or reducer list, or a broken client, and would pair up wrong inputs.
   const Span slice = sliceOf(h);
   if (slice.count == 0) {

@@ -26,10 +26,14 @@
 
 #include "common/log.h"
 #include "common/small_pool.h"
-#include "reducer/kernels_many.h"
+#include "kernels/kernels_many.h"
 #include "reducer/server_internal.h"
 
 namespace tally::reducer::server {
+namespace wire = protocol::wire;
+using protocol::Span;
+using protocol::pieceOf;
+
 namespace {
 
 struct Key {

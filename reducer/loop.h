@@ -26,13 +26,15 @@
 #include <unordered_map>
 #include <vector>
 
-#include "reducer/opening.h"
+#include "protocol/opening.h"
 #include "reducer/server_internal.h"
 #include "reducer/session.h"
 #include "transport/tcp/fd.h"
 #include "transport/tcp/frames.h"
 
 namespace tally::reducer::server {
+namespace wire = protocol::wire;
+namespace opening = protocol::opening;
 
 class Loop;
 

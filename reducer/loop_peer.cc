@@ -7,6 +7,9 @@
 #include "transport/tcp/socket.h"
 
 namespace tally::reducer::server {
+namespace wire = protocol::wire;
+namespace opening = protocol::opening;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -1,5 +1,5 @@
 // What a ReducerServer reports as it runs: connections, communicators, reduced slices and errors.
-// tally-reducer turns these events into Prometheus metrics (tools/metrics/); tests count them.
+// tally-reducer turns these events into Prometheus metrics (reducer/metrics/); tests count them.
 // Nothing here knows about any metrics library.
 //
 // Threads: the server calls an observer from its accept, loop and reader threads, concurrently

@@ -12,6 +12,8 @@
 #include "reducer/session.h"
 
 namespace tally::reducer::server {
+namespace wire = protocol::wire;
+
 namespace {
 
 // How often blocked threads look at the stop flags.

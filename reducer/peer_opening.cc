@@ -1,15 +1,18 @@
-// The reducer's side of a connection's opening (reducer/opening.h, docs/security.md): the
+// The reducer's side of a connection's opening (protocol/opening.h, docs/security.md): the
 // Challenge, and with a job token the worker's Answer, checked before any Hello is parsed or any
 // communicator state exists for the connection.
 #include <array>
 #include <chrono>
 
 #include "common/log.h"
-#include "reducer/opening.h"
+#include "protocol/opening.h"
 #include "reducer/server_internal.h"
 #include "reducer/session.h"
 
 namespace tally::reducer::server {
+namespace wire = protocol::wire;
+namespace opening = protocol::opening;
+
 Status Peer::greet(bool* end) {
   *end = false;
   opening::ReducerSide side;

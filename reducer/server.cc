@@ -16,6 +16,8 @@
 #include "transport/tcp/tcp.h"
 
 namespace tally::reducer {
+namespace wire = protocol::wire;
+
 namespace {
 
 constexpr int64_t kAcceptPollMs = 100;

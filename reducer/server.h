@@ -5,7 +5,7 @@
 // (jobs) at once. A communicator is the set of connections whose Hello carries the same 128-bit
 // id; it forms when all nranks members joined, and gets a Ready on each connection. Then for
 // every slice the server receives one input per rank, reduces them in rank order and returns the
-// same bytes to every rank. See reducer/wire.h for the messages, docs/security.md for the job
+// same bytes to every rank. See protocol/wire.h for the messages, docs/security.md for the job
 // token and TALLY_CHECKSUM.
 //
 // Threads: an accept thread and `threads` event loops (reducer/loop.h), each serving many TCP

@@ -27,13 +27,16 @@
 #include "reducer/buffer_pool.h"
 #include "reducer/observer.h"
 #include "reducer/opening_budget.h"
-#include "reducer/slicing.h"
+#include "protocol/slicing.h"
 #include "reducer/server.h"
-#include "reducer/wire.h"
+#include "protocol/wire.h"
 #include "transport/tcp/tcp.h"
 #include "transport/transport.h"
 
 namespace tally::reducer::server {
+namespace wire = protocol::wire;
+using protocol::SlicePlan;
+using protocol::Span;
 
 class CommRegistry;
 class Engine;

@@ -5,10 +5,13 @@
 
 #include "common/crc32c.h"
 #include "common/log.h"
-#include "reducer/opening.h"
+#include "protocol/opening.h"
 #include "transport/transport.h"
 
 namespace tally::reducer::server {
+namespace wire = protocol::wire;
+namespace opening = protocol::opening;
+
 namespace {
 
 // Text from a peer, fit for one log line.

@@ -12,9 +12,10 @@
 
 #include "common/status.h"
 #include "reducer/server_internal.h"
-#include "reducer/wire.h"
+#include "protocol/wire.h"
 
 namespace tally::reducer::server {
+namespace wire = protocol::wire;
 
 // A Hello: decoded, checked and joined to its communicator. Ok with *comm set: a member as
 // *rank. Ok with *comm null: refused (logged and counted), send *reject and linger.

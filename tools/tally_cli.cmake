@@ -12,7 +12,7 @@ file(GLOB tally_commands_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/c
 add_library(tally_commands STATIC ${tally_commands_sources})
 target_include_directories(tally_commands PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(tally_commands
-  PUBLIC tally_driver tally_reducer tally_transport tally_common CLI11::CLI11
+  PUBLIC tally_driver tally_worker_client tally_transport tally_common CLI11::CLI11
          nlohmann_json::nlohmann_json
   PRIVATE ${TALLY_YAML_CPP} tally_warnings)
 # Installed plugin is found at <bin>/../<libdir>/libnccl-net-tally.so.

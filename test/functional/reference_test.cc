@@ -7,8 +7,8 @@
 #include <cstring>
 #include <vector>
 
-#include "reducer/float_formats.h"
-#include "reducer/kernels.h"
+#include "kernels/float_formats.h"
+#include "kernels/kernels.h"
 
 namespace tally::driver {
 namespace {

@@ -22,9 +22,9 @@
 
 #include "common/log.h"
 #include "fuzz_util.h"
-#include "reducer/opening.h"
+#include "protocol/opening.h"
 #include "reducer/server.h"
-#include "reducer/wire.h"
+#include "protocol/wire.h"
 #include "session_client.h"
 #include "session_format.h"
 
@@ -34,8 +34,8 @@ extern "C" __attribute__((weak)) const int tally_fuzz_replaying;
 namespace tally::fuzz::session {
 namespace {
 
-namespace wire = reducer::wire;
-namespace opening = reducer::opening;
+namespace wire = protocol::wire;
+namespace opening = protocol::opening;
 
 constexpr uint64_t kCheckEvery = 32;
 constexpr int64_t kSendMs = 500;

@@ -1,4 +1,4 @@
-// Fuzz target fuzz_wire: the reducer protocol's frame decoders (reducer/wire.h).
+// Fuzz target fuzz_wire: the reducer protocol's frame decoders (protocol/wire.h).
 //
 // Each input is used twice:
 //  1. as a received header: peekType and every decode* run on it. A decode that succeeds must
@@ -15,12 +15,12 @@
 #include <string>
 
 #include "fuzz_util.h"
-#include "reducer/wire.h"
+#include "protocol/wire.h"
 
 namespace tally::fuzz {
 namespace {
 
-namespace wire = reducer::wire;
+namespace wire = protocol::wire;
 using wire::MsgType;
 
 std::string bytesOf(const wire::Frame& f) {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "reducer/wire.h"
+#include "protocol/wire.h"
 #include "session_format.h"
 #include "transport/tcp/socket.h"
 #include "transport/tcp/wire.h"
@@ -16,7 +16,7 @@
 namespace tally::fuzz {
 namespace {
 
-namespace wire = reducer::wire;
+namespace wire = protocol::wire;
 namespace tcp = transport::tcp;
 using session::Action;
 using session::InputWriter;

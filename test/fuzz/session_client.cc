@@ -9,17 +9,17 @@
 #include <chrono>
 #include <vector>
 
-#include "reducer/opening.h"
-#include "reducer/slicing.h"
-#include "reducer/wire.h"
+#include "protocol/opening.h"
+#include "protocol/slicing.h"
+#include "protocol/wire.h"
 #include "transport/tcp/socket.h"
 #include "transport/tcp/tcp.h"
 
 namespace tally::fuzz::session {
 namespace {
 
-namespace wire = reducer::wire;
-namespace opening = reducer::opening;
+namespace wire = protocol::wire;
+namespace opening = protocol::opening;
 constexpr int64_t kStepMs = 5000;  // health check: each step's deadline
 
 }  // namespace
@@ -160,7 +160,7 @@ Status healthCheck(const std::string& address, const auth::JobToken& token, uint
     if (!st.isOk()) return fail("Ready", st);
   }
   // The call is cut the way workers cut it; a few slices, all within the window of 4.
-  const uint64_t per = reducer::sliceElements(kCount, sizeof(float), kSliceBytes, 1);
+  const uint64_t per = protocol::sliceElements(kCount, sizeof(float), kSliceBytes, 1);
   const uint64_t nslices = (kCount + per - 1) / per;
   if (nslices > 4) return Status::internal("health check: too many slices for the window");
   for (uint64_t s = 0; s < nslices; ++s) {

@@ -22,7 +22,7 @@
 //                 a worker holding kJobToken; an odd first argument byte spoils the MAC. Where
 //                 the worker side refuses the Challenge, it sends the Reject a worker would.
 //
-// Every connection starts with the reducer's Challenge (reducer/wire.h): a session that wants the
+// Every connection starts with the reducer's Challenge (protocol/wire.h): a session that wants the
 // reducer's replies receives it first.
 #pragma once
 

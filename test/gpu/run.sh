@@ -64,7 +64,7 @@ trap 'exit 130' INT TERM
 echo "test/gpu/run.sh: logs in $OUT"
 
 # ---- 1. build ------------------------------------------------------------------------------
-PLUGIN="$BUILD/plugin/libnccl-net-tally.so" REDUCER="$BUILD/tools/tally-reducer"
+PLUGIN="$BUILD/plugin/libnccl-net-tally.so" REDUCER="$BUILD/reducer/tally-reducer"
 TALLY="$BUILD/tools/tally" CYCLE="$BUILD/test/gpu/tally_gpu_plugin_cycle"
 CHECK="$BUILD/test/gpu/tally_gpu_nccl_check" RUNTIME_LIBS="$BUILD/runtime-libs"
 if ((SKIP_BUILD == 0)); then

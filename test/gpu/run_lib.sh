@@ -160,7 +160,7 @@ collnet_proof() {
 # civetweb: absent on the GPU machine) into DEST/runtime-libs.
 stage_build() {
   local build=$1 dest=$2 f lib
-  local files=(plugin/libnccl-net-tally.so tools/tally-reducer tools/tally
+  local files=(plugin/libnccl-net-tally.so reducer/tally-reducer tools/tally
     test/gpu/tally_gpu_plugin_cycle test/gpu/tally_gpu_nccl_check)
   rm -rf "$dest" && mkdir -p "$dest/runtime-libs" || return 1
   for f in "${files[@]}"; do
@@ -169,7 +169,7 @@ stage_build() {
     cp "$build/$f" "$dest/$f" && strip --strip-debug "$dest/$f" || return 1
   done
   ln -sf libnccl-net-tally.so "$dest/plugin/libnccl-net.so"
-  for f in "$dest/tools/tally-reducer" "$dest/tools/tally"; do
+  for f in "$dest/reducer/tally-reducer" "$dest/tools/tally"; do
     ldd "$f" | awk '$3 ~ /^\// { print $3 }' | while read -r lib; do
       case "$(basename "$lib")" in
         libc.so* | libm.so* | libdl.so* | librt.so* | libpthread.so* | ld-linux* | libgcc_s.so* | \

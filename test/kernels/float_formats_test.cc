@@ -1,6 +1,6 @@
 // The narrow-float conversions against the reference model (test/kernels/reference.h), plus
 // hand-written cases whose expected codes were worked out on paper.
-#include "reducer/float_formats.h"
+#include "kernels/float_formats.h"
 
 #include <gtest/gtest.h>
 

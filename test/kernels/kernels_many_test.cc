@@ -1,9 +1,9 @@
-// reduceMany() (reducer/kernels_many.h) on every instruction set this CPU runs: the fused
+// reduceMany() (kernels/kernels_many.h) on every instruction set this CPU runs: the fused
 // narrow-float loops against the scalar model in reference.h (NaN by class) and against reduce()
 // itself (NaN payloads too), bit for bit; lengths around the vector steps so the scalar tail is
 // covered, misaligned and in-place buffers, writes confined to dst, and the hand-off to reduce()
 // for everything the fused loops do not cover.
-#include "reducer/kernels_many.h"
+#include "kernels/kernels_many.h"
 
 #include <gtest/gtest.h>
 

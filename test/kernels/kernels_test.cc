@@ -1,7 +1,7 @@
 // reduce() on every compiled instruction set against the scalar model in reference.h, bit for
 // bit: every type and op, several source counts and lengths, misaligned and aliased buffers,
 // and the special values (NaN, infinities, signed zero, overflow, rounding ties).
-#include "reducer/kernels.h"
+#include "kernels/kernels.h"
 
 #include <gtest/gtest.h>
 

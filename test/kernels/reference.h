@@ -128,7 +128,7 @@ T loadT(const unsigned char* p) {
   return v;
 }
 
-// max/min as documented in reducer/kernels.h: NaN wins; on a tie the earlier input is kept.
+// max/min as documented in kernels/kernels.h: NaN wins; on a tie the earlier input is kept.
 template <class T>
 T combineFloat(ReduceOp op, T r, T x) {
   if (std::isnan(r)) return r;

@@ -105,13 +105,13 @@ TEST(MetricsEndpointTest, ScrapesExactCountsOfARealRun) {
   constexpr int kRanks = 2;
   constexpr int kCalls = 3;
   constexpr size_t kCount = 100000;
-  reducer::CollOptions o;
+  worker_client::CollOptions o;
   o.reducers = {reducer};
   o.slice_bytes = 64 * 1024;
   o.connect_timeout_ms = 10000;
   o.timeout_ms = 10000;
-  std::vector<std::unique_ptr<reducer::CollClient>> clients;
-  auto st = reducer::test::connectAll(std::vector<reducer::CollOptions>(kRanks, o), &clients);
+  std::vector<std::unique_ptr<worker_client::CollClient>> clients;
+  auto st = reducer::test::connectAll(std::vector<worker_client::CollOptions>(kRanks, o), &clients);
   for (auto& s : st) ASSERT_TRUE(s.isOk()) << s.toString();
   std::vector<std::string> errors(kRanks);
   std::vector<std::thread> threads;
@@ -120,7 +120,7 @@ TEST(MetricsEndpointTest, ScrapesExactCountsOfARealRun) {
       std::vector<float> v(kCount);
       for (int k = 0; k < kCalls; ++k) {
         std::fill(v.begin(), v.end(), static_cast<float>(r + 1));
-        reducer::CollRequest req;
+        worker_client::CollRequest req;
         Status s = reducer::test::post(clients[r].get(), v.data(), v.data(), kCount,
                                        DataType::kFloat32, ReduceOp::kSum, &req);
         if (s.isOk()) s = reducer::test::waitRequest(&req, nullptr);

@@ -6,12 +6,17 @@
 #include <array>
 #include <cstring>
 
-#include "reducer/wire.h"
+#include "protocol/wire.h"
 #include "test/metrics/counting_observer.h"
 #include "test/reducer/harness.h"
 #include "transport/tcp/tcp.h"
 
 namespace tally::reducer::test {
+// The protocol and the worker-side client, as the tests drive both ends.
+namespace wire = protocol::wire;
+namespace opening = protocol::opening;
+using namespace ::tally::protocol;
+using namespace ::tally::worker_client;
 namespace {
 
 constexpr uint64_t kSliceBytes = 64 * 1024;
@@ -89,7 +94,7 @@ bool backToIdle(const CountingObserver& obs) {
 TEST(ServerObserverTest, CountsBytesSlicesConnectionsAndCommunicators) {
   constexpr int kRanks = 3;
   constexpr int kCalls = 5;
-  // float32: 400000 bytes over 2 reducers. reducer/slicing.h wants 8 slices per reducer, 6250
+  // float32: 400000 bytes over 2 reducers. protocol/slicing.h wants 8 slices per reducer, 6250
   // elements each, but no slice under 32 KiB: 13 slices of 8192 elements (the last 1696).
   constexpr size_t kCount = 100000;
   const uint64_t slices_per_call = 13;

@@ -1,12 +1,12 @@
 // The Prometheus side without a server: LatencyHistogram's buckets and ReducerMetrics' exposition.
-#include "tools/metrics/reducer_metrics.h"
+#include "reducer/metrics/reducer_metrics.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "test/metrics/scrape.h"
-#include "tools/metrics/latency_histogram.h"
+#include "reducer/metrics/latency_histogram.h"
 
 namespace tally::metrics::test {
 namespace {

@@ -24,7 +24,7 @@ struct CallState {
   Status error;  // ok: no error yet
 };
 
-class ScriptedCall : public reducer::CollCall {
+class ScriptedCall : public worker_client::CollCall {
  public:
   explicit ScriptedCall(std::shared_ptr<CallState> state) : state_(std::move(state)) {}
   Status test(bool* done) override {
@@ -44,9 +44,9 @@ class ScriptedCall : public reducer::CollCall {
 class AbortRecordingClient : public test::FakeCollClient {
  public:
   Status iallreduce(const void*, void*, size_t count, DataType type, ReduceOp,
-                    reducer::CollRequest* req) override {
+                    worker_client::CollRequest* req) override {
     calls.push_back(std::make_shared<CallState>());
-    *req = reducer::CollRequest(std::make_shared<ScriptedCall>(calls.back()),
+    *req = worker_client::CollRequest(std::make_shared<ScriptedCall>(calls.back()),
                                 count * dataTypeSize(type));
     return Status::ok();
   }

@@ -25,7 +25,7 @@
 namespace tally::plugin {
 namespace {
 
-class FakeCall : public reducer::CollCall {
+class FakeCall : public worker_client::CollCall {
  public:
   explicit FakeCall(Status result) : result_(std::move(result)) {}
   Status test(bool* done) override {
@@ -45,9 +45,9 @@ class FakeClient : public test::FakeCollClient {
  public:
   FakeClient(int rank, int nranks, int* closes) : rank_(rank), nranks_(nranks), closes_(closes) {}
   Status iallreduce(const void*, void*, size_t count, DataType type, ReduceOp,
-                    reducer::CollRequest* req) override {
+                    worker_client::CollRequest* req) override {
     if (fail_post) return Status::remote("reducer r:1 closed the connection");
-    *req = reducer::CollRequest(
+    *req = worker_client::CollRequest(
         std::make_shared<FakeCall>(fail_test ? Status::timeout("no progress for 10 s")
                                              : Status::ok()),
         count * dataTypeSize(type));

@@ -2,18 +2,18 @@
 // all-reduce of the window, so a fake only writes iallreduce (and what else it records).
 #pragma once
 
-#include "reducer/coll_client.h"
+#include "worker_client/coll_client.h"
 
 namespace tally::plugin::test {
 
-class FakeCollClient : public reducer::CollClient {
+class FakeCollClient : public worker_client::CollClient {
  public:
-  Status iallgather(const void*, void*, const reducer::CollWindow& window,
-                    reducer::CollRequest* req) override {
+  Status iallgather(const void*, void*, const worker_client::CollWindow& window,
+                    worker_client::CollRequest* req) override {
     return iallreduce(nullptr, nullptr, window.count, DataType::kUint8, ReduceOp::kSum, req);
   }
-  Status ireducescatter(const void*, void*, const reducer::CollWindow& window, DataType type,
-                        ReduceOp op, reducer::CollRequest* req) override {
+  Status ireducescatter(const void*, void*, const worker_client::CollWindow& window, DataType type,
+                        ReduceOp op, worker_client::CollRequest* req) override {
     return iallreduce(nullptr, nullptr, window.count, type, op, req);
   }
 };

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "harness.h"
-#include "reducer/slicing.h"
+#include "protocol/slicing.h"
 
 namespace {
 
@@ -69,6 +69,11 @@ void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::fre
 void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
 namespace tally::reducer::test {
+// The protocol and the worker-side client, as the tests drive both ends.
+namespace wire = protocol::wire;
+namespace opening = protocol::opening;
+using namespace ::tally::protocol;
+using namespace ::tally::worker_client;
 namespace {
 
 struct Counts {

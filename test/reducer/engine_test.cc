@@ -22,6 +22,9 @@
 #include "tools/driver/reference.h"
 
 namespace tally::reducer::server {
+// The protocol and the worker-side client, as the tests drive both ends.
+namespace wire = protocol::wire;
+using namespace ::tally::protocol;
 namespace {
 
 // A member that keeps its results and counts released credits (a result releases its credit

@@ -31,6 +31,11 @@
 #include "transport/tcp/wire.h"
 
 namespace tally::reducer::test {
+// The protocol and the worker-side client, as the tests drive both ends.
+namespace wire = protocol::wire;
+namespace opening = protocol::opening;
+using namespace ::tally::protocol;
+using namespace ::tally::worker_client;
 namespace {
 
 namespace tcp = transport::tcp;

@@ -10,10 +10,17 @@
 #include <thread>
 #include <vector>
 
-#include "reducer/coll_client.h"
+#include "protocol/opening.h"
+#include "protocol/wire.h"
 #include "reducer/server.h"
+#include "worker_client/coll_client.h"
 
 namespace tally::reducer::test {
+// The protocol and the worker-side client, as the tests drive both ends.
+namespace wire = protocol::wire;
+namespace opening = protocol::opening;
+using namespace ::tally::protocol;
+using namespace ::tally::worker_client;
 
 inline std::vector<std::unique_ptr<ReducerServer>> startServers(int n, int threads = 2,
                                                                 int window = 16) {

@@ -10,11 +10,16 @@
 #include <vector>
 
 #include "harness.h"
-#include "reducer/wire.h"
+#include "protocol/wire.h"
 #include "test/metrics/counting_observer.h"
 #include "transport/tcp/tcp.h"
 
 namespace tally::reducer::test {
+// The protocol and the worker-side client, as the tests drive both ends.
+namespace wire = protocol::wire;
+namespace opening = protocol::opening;
+using namespace ::tally::protocol;
+using namespace ::tally::worker_client;
 namespace {
 
 // One in-process reducer with these limits.

@@ -15,6 +15,11 @@
 #include "transport/tcp/tcp.h"
 
 namespace tally::reducer::test {
+// The protocol and the worker-side client, as the tests drive both ends.
+namespace wire = protocol::wire;
+namespace opening = protocol::opening;
+using namespace ::tally::protocol;
+using namespace ::tally::worker_client;
 namespace {
 
 int threadCount() {

@@ -13,9 +13,14 @@
 #include <vector>
 
 #include "harness.h"
-#include "reducer/slicing.h"
+#include "protocol/slicing.h"
 
 namespace tally::reducer::test {
+// The protocol and the worker-side client, as the tests drive both ends.
+namespace wire = protocol::wire;
+namespace opening = protocol::opening;
+using namespace ::tally::protocol;
+using namespace ::tally::worker_client;
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -12,12 +12,15 @@
 #include <vector>
 
 #include "common/status.h"
-#include "reducer/wire.h"
+#include "protocol/wire.h"
 #include "transport/tcp/fd.h"
 #include "transport/tcp/frames.h"
 #include "transport/tcp/wire.h"
 
 namespace tally::reducer::test {
+// The protocol and the worker-side client, as the tests drive both ends.
+namespace wire = protocol::wire;
+using namespace ::tally::protocol;
 
 // The port of "HOST:PORT".
 inline int portOf(const std::string& address) {

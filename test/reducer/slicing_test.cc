@@ -1,9 +1,11 @@
-// reducer/slicing.h: how a call is cut, checked against hand-computed cuts.
-#include "reducer/slicing.h"
+// protocol/slicing.h: how a call is cut, checked against hand-computed cuts.
+#include "protocol/slicing.h"
 
 #include <gtest/gtest.h>
 
 namespace tally::reducer {
+// The protocol and the worker-side client, as the tests drive both ends.
+using namespace ::tally::protocol;
 namespace {
 
 struct Case {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "harness.h"
-#include "reducer/wire.h"
+#include "protocol/wire.h"
 #include "test/metrics/counting_observer.h"
 #include "test/reducer/raw_streams.h"
 #include "transport/tcp/fd.h"
@@ -24,6 +24,11 @@
 #include "transport/tcp/wire.h"
 
 namespace tally::reducer::test {
+// The protocol and the worker-side client, as the tests drive both ends.
+namespace wire = protocol::wire;
+namespace opening = protocol::opening;
+using namespace ::tally::protocol;
+using namespace ::tally::worker_client;
 namespace {
 
 namespace tcp = transport::tcp;

@@ -1,11 +1,11 @@
 // The reducer wire format: round trips, and rejection of anything malformed.
-#include "reducer/wire.h"
+#include "protocol/wire.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 
-namespace tally::reducer::wire {
+namespace tally::protocol::wire {
 namespace {
 
 SliceHeader sampleSlice() {
@@ -430,4 +430,4 @@ TEST(WireTest, RejectsBadReasonLength) {
 }
 
 }  // namespace
-}  // namespace tally::reducer::wire
+}  // namespace tally::protocol::wire

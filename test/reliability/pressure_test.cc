@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "common/store.h"
-#include "reducer/wire.h"
+#include "protocol/wire.h"
 #include "test/metrics/scrape.h"
 #include "test/reducer/raw_streams.h"
 #include "test/reducer/reducer_child.h"
@@ -46,7 +46,7 @@ namespace tally::reliability {
 namespace {
 
 namespace tcp = transport::tcp;
-namespace wire = reducer::wire;
+namespace wire = protocol::wire;
 using reducer::test::connectStreams;
 using reducer::test::rawConnect;
 using reducer::test::recvMsg;

@@ -20,9 +20,9 @@
 namespace tally::security_test {
 namespace {
 
-using reducer::CollClient;
-using reducer::CollOptions;
-using reducer::CollRequest;
+using worker_client::CollClient;
+using worker_client::CollOptions;
+using worker_client::CollRequest;
 using reducer::ReducerServer;
 using reducer::ServerError;
 using reducer::ServerOptions;
@@ -437,7 +437,7 @@ TEST(CommIdTest, RandomAndUnique) {
   std::set<std::pair<uint64_t, uint64_t>> seen;
   int ones[128] = {};
   for (int i = 0; i < kHandles; ++i) {
-    uint8_t h[reducer::kCollHandleBytes];
+    uint8_t h[worker_client::kCollHandleBytes];
     ASSERT_TRUE(CollClient::makeHandle(o, h).isOk());
     uint64_t hi = 0, lo = 0;
     for (int b = 0; b < 8; ++b) {

@@ -16,9 +16,9 @@
 namespace tally::security_test {
 namespace {
 
-using reducer::CollClient;
-using reducer::CollOptions;
-using reducer::CollRequest;
+using worker_client::CollClient;
+using worker_client::CollOptions;
+using worker_client::CollRequest;
 using reducer::ReducerServer;
 using reducer::ServerError;
 using reducer::ServerOptions;

@@ -18,7 +18,7 @@
 #include "common/crc32c.h"
 #include "common/params.h"
 #include "plugin/state.h"
-#include "reducer/opening.h"
+#include "protocol/opening.h"
 
 namespace tally {
 namespace {
@@ -194,13 +194,13 @@ TEST(OpeningTest, BothSidesAgreeOnlyWithTheSameToken) {
   auth::JobToken reducer_token("the-jobs-shared-secret-value");
   for (const std::string& worker_secret :
        {std::string("the-jobs-shared-secret-value"), std::string("another-jobs-secret-value")}) {
-    reducer::opening::ReducerSide rs;
-    ASSERT_TRUE(reducer::opening::ReducerSide::start(&reducer_token, &rs).isOk());
-    const reducer::wire::Frame challenge = rs.challenge();
+    protocol::opening::ReducerSide rs;
+    ASSERT_TRUE(protocol::opening::ReducerSide::start(&reducer_token, &rs).isOk());
+    const protocol::wire::Frame challenge = rs.challenge();
     auth::JobToken worker_token(worker_secret);
-    reducer::opening::WorkerSide ws(&worker_token, "reducer0");
+    protocol::opening::WorkerSide ws(&worker_token, "reducer0");
     bool send = false;
-    reducer::wire::Frame answer, proof;
+    protocol::wire::Frame answer, proof;
     std::string reject;
     ASSERT_TRUE(ws.onChallenge(challenge.data(), challenge.size, &send, &answer, &reject).isOk());
     ASSERT_TRUE(send);

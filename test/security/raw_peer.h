@@ -1,4 +1,4 @@
-// A wire-level peer for the security tests: speaks reducer/wire.h messages over one transport
+// A wire-level peer for the security tests: speaks protocol/wire.h messages over one transport
 // connection, so a test can play a misbehaving worker or an impostor reducer. Every wait is
 // bounded.
 #pragma once
@@ -8,12 +8,12 @@
 #include <memory>
 #include <string>
 
-#include "reducer/wire.h"
+#include "protocol/wire.h"
 #include "transport/tcp/tcp.h"
 
 namespace tally::security_test {
 
-namespace wire = reducer::wire;
+namespace wire = protocol::wire;
 using HeaderBuf = std::array<uint8_t, wire::kMaxHeaderBytes>;
 
 inline constexpr int64_t kWaitMs = 5000;

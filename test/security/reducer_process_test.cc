@@ -119,16 +119,16 @@ class TokenProcessTest : public ::testing::Test {
   // when they joined.
   std::vector<Status> join(const std::string& reducer, const std::string& token,
                            const std::string& token_file = "") {
-    reducer::CollOptions o;
+    worker_client::CollOptions o;
     o.reducers = {reducer};
     o.connect_timeout_ms = 5000;
     o.job_token = token;
     o.job_token_file = token_file;
-    std::vector<std::unique_ptr<reducer::CollClient>> clients;
-    auto st = reducer::test::connectAll(std::vector<reducer::CollOptions>(2, o), &clients);
+    std::vector<std::unique_ptr<worker_client::CollClient>> clients;
+    auto st = reducer::test::connectAll(std::vector<worker_client::CollOptions>(2, o), &clients);
     if (!st[0].isOk() || !st[1].isOk()) return st;
     std::vector<float> a(50000, 1.5f), b(50000, 2.0f), ra(50000), rb(50000);
-    reducer::CollRequest qa, qb;
+    worker_client::CollRequest qa, qb;
     EXPECT_TRUE(reducer::test::post(clients[0].get(), a.data(), ra.data(), a.size(),
                                     DataType::kFloat32, ReduceOp::kSum, &qa)
                     .isOk());

@@ -92,18 +92,18 @@ wire::SliceHeader gatherPiece(uint64_t offset, uint64_t count) {
 
 // After an attack, the reducer still serves a real job correctly.
 void expectStillServes(ReducerServer* server) {
-  std::vector<std::unique_ptr<reducer::CollClient>> clients;
+  std::vector<std::unique_ptr<worker_client::CollClient>> clients;
   auto o = reducer::test::optionsFor({});
   o.reducers = {server->address()};
-  auto st = reducer::test::connectAll(std::vector<reducer::CollOptions>(2, o), &clients);
+  auto st = reducer::test::connectAll(std::vector<worker_client::CollOptions>(2, o), &clients);
   for (auto& s : st) ASSERT_TRUE(s.isOk()) << s.toString();
   std::vector<std::vector<uint8_t>> in = {std::vector<uint8_t>(10, 1), std::vector<uint8_t>(10, 2)};
   std::vector<std::vector<uint8_t>> out(2, std::vector<uint8_t>(20));
-  std::vector<reducer::CollRequest> reqs(2);
+  std::vector<worker_client::CollRequest> reqs(2);
   for (int r = 0; r < 2; ++r) {
     ASSERT_TRUE(
         clients[r]
-            ->iallgather(in[r].data(), out[r].data(), reducer::CollWindow{10, 0, 20}, &reqs[r])
+            ->iallgather(in[r].data(), out[r].data(), worker_client::CollWindow{10, 0, 20}, &reqs[r])
             .isOk());
   }
   for (int r = 0; r < 2; ++r) {

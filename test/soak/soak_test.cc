@@ -29,7 +29,7 @@ constexpr uint64_t kTotalCalls = 10000;
 constexpr int kCheckpoints[] = {10, 50, 100};
 constexpr size_t kNumCheckpoints = sizeof(kCheckpoints) / sizeof(kCheckpoints[0]);
 // Bound on a reducer's VmRSS growth from the warm-up checkpoint to the end. After warm-up 9,000
-// calls remain. Slice j of a call goes to reducer (seq + j) % 3 (reducer/coll_client.cc), so each
+// calls remain. Slice j of a call goes to reducer (seq + j) % 3 (worker_client/coll_client.cc), so each
 // reducer takes the first slice of every third call: 3,000 calls. The smallest buffer the
 // reducer's pool hands out is 4 KiB (reducer/buffer_pool.h), so leaking even one slice buffer per
 // call grows each reducer by at least 3,000 x 4 KiB = 11.7 MiB, over the bound. Checked by hand

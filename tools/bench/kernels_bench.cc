@@ -1,4 +1,4 @@
-// tally-kernels-bench: Google Benchmark for the reduction kernels (reducer/kernels.h).
+// tally-kernels-bench: Google Benchmark for the reduction kernels (kernels/kernels.h).
 //
 // Sum of 2, 4 and 8 inputs for float32, bfloat16, float16 and both float8 formats, through
 // reduce() ("sum/...") and, for the types it fuses, reduceMany() ("many/..."), at a buffer
@@ -31,9 +31,9 @@
 #include <vector>
 
 #include "common/types.h"
-#include "reducer/float_formats.h"
-#include "reducer/kernels.h"
-#include "reducer/kernels_many.h"
+#include "kernels/float_formats.h"
+#include "kernels/kernels.h"
+#include "kernels/kernels_many.h"
 #include "tools/bench/kernels_bench_summary.h"
 
 namespace tally::bench {

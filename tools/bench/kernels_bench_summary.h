@@ -5,7 +5,7 @@
 // Header-only so that test/bench can check the arithmetic without running a benchmark.
 //
 // Bytes are counted the same way for every row. A k-input sum is ONE reduce() call with
-// nsrcs = k (reducer/kernels.h): it reads k inputs of n elements and writes dst once, so
+// nsrcs = k (kernels/kernels.h): it reads k inputs of n elements and writes dst once, so
 // "moved" = (k + 1) x n x element size and "useful" (input bytes reduced) = k x n x element
 // size. Its copy baseline moves the same bytes over the same footprint: one memcpy of
 // (k + 1) / 2 buffers, so moved = (k + 1) x buffer bytes as well, useful = the bytes copied.

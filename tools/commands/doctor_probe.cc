@@ -12,15 +12,15 @@
 #include <thread>
 #include <vector>
 
-#include "reducer/wire.h"
+#include "protocol/wire.h"
 #include "transport/select.h"
 
 namespace tally::commands::doctor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using reducer::CollClient;
-using reducer::CollRequest;
+using worker_client::CollClient;
+using worker_client::CollRequest;
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -159,7 +159,7 @@ namespace {
 ReducerConnection connectOne(const std::string& address, const ProbeOptions& options) {
   ReducerConnection c;
   ProbeResult& r = c.result;
-  reducer::CollOptions co;
+  worker_client::CollOptions co;
   co.reducers = {address};
   co.slice_bytes = options.slice_bytes;
   co.window = options.window;
@@ -169,7 +169,7 @@ ReducerConnection connectOne(const std::string& address, const ProbeOptions& opt
   co.job_token_file = options.job_token_file;
   co.checksum = options.checksum;
   co.network = options.network;
-  uint8_t handle[reducer::kCollHandleBytes];
+  uint8_t handle[worker_client::kCollHandleBytes];
   Status st = CollClient::makeHandle(co, handle);
   if (!st.isOk()) {
     r.error = st.message();
@@ -277,11 +277,11 @@ CheckResult describeProbe(const std::string& address, const ProbeResult& r, cons
   }
   if (!r.accepted) {
     c.detail = "reachable, but the handshake failed (we speak protocol " +
-               std::to_string(reducer::wire::kVersion) + "; " + credentials + "): " + r.error;
+               std::to_string(protocol::wire::kVersion) + "; " + credentials + "): " + r.error;
     return c;
   }
   const std::string handshake = "reachable, accepts our credentials (protocol " +
-                                std::to_string(reducer::wire::kVersion) + ", " + credentials +
+                                std::to_string(protocol::wire::kVersion) + ", " + credentials +
                                 "), connected in " + formatDouble("%.1f ms", r.connect_ms);
   if (!r.measured) {
     c.detail = handshake + "; but the probe failed: " + r.error;

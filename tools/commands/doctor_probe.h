@@ -15,7 +15,7 @@
 
 #include "common/params.h"
 #include "common/status.h"
-#include "reducer/coll_client.h"
+#include "worker_client/coll_client.h"
 #include "tools/commands/doctor_checks.h"
 #include "transport/network.h"
 
@@ -62,7 +62,7 @@ ProbeResult probeReducer(const std::string& address, const ProbeOptions& options
 // The two halves of probeReducer, so that many reducers can be connected to at once while their
 // bandwidth is still measured one at a time (at once they would share this worker's link).
 struct ReducerConnection {
-  std::unique_ptr<reducer::CollClient> client;  // null when the connect failed
+  std::unique_ptr<worker_client::CollClient> client;  // null when the connect failed
   ProbeResult result;                           // reachable, accepted, connect_ms, error
 };
 

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "tools/driver/process.h"
 
 namespace tally::commands {
@@ -16,6 +18,13 @@ std::string defaultPluginPath() {
   return installed;
 }
 
-std::string defaultReducerPath() { return driver::selfDirectory() + "/tally-reducer"; }
+std::string defaultReducerPath() {
+  const std::string bin = driver::selfDirectory();
+  const std::string installed = bin + "/tally-reducer";
+  for (const std::string& path : {installed, bin + "/../reducer/tally-reducer"}) {
+    if (::access(path.c_str(), X_OK) == 0) return std::filesystem::path(path).lexically_normal();
+  }
+  return installed;
+}
 
 }  // namespace tally::commands

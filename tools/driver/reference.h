@@ -11,7 +11,7 @@
 //   - floating min/max: values from a small table of numbers exact in every type.
 // Zero is always +0, so results compare bitwise. The expected result is computed in double or
 // wrapping integer arithmetic and encoded by this file's own bit packing, independent of
-// reducer/float_formats.
+// kernels/float_formats.
 #pragma once
 
 #include <cstddef>

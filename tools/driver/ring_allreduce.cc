@@ -5,7 +5,7 @@
 
 #include <chrono>
 
-#include "reducer/kernels.h"
+#include "kernels/kernels.h"
 
 namespace tally::driver {
 namespace {

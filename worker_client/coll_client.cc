@@ -1,0 +1,560 @@
+// CollClient: handles, connect (the opening and Hello/Ready with every reducer; the I/O steps are
+// in coll_connect.cc), iallreduce, close.
+#include "worker_client/coll_client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "common/auth.h"
+#include "common/crc32c.h"
+#include "common/log.h"
+#include "worker_client/coll_client_impl.h"
+#include "worker_client/coll_connect.h"
+#include "worker_client/coll_raw_link.h"
+#include "protocol/opening.h"
+#include "protocol/slicing.h"
+#include "transport/tcp/tcp.h"
+
+namespace tally::worker_client {
+namespace wire = protocol::wire;
+namespace opening = protocol::opening;
+using protocol::kMaxSlicesPerReducer;
+using protocol::SlicePlan;
+using protocol::sliceElements;
+using protocol::Span;
+using protocol::sliceSpan;
+using protocol::rankPart;
+using protocol::pieceOf;
+
+namespace {
+
+
+// Handle layout (little-endian): magic u32 | version u16 | reserved u16 | comm id (hi u64, lo u64)
+// | config digest u64 | nreducers u32 | zeros up to kCollHandleBytes.
+constexpr uint32_t kHandleMagic = 0x48594c54;  // "TLYH"
+constexpr uint16_t kHandleVersion = 1;
+constexpr size_t kHandleUsedBytes = 4 + 2 + 2 + 16 + 8 + 4;
+static_assert(kHandleUsedBytes <= kCollHandleBytes);
+
+struct HandleInfo {
+  wire::CommId comm;
+  uint64_t digest = 0;
+  uint32_t nreducers = 0;
+};
+
+void putLe(uint8_t* p, uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint64_t getLe(const uint8_t* p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+// FNV-1a over what every rank must agree on: the reducer list (in order), the slice plan and
+// the checksum setting.
+uint64_t configDigest(const CollOptions& o) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](const void* data, size_t n) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    for (size_t i = 0; i < n; ++i) {
+      h ^= p[i];
+      h *= 0x100000001b3ull;
+    }
+  };
+  for (const std::string& r : o.reducers) {
+    mix(r.data(), r.size());
+    mix(",", 1);
+  }
+  uint8_t slice[8];
+  putLe(slice, o.slice_bytes, 8);
+  mix(slice, sizeof(slice));
+  putLe(slice, o.slices_per_reducer, 8);
+  mix(slice, sizeof(slice));
+  putLe(slice, o.min_slice_bytes, 8);
+  mix(slice, sizeof(slice));
+  if (o.checksum) mix("+crc32c", 7);  // absent when off: digests from before it stay the same
+  return h;
+}
+
+// 128 bits from OpenSSL's CSPRNG: ids of other jobs on a shared reducer cannot be guessed, and
+// two communicators meet by accident with probability 2^-128. No weaker fallback.
+Status randomCommId(wire::CommId* out) {
+  uint8_t bytes[16];
+  TALLY_RETURN_IF_ERROR(auth::randomBytes(bytes, sizeof(bytes)));
+  out->hi = getLe(bytes, 8);
+  out->lo = getLe(bytes + 8, 8);
+  return Status::ok();
+}
+
+Status validateOptions(const CollOptions& o) {
+  if (o.reducers.empty()) return Status::invalidUsage("TALLY_REDUCERS is empty");
+  if (o.reducers.size() > wire::kMaxReducers) {
+    return Status::invalidUsage("TALLY_REDUCERS lists " + std::to_string(o.reducers.size()) +
+                                " reducers, at most " + std::to_string(wire::kMaxReducers));
+  }
+  if (o.slice_bytes < 1 || o.slice_bytes > wire::kMaxSliceBytes) {
+    return Status::invalidUsage("TALLY_SLICE_BYTES must be 1 to " +
+                                std::to_string(wire::kMaxSliceBytes) + ", not " +
+                                std::to_string(o.slice_bytes));
+  }
+  if (o.slices_per_reducer < 1 || o.slices_per_reducer > kMaxSlicesPerReducer) {
+    return Status::invalidUsage("TALLY_SLICES_PER_REDUCER must be 1 to " +
+                                std::to_string(kMaxSlicesPerReducer) + ", not " +
+                                std::to_string(o.slices_per_reducer));
+  }
+  if (o.min_slice_bytes < 1 || o.min_slice_bytes > wire::kMaxSliceBytes) {
+    return Status::invalidUsage("TALLY_MIN_SLICE_BYTES must be 1 to " +
+                                std::to_string(wire::kMaxSliceBytes) + ", not " +
+                                std::to_string(o.min_slice_bytes));
+  }
+  if (o.window < 1 || o.window > static_cast<int>(wire::kMaxWindow)) {
+    return Status::invalidUsage("TALLY_COLL_WINDOW must be 1 to " +
+                                std::to_string(wire::kMaxWindow) + ", not " +
+                                std::to_string(o.window));
+  }
+  if (o.max_requests < 1) {
+    return Status::invalidUsage("TALLY_COLL_MAX_REQUESTS must be at least 1, not " +
+                                std::to_string(o.max_requests));
+  }
+  return Status::ok();
+}
+
+Status decodeHandle(const void* handle, int rank, HandleInfo* out) {
+  if (handle == nullptr)
+    return Status::internal("rank " + std::to_string(rank) + "'s handle is null");
+  const auto* p = static_cast<const uint8_t*>(handle);
+  if (getLe(p, 4) != kHandleMagic || getLe(p + 4, 2) != kHandleVersion) {
+    return Status::invalidUsage("rank " + std::to_string(rank) +
+                                "'s CollNet handle is not from this version of Tally");
+  }
+  HandleInfo h;
+  h.comm.hi = getLe(p + 8, 8);
+  h.comm.lo = getLe(p + 16, 8);
+  h.digest = getLe(p + 24, 8);
+  h.nreducers = static_cast<uint32_t>(getLe(p + 32, 4));
+  *out = h;
+  return Status::ok();
+}
+
+}  // namespace
+
+Status CollClient::makeHandle(const CollOptions& options, void* out) {
+  if (out == nullptr) return Status::internal("makeHandle: null output");
+  TALLY_RETURN_IF_ERROR(validateOptions(options));
+  wire::CommId id;
+  TALLY_RETURN_IF_ERROR(randomCommId(&id));
+  uint8_t h[kCollHandleBytes] = {};
+  putLe(h, kHandleMagic, 4);
+  putLe(h + 4, kHandleVersion, 2);
+  putLe(h + 8, id.hi, 8);
+  putLe(h + 16, id.lo, 8);
+  putLe(h + 24, configDigest(options), 8);
+  putLe(h + 32, options.reducers.size(), 4);
+  std::memcpy(out, h, sizeof(h));
+  return Status::ok();
+}
+
+Status CollClient::connect(const CollOptions& options, const void* const* handles, int nranks,
+                           int rank, std::unique_ptr<CollClient>* out) {
+  TALLY_RETURN_IF_ERROR(validateOptions(options));
+  if (handles == nullptr || nranks < 1 || nranks > static_cast<int>(wire::kMaxRanks) || rank < 0 ||
+      rank >= nranks) {
+    return Status::internal("CollNet connect: rank " + std::to_string(rank) + " of " +
+                            std::to_string(nranks));
+  }
+  std::vector<HandleInfo> infos(nranks);
+  for (int i = 0; i < nranks; ++i) TALLY_RETURN_IF_ERROR(decodeHandle(handles[i], i, &infos[i]));
+  for (int i = 1; i < nranks; ++i) {
+    if (infos[i].digest != infos[0].digest || infos[i].nreducers != infos[0].nreducers) {
+      return Status::invalidUsage("rank " + std::to_string(i) +
+                                  " has a different TALLY_REDUCERS, TALLY_CHECKSUM or slice plan "
+                                  "(TALLY_SLICE_BYTES, TALLY_SLICES_PER_REDUCER, "
+                                  "TALLY_MIN_SLICE_BYTES, or the link speed they follow) than "
+                                  "rank 0 (" +
+                                  std::to_string(infos[i].nreducers) + " vs " +
+                                  std::to_string(infos[0].nreducers) + " reducers)");
+    }
+  }
+  if (configDigest(options) != infos[0].digest) {
+    return Status::invalidUsage("rank " + std::to_string(rank) +
+                                " (this rank) has a different TALLY_REDUCERS, TALLY_CHECKSUM "
+                                "or slice plan than its handle or rank 0");
+  }
+  const wire::CommId comm = infos[0].comm;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(options.connect_timeout_ms);
+  const size_t nred = options.reducers.size();
+  auth::JobToken token;
+  const crc32c::Crc32c* crc = nullptr;
+  {
+    Status st = auth::loadJobToken(options.job_token, options.job_token_file, &token);
+    if (st.isOk() && options.checksum) crc = crc32c::shared(&st);
+    if (!st.isOk()) {
+      TALLY_WARN("CollNet rank %d: %s", rank, st.toString().c_str());
+      return st;
+    }
+  }
+  std::vector<opening::WorkerSide> sides;
+  sides.reserve(nred);
+  for (size_t r = 0; r < nred; ++r) sides.emplace_back(&token, options.reducers[r]);
+
+  // Each reducer is reached over a transport Connection, or (TALLY_COLL_PROGRESS=thread or poll
+  // on TCP) over the raw socket taken from a one-socket TCP connection.
+  const bool raw = options.progress != CollProgress::kLegacy && isTcpNetwork(options.network.get());
+  transport::ConnectionOptions conn_options;
+  if (raw) conn_options.sockets = 1;
+  std::vector<std::unique_ptr<transport::Connection>> conns(nred);
+  std::vector<transport::tcp::Fd> fds(nred);
+  std::vector<std::unique_ptr<HeaderChannel>> chans(nred);
+  auto closeAll = [&conns, &fds] {
+    for (auto& c : conns) {
+      if (c) c->close();
+    }
+    for (auto& f : fds) f.reset();
+  };
+  // In three passes, so each waits on every reducer at once: the transport connect and the
+  // opening (Challenge, Answer); each reducer's Proof, then Hello; every Ready. A reducer
+  // answers Hello only once every rank has joined, and other ranks may be slower.
+  auto fail = [&](const Status& st) {
+    closeAll();
+    TALLY_WARN("CollNet rank %d: %s", rank, st.toString().c_str());
+    return st;
+  };
+  for (size_t r = 0; r < nred; ++r) {
+    Status st = connectReducer(options.network.get(), options.reducers[r], deadline, conn_options,
+                               &conns[r]);
+    if (st.isOk() && raw) fds[r].reset(conns[r]->takeSocket());
+    if (st.isOk()) {
+      if (fds[r].valid()) {
+        conns[r].reset();
+        chans[r] = std::make_unique<FdHeaderChannel>(fds[r].get(), options.reducers[r]);
+      } else {
+        chans[r] = std::make_unique<ConnHeaderChannel>(conns[r].get());
+      }
+      st = openReducer(chans[r].get(), options.reducers[r], deadline, &sides[r]);
+    }
+    if (!st.isOk()) return fail(st);
+  }
+  for (size_t r = 0; r < nred; ++r) {
+    wire::Hello hello;
+    hello.comm = comm;
+    hello.rank = static_cast<uint32_t>(rank);
+    hello.nranks = static_cast<uint32_t>(nranks);
+    hello.reducer_index = static_cast<uint32_t>(r);
+    hello.nreducers = static_cast<uint32_t>(nred);
+    hello.slice_bytes = options.slice_bytes;
+    hello.slices_per_reducer = options.slices_per_reducer;
+    hello.min_slice_bytes = static_cast<uint32_t>(options.min_slice_bytes);
+    hello.window = static_cast<uint32_t>(options.window);
+    hello.checksum = options.checksum;
+    Status st = awaitProof(chans[r].get(), options.reducers[r], rank, deadline, sides[r]);
+    if (st.isOk()) {
+      st = chans[r]->send(wire::encodeHello(hello), deadline,
+                          "Hello to reducer " + options.reducers[r]);
+    }
+    if (!st.isOk()) return fail(st);
+  }
+  std::vector<int> windows(nred, options.window);
+  for (size_t r = 0; r < nred; ++r) {
+    Status st = awaitReady(chans[r].get(), options.reducers[r], rank, deadline, &windows[r]);
+    if (!st.isOk()) return fail(st);
+  }
+  chans.clear();
+  auto impl = std::make_unique<CollClientImpl>(options, rank, nranks);
+  Progress* progress = nullptr;
+  for (size_t r = 0; r < nred; ++r) {
+    const int window = std::min(options.window, windows[r]);
+    if (!fds[r].valid()) {
+      impl->addLink(std::make_unique<ThreadedLink>(
+          impl.get(), options.reducers[r], std::move(conns[r]), window, options.timeout_ms, crc));
+      continue;
+    }
+    if (progress == nullptr) {
+      std::shared_ptr<Progress> p;
+      Status st = Progress::create(options.progress != CollProgress::kPoll, &p);
+      if (!st.isOk()) return fail(st);
+      progress = p.get();
+      impl->setProgress(std::move(p));
+    }
+    const int fd = fds[r].get();
+    auto link = std::make_unique<RawLink>(impl.get(), options.reducers[r], std::move(fds[r]),
+                                          progress, window, options.timeout_ms, crc);
+    Status st = progress->add(link.get(), fd);
+    impl->addLink(std::move(link));
+    if (!st.isOk()) return fail(st);
+  }
+  Status started = impl->start();
+  if (!started.isOk()) return fail(started);
+  TALLY_INFO(log::kColl, "CollNet rank %d of %d joined communicator %s on %zu reducers%s%s%s", rank,
+             nranks, comm.toString().c_str(), nred,
+             progress == nullptr                        ? ""
+             : options.progress == CollProgress::kPoll ? ", raw sockets progressed by test()"
+                                                       : ", raw sockets with one progress thread",
+             token.empty() ? "" : ", job token proven both ways",
+             crc != nullptr ? ", CRC32C on every slice" : "");
+  *out = std::move(impl);
+  return Status::ok();
+}
+
+Status CollRequest::test(bool* done, size_t* bytes) {
+  if (done == nullptr) return Status::internal("CollRequest::test: null done");
+  if (!posted_) return Status::internal("CollRequest::test: nothing was posted");
+  if (call_ != nullptr) {
+    TALLY_RETURN_IF_ERROR(call_->test(done));
+    if (!*done) return Status::ok();
+  }
+  *done = true;
+  if (bytes) *bytes = bytes_;
+  return Status::ok();
+}
+
+
+Status Call::test(bool* done) {
+  if (remaining.load(std::memory_order_acquire) == 0) {
+    *done = true;
+    return Status::ok();
+  }
+  if (shared->failed.load(std::memory_order_acquire)) return shared->errorStatus();
+  if (shared->poller != nullptr) {
+    shared->poller->poll();
+    if (remaining.load(std::memory_order_acquire) == 0) {
+      *done = true;
+      return Status::ok();
+    }
+    if (shared->failed.load(std::memory_order_acquire)) return shared->errorStatus();
+  }
+  *done = false;
+  return Status::ok();
+}
+
+CollClientImpl::CollClientImpl(const CollOptions& options, int rank, int nranks)
+    : options_(options), rank_(rank), nranks_(nranks) {}
+
+CollClientImpl::~CollClientImpl() { close(); }
+
+Status CollClientImpl::start() {
+  for (auto& l : links_) TALLY_RETURN_IF_ERROR(l->start());
+  if (progress_) TALLY_RETURN_IF_ERROR(progress_->start());
+  return Status::ok();
+}
+
+void CollClientImpl::setProgress(std::shared_ptr<Progress> progress) {
+  progress_ = std::move(progress);
+  if (options_.progress == CollProgress::kPoll) shared_->poller = progress_;
+}
+
+Status CollClientImpl::iallreduce(const void* send, void* recv, size_t count, DataType type,
+                                  ReduceOp op, CollRequest* req) {
+  if (req == nullptr) return Status::internal("iallreduce: null request pointer");
+  req->reset();
+  if (!isValidDataType(static_cast<int>(type)) || !isValidReduceOp(static_cast<int>(op))) {
+    return Status::internal("iallreduce: bad data type or op");
+  }
+  if (count > 0 && (send == nullptr || recv == nullptr)) {
+    return Status::internal("iallreduce: null buffer");
+  }
+  if (count > SIZE_MAX / dataTypeSize(type)) return Status::internal("iallreduce: count overflows");
+  CallSpec spec;
+  spec.send = static_cast<const uint8_t*>(send);
+  spec.recv = static_cast<uint8_t*>(recv);
+  spec.count = count;
+  spec.type = type;
+  spec.op = op;
+  return post(spec, count * dataTypeSize(type), req);
+}
+
+namespace {
+
+// Checks a window against the rank count and computes this rank's part of it. `what` names
+// the call for errors.
+Status windowPart(const char* what, const CollWindow& w, int rank, int nranks, Span* part) {
+  if (w.rank_count == 0 || w.count == 0) {
+    return Status::internal(std::string(what) + ": empty window or rank part");
+  }
+  const uint64_t n = static_cast<uint64_t>(nranks);
+  if (w.rank_count > UINT64_MAX / 8 / n || w.offset > w.rank_count * n ||
+      w.count > w.rank_count * n - w.offset) {
+    return Status::internal(std::string(what) + ": window [" + std::to_string(w.offset) + ", +" +
+                            std::to_string(w.count) + ") passes the end of " +
+                            std::to_string(nranks) + " parts of " + std::to_string(w.rank_count));
+  }
+  *part = rankPart(static_cast<uint64_t>(rank), w.rank_count, w.offset, w.count);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status CollClientImpl::iallgather(const void* send, void* recv, const CollWindow& window,
+                                  CollRequest* req) {
+  if (req == nullptr) return Status::internal("iallgather: null request pointer");
+  req->reset();
+  Span part;
+  TALLY_RETURN_IF_ERROR(windowPart("iallgather", window, rank_, nranks_, &part));
+  if (recv == nullptr || (part.count > 0 && send == nullptr)) {
+    return Status::internal("iallgather: null buffer");
+  }
+  CallSpec spec;
+  spec.send = static_cast<const uint8_t*>(send);
+  spec.recv = static_cast<uint8_t*>(recv);
+  spec.count = window.count;
+  spec.type = DataType::kUint8;
+  spec.op = ReduceOp::kSum;
+  spec.kind = wire::CollKind::kAllGather;
+  spec.rank_count = window.rank_count;
+  spec.window_offset = window.offset;
+  spec.send_origin = part.offset;
+  return post(spec, window.count, req);
+}
+
+Status CollClientImpl::ireducescatter(const void* send, void* recv, const CollWindow& window,
+                                      DataType type, ReduceOp op, CollRequest* req) {
+  if (req == nullptr) return Status::internal("ireducescatter: null request pointer");
+  req->reset();
+  if (!isValidDataType(static_cast<int>(type)) || !isValidReduceOp(static_cast<int>(op))) {
+    return Status::internal("ireducescatter: bad data type or op");
+  }
+  Span part;
+  TALLY_RETURN_IF_ERROR(windowPart("ireducescatter", window, rank_, nranks_, &part));
+  if (send == nullptr || (part.count > 0 && recv == nullptr)) {
+    return Status::internal("ireducescatter: null buffer");
+  }
+  CallSpec spec;
+  spec.send = static_cast<const uint8_t*>(send);
+  spec.recv = static_cast<uint8_t*>(recv);
+  spec.count = window.count;
+  spec.type = type;
+  spec.op = op;
+  spec.kind = wire::CollKind::kReduceScatter;
+  spec.rank_count = window.rank_count;
+  spec.window_offset = window.offset;
+  spec.recv_origin = part.offset;
+  return post(spec, part.count * dataTypeSize(type), req);
+}
+
+Status CollClientImpl::post(const CallSpec& spec, size_t result_bytes, CollRequest* req) {
+  if (shared_->failed.load(std::memory_order_acquire)) return shared_->errorStatus();
+  if (closing()) return Status::internal("collective posted after close");
+  if (spec.count == 0) {
+    *req = CollRequest::completed();
+    return Status::ok();
+  }
+  const size_t elt = dataTypeSize(spec.type);
+  const SlicePlan plan{options_.slice_bytes, options_.slices_per_reducer,
+                       options_.min_slice_bytes};
+  const uint64_t per_slice = sliceElements(spec.count, elt, plan, links_.size());
+  const uint64_t nslices = (spec.count + per_slice - 1) / per_slice;
+  if (nslices > UINT32_MAX) return Status::invalidUsage("collective: too many slices");
+  if (shared_->calls_in_flight.load(std::memory_order_acquire) >= options_.max_requests) {
+    // No room: NCCL calls again. In poll mode, results that make room come in now.
+    if (shared_->poller != nullptr) shared_->poller->poll();
+    return Status::ok();
+  }
+  const bool all_reduce = spec.kind == wire::CollKind::kAllReduce;
+  const Span part = all_reduce ? Span{0, spec.count}
+                               : rankPart(static_cast<uint64_t>(rank_), spec.rank_count,
+                                          spec.window_offset, spec.count);
+  std::lock_guard<std::mutex> lock(post_mu_);
+  std::shared_ptr<Call> call = freeCallLocked();
+  static_cast<CallSpec&>(*call) = spec;
+  call->shared = shared_;
+  call->remaining.store(static_cast<uint32_t>(nslices), std::memory_order_relaxed);
+  call->seq = next_seq_++;
+  shared_->calls_in_flight.fetch_add(1, std::memory_order_acq_rel);
+  const size_t nlinks = links_.size();
+  for (uint64_t j = 0; j < nslices; ++j) {
+    SliceTask t;
+    t.call = call;
+    t.slice = static_cast<uint32_t>(j);
+    const Span slice = sliceSpan(spec.count, per_slice, j);
+    // Every rank sends every slice and gets a result for each (wire.h): pieces may be empty.
+    t.send = spec.kind == wire::CollKind::kAllGather ? pieceOf(slice, part) : slice;
+    t.recv = spec.kind == wire::CollKind::kReduceScatter ? pieceOf(slice, part) : slice;
+    links_[(call->seq + j) % nlinks]->post(std::move(t));
+  }
+  *req = CollRequest(std::move(call), result_bytes);
+  return Status::ok();
+}
+
+std::shared_ptr<Call> CollClientImpl::freeCallLocked() {
+  // A call is free once its request and slices have let go of it. Few are ever live at once
+  // (max_requests), so the list stays short.
+  for (auto& c : calls_) {
+    if (c.use_count() == 1) {
+      // Pairs with the release in the last holder's reference drop: its writes are visible.
+      std::atomic_thread_fence(std::memory_order_acquire);
+      return c;
+    }
+  }
+  constexpr size_t kMaxKept = 64;
+  auto c = std::make_shared<Call>();
+  if (calls_.size() < kMaxKept) calls_.push_back(c);
+  return c;
+}
+
+void CollClientImpl::fail(const Status& st, int64_t wait_ms) {
+  std::lock_guard<std::mutex> lock(fail_mu_);
+  if (shared_->failed.load(std::memory_order_acquire)) return;
+  if (!closing()) {
+    TALLY_WARN("CollNet rank %d: %s", rank_, st.toString().c_str());
+    // Each reducer hears why, so the other ranks learn the cause (bounded: a reducer that does
+    // not take the message in time is simply closed).
+    const auto deadline = Clock::now() + std::chrono::milliseconds(wait_ms);
+    for (auto& l : links_) l->postAbort(st.toString());
+    // A fail() found by a link thread gives way to an abort() on the owner's thread, which
+    // waits on it; the abort's own short wait runs to its end.
+    const bool yield_to_abort = wait_ms > kAbortWaitMs;
+    for (auto& l : links_) l->finishAbort(deadline, yield_to_abort);
+  }
+  // Close first: once requests report the error, the caller may free its buffers, and no receive
+  // may still be writing into them.
+  for (auto& l : links_) l->closeConnection();
+  {
+    std::lock_guard<std::mutex> elock(shared_->mu);
+    shared_->error = st;
+  }
+  shared_->failed.store(true, std::memory_order_release);
+}
+
+void CollClientImpl::abortLocked(const Status& why) {
+  closed_ = true;
+  // A link thread's fail() may be waiting for its Error messages: it stops at once.
+  hurry_.store(true, std::memory_order_release);
+  fail(why, kAbortWaitMs);
+  closing_.store(true, std::memory_order_release);
+  // The connections are closed, so the transport is out of the caller's buffers; joining the
+  // link threads (each may finish a CRC or a post first) and taking each send_mu_ once more
+  // (an iallreduce caller's tryPostNow) leaves nobody in them.
+  for (auto& l : links_) l->stopAndJoin();
+}
+
+void CollClientImpl::abort(const Status& why) {
+  std::lock_guard<std::mutex> lock(close_mu_);
+  if (closed_) return;
+  abortLocked(why);
+}
+
+void CollClientImpl::close() {
+  std::lock_guard<std::mutex> lock(close_mu_);
+  if (closed_) return;
+  const int in_flight = shared_->calls_in_flight.load(std::memory_order_acquire);
+  if (in_flight > 0) {
+    // The other ranks may never match these calls: no waiting for them.
+    abortLocked(Status::internal("the CollNet communicator was closed with " +
+                                 std::to_string(in_flight) + " call" + (in_flight == 1 ? "" : "s") +
+                                 " in flight"));
+    return;
+  }
+  closed_ = true;
+  closing_.store(true, std::memory_order_release);
+  hurry_.store(true, std::memory_order_release);
+  // Nothing is queued or outstanding: Bye goes out at once, and the reducers see a clean leave.
+  const auto deadline = Clock::now() + std::chrono::milliseconds(kByeWaitMs);
+  for (auto& l : links_) l->requestBye();
+  for (auto& l : links_) l->waitSenderDone(msLeft(deadline));
+  for (auto& l : links_) l->stopAndJoin();
+  fail(Status::internal("the CollNet communicator was closed"));
+}
+
+}  // namespace tally::worker_client

@@ -1,0 +1,99 @@
+// The worker's side of connecting to reducers (coll_client.cc's connect): the transport
+// connect with retries, the opening (protocol/opening.h) and the Hello/Ready exchange, each bounded
+// by the connect deadline. Not a public interface.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "common/status.h"
+#include "protocol/opening.h"
+#include "protocol/wire.h"
+#include "transport/network.h"
+#include "transport/transport.h"
+
+namespace tally::worker_client {
+namespace wire = protocol::wire;
+namespace opening = protocol::opening;
+
+using Clock = std::chrono::steady_clock;
+using HeaderBuf = std::array<uint8_t, wire::kMaxHeaderBytes>;
+
+// Milliseconds until the deadline, at least 0.
+int64_t msLeft(Clock::time_point deadline);
+
+// One header message at a time over a reducer connection during the opening: through a
+// transport::Connection (ConnHeaderChannel), or over a raw TCP socket taken from one in the TCP
+// backend's framing (FdHeaderChannel), so the same opening code runs on either. Errors: running
+// past the deadline is kTimeout with `what`; a lost connection is the transport's error.
+class HeaderChannel {
+ public:
+  virtual ~HeaderChannel() = default;
+  // Sends one header message and waits for it to leave, until the deadline.
+  virtual Status send(const wire::Frame& frame, Clock::time_point deadline,
+                      const std::string& what) = 0;
+  // Receives one header message into *buf (*got: its length), until the deadline.
+  virtual Status recv(Clock::time_point deadline, HeaderBuf* buf, size_t* got,
+                      const std::string& what) = 0;
+};
+
+// Over a Connection. A receive that fails closes it (the pending receive must not outlive an open
+// connection).
+class ConnHeaderChannel final : public HeaderChannel {
+ public:
+  explicit ConnHeaderChannel(transport::Connection* conn) : conn_(conn) {}
+  Status send(const wire::Frame& frame, Clock::time_point deadline,
+              const std::string& what) override;
+  Status recv(Clock::time_point deadline, HeaderBuf* buf, size_t* got,
+              const std::string& what) override;
+
+ private:
+  transport::Connection* conn_;
+};
+
+// Over a socket the caller owns (Connection::takeSocket), with blocking-with-timeout I/O. Reads
+// exactly one message per recv, so a FrameReader can take the socket over afterwards.
+class FdHeaderChannel final : public HeaderChannel {
+ public:
+  FdHeaderChannel(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
+  Status send(const wire::Frame& frame, Clock::time_point deadline,
+              const std::string& what) override;
+  Status recv(Clock::time_point deadline, HeaderBuf* buf, size_t* got,
+              const std::string& what) override;
+
+ private:
+  int fd_;
+  std::string peer_;
+};
+
+// Connects to one reducer over `network` (null: TCP with default options), retrying until the
+// deadline (it may not be up yet). A malformed address fails at once with kInvalidUsage; running
+// out of time is kTimeout naming the address and the last error. `options` go to the transport
+// (sockets = 1 lets the caller take the socket over on TCP).
+Status connectReducer(transport::Network* network, const std::string& address,
+                      Clock::time_point deadline, const transport::ConnectionOptions& options,
+                      std::unique_ptr<transport::Connection>* out);
+
+// Whether reducer connections over `network` (null: TCP) are TCP, whose sockets can be taken over.
+bool isTcpNetwork(const transport::Network* network);
+
+// The opening, up to Hello: takes the reducer's Challenge and answers it when it requires the
+// job token; refuses a reducer that cannot prove a token this worker has (telling it why).
+Status openReducer(HeaderChannel* chan, const std::string& address, Clock::time_point deadline,
+                   opening::WorkerSide* side);
+
+// When the reducer owes a Proof (it required the job token), receives and checks it: nothing
+// else, not even Hello, goes to a reducer before it proved the token. A Reject (the worker's
+// Answer was refused): kInvalidUsage with its reason.
+Status awaitProof(HeaderChannel* chan, const std::string& address, int rank,
+                  Clock::time_point deadline, const opening::WorkerSide& side);
+
+// Receives the reducer's answer to Hello: Ready (its window into *window); or Reject
+// (kInvalidUsage with the reason) or Error (kRemote).
+Status awaitReady(HeaderChannel* chan, const std::string& address, int rank,
+                  Clock::time_point deadline, int* window);
+
+}  // namespace tally::worker_client

@@ -1,0 +1,181 @@
+// The CollClient's links over raw TCP sockets (TALLY_COLL_PROGRESS=thread or poll): no thread
+// hand-off per slice. Not a public interface.
+//
+// Each RawLink owns a socket taken from a one-socket TCP connection (Connection::takeSocket) and
+// speaks the TCP backend's framing on it (transport/tcp/frames.h), so the reducer sees the same
+// bytes as from a ThreadedLink. One Progress thread per client runs epoll over every link's
+// socket:
+//   - sends: the posting thread (iallreduce) queues a slice's header and payload (borrowed from
+//     the user's send buffer) in the link's FrameQueue and writes at once what the socket takes;
+//     what it does not take the progress thread writes on EPOLLOUT, which a link arms only while
+//     its socket is full. A result frees a credit, and the progress thread then sends the next
+//     queued slice itself.
+//   - receives: the progress thread drains every readable socket: a result header, then its
+//     payload read straight into the user's recv buffer at the slice's offset; a call completes
+//     when its last slice lands.
+//   - every kPollMs it checks each link for timeout_ms without a result while slices are
+//     outstanding.
+// With TALLY_COLL_PROGRESS=poll there is no progress thread: the same rounds (epoll_wait with no
+// wait, then the same handlers) run on the thread that tests a request (NCCL's proxy thread,
+// which calls test() in a loop) or posts into a full client, one thread at a time. What the
+// progress thread's wake-ups cost is then gone, and a result is read when the caller asks.
+//
+// Every step that reads or writes caller memory (CRC, sendmsg from the send buffer, recv into
+// the recv buffer) runs under the link's mu_ and only while the link is open. closeConnection
+// takes mu_ and marks the link closed, so once it returns nobody touches caller memory through
+// this link; stopAndJoin also joins the progress thread.
+//
+// Lock order: CollClientImpl::post_mu_ -> RawLink::mu_. Nobody holds a link's mu_ when calling
+// CollClientImpl::fail (which takes every link's mu_).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "worker_client/coll_client_impl.h"
+#include "transport/tcp/fd.h"
+#include "transport/tcp/frames.h"
+
+namespace tally::worker_client {
+namespace wire = protocol::wire;
+
+class RawLink;
+
+// The epoll loop of one client, run by its own thread (threaded) or by callers through poll().
+// Links are added before start(); watch() and unwatch() may be called from any thread.
+class Progress final : public Poller {
+ public:
+  // Makes the epoll set and the wake-up eventfd.
+  static Status create(bool threaded, std::shared_ptr<Progress>* out);
+  ~Progress() override;
+
+  // Adds a link's socket, watched for input (before start()).
+  Status add(RawLink* link, int fd);
+  // Starts the thread (threaded; kSystem when it cannot be created) or lets poll() run.
+  Status start();
+  // One round without waiting (not threaded; a no-op while another caller polls, before start()
+  // and after stop()).
+  void poll() override;
+  // Whether the link's socket is also watched for room to write.
+  void watch(RawLink* link, int fd, bool output);
+  // Stops watching the socket (before it is shut down).
+  void unwatch(int fd);
+  // Ends and joins the thread, or waits for a poll() under way; no link is touched after it.
+  // Idempotent; never from the progress thread or from inside poll().
+  void stop();
+
+ private:
+  explicit Progress(bool threaded) : threaded_(threaded) {}
+  void loop();
+  // Waits up to wait_ms for events, handles them, and checks timeouts when due. False: epoll
+  // failed.
+  bool round(int wait_ms);
+
+  const bool threaded_;
+  transport::tcp::Fd epoll_;
+  transport::tcp::Fd wake_;  // eventfd: stop() wakes the thread through it
+  std::vector<RawLink*> links_;
+  std::atomic<bool> started_{false};
+  std::atomic<bool> stop_{false};
+  std::mutex stop_mu_;
+  std::thread thread_;
+  std::mutex poll_mu_;          // held by the caller in poll()
+  int64_t next_check_ns_ = 0;  // the progress thread's, or poll_mu_'s holder's
+};
+
+class RawLink final : public Link {
+ public:
+  // `fd`: the socket, after the opening (recvFrame read exactly up to Ready). `crc` as
+  // ThreadedLink's.
+  RawLink(CollClientImpl* client, std::string address, transport::tcp::Fd fd, Progress* progress,
+          int window, int64_t timeout_ms, const crc32c::Crc32c* crc);
+  ~RawLink() override;
+
+  int fd() const { return fd_.get(); }
+
+  Status start() override;
+  void post(SliceTask task) override;
+  void requestBye() override;
+  bool waitSenderDone(int64_t timeout_ms) override;
+  void postAbort(const std::string& reason) override;
+  void finishAbort(Clock::time_point deadline, bool yield_to_abort) override;
+  void closeConnection() override;
+  void stopAndJoin() override;
+  const std::string& address() const override { return address_; }
+
+  // The progress thread: the socket is readable (or hung up) and/or writable. Reports an error
+  // to the client itself.
+  void onEvents(bool readable, bool writable);
+  // The progress thread: fails the client when no result came for timeout_ms while slices are
+  // outstanding.
+  void checkTimeout(int64_t now_ns);
+
+ private:
+  struct Waiting {
+    SliceTask task;
+    uint64_t last_message = 0;  // messages_pushed_ once its header and payload were queued
+    uint32_t frame = 0;         // its header's slot in frames_
+  };
+  enum class Phase { kResultHeader, kPayload };
+
+  // Queues the slice's header and payload (mu_ held, a credit free).
+  void pushSliceLocked(const SliceTask& task);
+  // Writes what the socket takes; arms or disarms EPOLLOUT (mu_ held).
+  Status flushLocked();
+  // Reads until the socket has nothing more (events handled one at a time under mu_).
+  Status readAll();
+  Status onHeaderLocked();
+  Status onResultLocked(const uint8_t* header, size_t size);
+  Status onPayloadLocked();
+  // Counts the result of current_ in, and queues waiting slices on the freed credit.
+  void completeLocked();
+  // Reports an error of this link to the client (unless it is closing anyway). No lock held.
+  void reportFailure(const Status& st);
+
+  CollClientImpl* client_;
+  const std::string address_;
+  transport::tcp::Fd fd_;
+  Progress* progress_;
+  const int window_;
+  const int64_t timeout_ms_;
+  const crc32c::Crc32c* const crc_;
+
+  std::mutex mu_;
+  bool closed_ = false;
+  bool out_armed_ = false;  // EPOLLOUT is watched
+  bool abort_posted_ = false;
+  std::deque<SliceTask, PoolAllocator<SliceTask>> queue_;  // waiting for a credit
+  using SliceKey = std::pair<uint64_t, uint32_t>;          // (call seq, slice)
+  std::map<SliceKey, Waiting, std::less<SliceKey>,
+           PoolAllocator<std::pair<const SliceKey, Waiting>>>
+      waiting_;  // queued on the socket or sent, result not arrived
+  int outstanding_ = 0;
+  std::atomic<int64_t> last_progress_ns_{0};
+  transport::tcp::FrameQueue out_;
+  uint64_t messages_pushed_ = 0;
+  uint64_t messages_written_ = 0;
+  // Slice header bytes live here until written: one slot per credit.
+  std::vector<wire::Frame> frames_;
+  std::vector<uint32_t> free_frames_;
+  wire::Frame bye_frame_;
+  wire::Frame abort_frame_;
+
+  // The progress thread's receive state (mu_ held while it changes).
+  transport::tcp::FrameReader reader_;
+  Phase phase_ = Phase::kResultHeader;
+  std::array<uint8_t, wire::kMaxHeaderBytes> header_{};
+  wire::SliceHeader result_{};  // the result whose payload is being read
+  SliceTask current_;
+  uint8_t* dst_ = nullptr;
+};
+
+}  // namespace tally::worker_client
