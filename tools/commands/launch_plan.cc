@@ -125,11 +125,11 @@ Status planCollNetRank(const ClusterEnv& cluster, const ClusterSpec& spec, const
       changes.push_back({EnvChange::Kind::kSet, "TALLY_REDUCERS", join(reducers.addresses, ",")});
     }
   } else {
-    const std::string sources = fromClusterVariable(spec)
-                                    ? "TALLY_REDUCERS, CLUSTER_SPEC workerpool2 and TF_CONFIG ps "
-                                      "are all empty"
-                                    : "TALLY_REDUCERS and the " + spec.variable +
-                                          " job's reducers are both empty";
+    const std::string sources =
+        fromClusterVariable(spec)
+            ? "TALLY_REDUCERS, CLUSTER_SPEC workerpool2 and TF_CONFIG ps "
+              "are all empty"
+            : "TALLY_REDUCERS and the " + spec.variable + " job's reducers are both empty";
     plan->notes.push_back("WARNING: no reducers known (" + sources +
                           "): CollNet will be off and NCCL uses its own algorithms; NCCL_ALGO "
                           "is left alone");
