@@ -54,8 +54,9 @@ std::string renderSlurm(const Plan& plan) {
     text += "# Component 1: " + std::to_string(reducers) + " CPU reducer nodes like " +
             job.pools[2].machine_type + ".\n";
   }
-  text += "# tally launch listens on port " + std::to_string(commands::kSchedulerPort) +
-          " of each reducer node; `tally` must be on PATH on every node.\n";
+  text += "# Each reducer listens on port " + std::to_string(commands::kSchedulerPort) +
+          " of its node, which is the primary's MASTER_PORT too; `tally` must be on PATH on every "
+          "node.\n";
   text += "# Container images (add --container-image=URI to each srun with pyxis): training " +
           job.pools[0].image_uri + (het ? ", reducers " + job.pools[2].image_uri : "") + "\n";
   text += "#SBATCH --job-name=" + jobSetName(plan.display_name, hosts) + "\n";
