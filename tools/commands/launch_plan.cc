@@ -5,6 +5,7 @@
 #include <string_view>
 #include <utility>
 
+#include "tools/commands/launch_env.h"
 #include "transport/tcp/socket.h"
 
 namespace tally::commands {
@@ -60,10 +61,16 @@ std::string joinWords(const std::vector<std::string>& argv) {
   return text;
 }
 
-// "(CLUSTER_SPEC workerpool1 index 1, trial 7)"
+// Whether the spec came from CLUSTER_SPEC or TF_CONFIG rather than a scheduler's own variables
+// (launch_env.h), whose task_type already names the task in full.
+bool fromClusterVariable(const ClusterSpec& spec) {
+  return spec.variable == "CLUSTER_SPEC" || spec.variable == "TF_CONFIG";
+}
+
+// "(CLUSTER_SPEC workerpool1 index 1, trial 7)", "(JobSet workers pod 2)"
 std::string describeTask(const ClusterSpec& spec) {
-  std::string text =
-      "(" + spec.variable + " " + spec.task_type + " index " + std::to_string(spec.index);
+  std::string text = "(" + spec.variable + " " + spec.task_type;
+  if (fromClusterVariable(spec)) text += " index " + std::to_string(spec.index);
   if (!spec.trial.empty()) text += ", trial " + spec.trial;
   return text + ")";
 }
@@ -94,7 +101,10 @@ Status planCollNetRank(const ClusterEnv& cluster, const ClusterSpec& spec, const
 
   Params params = Params::defaults();
   params.reducers = env.get("TALLY_REDUCERS").value_or("");
-  const ReducerList reducers = resolveReducers(params, cluster);
+  ReducerList reducers = resolveReducers(params, cluster);
+  if (!fromClusterVariable(spec) && reducers.origin != "TALLY_REDUCERS") {
+    reducers.origin = spec.variable + " reducers";  // the scheduler's spec sits in cluster_spec
+  }
   const bool collnet = !reducers.addresses.empty();
 
   plan->summary = std::string(clusterRoleName(spec.role())) + " " + describeTask(spec) +
@@ -115,10 +125,14 @@ Status planCollNetRank(const ClusterEnv& cluster, const ClusterSpec& spec, const
       changes.push_back({EnvChange::Kind::kSet, "TALLY_REDUCERS", join(reducers.addresses, ",")});
     }
   } else {
-    plan->notes.push_back(
-        "WARNING: no reducers known (TALLY_REDUCERS, CLUSTER_SPEC workerpool2 and TF_CONFIG ps "
-        "are all empty): CollNet will be off and NCCL uses its own algorithms; NCCL_ALGO is "
-        "left alone");
+    const std::string sources =
+        fromClusterVariable(spec)
+            ? "TALLY_REDUCERS, CLUSTER_SPEC workerpool2 and TF_CONFIG ps "
+              "are all empty"
+            : "TALLY_REDUCERS and the " + spec.variable + " job's reducers are both empty";
+    plan->notes.push_back("WARNING: no reducers known (" + sources +
+                          "): CollNet will be off and NCCL uses its own algorithms; NCCL_ALGO "
+                          "is left alone");
   }
   setOrKeep(env, "MASTER_ADDR", master_host, &changes);
   setOrKeep(env, "MASTER_PORT", std::to_string(master_port), &changes);
@@ -243,7 +257,9 @@ Status planLaunch(const ClusterEnv& cluster, const ParamSource& env, const std::
   const ClusterSpec* spec = cluster.primary();
   if (spec == nullptr) {
     if (command.empty()) return missingCommand("");
-    plan.summary = "no CLUSTER_SPEC or TF_CONFIG: running the command unchanged";
+    plan.summary =
+        "no CLUSTER_SPEC or TF_CONFIG, JobSet or Slurm heterogeneous job: running the command "
+        "unchanged";
     plan.argv = command;
     *out = std::move(plan);
     return Status::ok();
@@ -291,7 +307,18 @@ Status planLaunchFromEnvironment(const ParamSource& env, const std::string& plug
                                  const std::vector<std::string>& command, LaunchPlan* out) {
   ClusterEnv cluster;
   TALLY_RETURN_IF_ERROR(ClusterEnv::load(env, &cluster));
-  return planLaunch(cluster, env, plugin_path, reducer_path, command, out);
+  std::vector<std::string> notes;
+  if (cluster.primary() == nullptr) {
+    // No CLUSTER_SPEC nor TF_CONFIG: a JobSet's or Slurm's variables describe the same pools.
+    std::optional<ClusterSpec> spec;
+    TALLY_RETURN_IF_ERROR(schedulerCluster(env, &spec, &notes));
+    cluster.cluster_spec = std::move(spec);
+  }
+  LaunchPlan plan;
+  TALLY_RETURN_IF_ERROR(planLaunch(cluster, env, plugin_path, reducer_path, command, &plan));
+  plan.notes.insert(plan.notes.end(), notes.begin(), notes.end());
+  *out = std::move(plan);
+  return Status::ok();
 }
 
 std::string shellQuote(const std::string& text) {

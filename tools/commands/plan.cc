@@ -1,6 +1,7 @@
 // tally plan: size a Vertex AI CustomJob's reducer pool and print the gcloud command for it.
 //
 //   tally plan --spec job.json [--reducer-machine M] [--reducer-image URI] [--tier1] [--json]
+//              [--format gcloud|jobset|slurm]
 //   tally plan --primary-machine n1-highmem-96 --accelerator NVIDIA_TESLA_V100:8 --workers 4
 //              [--reducers R] [--image URI] [-- python train.py]
 //
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "tools/commands/command.h"
+#include "tools/commands/plan_formats.h"
 #include "tools/commands/plan_model.h"
 
 namespace tally::commands {
@@ -33,6 +35,7 @@ struct PlanFlags {
   std::string display_name;
   std::vector<std::string> bandwidth;
   std::vector<std::string> command;
+  std::string format = "gcloud";
   bool json = false;
   bool tier1 = false;
 };
@@ -103,6 +106,26 @@ int fail(const PlanFlags& flags, const Status& s) {
   return 2;
 }
 
+// What stdout gets: the text report (gcloud) or the manifest or script alone, so it can be saved
+// and submitted; with --json the document, carrying the manifest or script as a string too.
+std::string renderOutput(const plan::Plan& result, plan::Format format, bool json) {
+  std::string body;
+  const char* key = nullptr;
+  if (format == plan::Format::kJobSet) {
+    body = plan::renderJobSet(result);
+    key = "jobset";
+  } else if (format == plan::Format::kSlurm) {
+    body = plan::renderSlurm(result);
+    key = "slurm";
+  }
+  if (!json) return key == nullptr ? plan::renderText(result) : body;
+  std::string document = plan::renderJson(result);
+  if (key == nullptr) return document;
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(document);
+  j[key] = body;
+  return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
 }  // namespace
 
 Subcommand addPlanCommand(CLI::App& parent) {
@@ -138,10 +161,19 @@ Subcommand addPlanCommand(CLI::App& parent) {
                 "The VMs use Tier_1 networking: n2, n2d, c2 and c2d shapes large enough for it "
                 "count at their Tier_1 egress (50 to 100 Gbps)");
   app->add_flag("--json", flags->json, "Print a JSON document instead of text");
+  app->add_option("--format", flags->format,
+                  "gcloud: the report with Vertex AI's gcloud command; jobset: a Kubernetes "
+                  "JobSet manifest; slurm: an sbatch script of a heterogeneous job")
+      ->capture_default_str();
   app->add_option("command", flags->command, "Training command, after --");
 
   cmd.run = [flags, app] {
     PlanFlags& f = *flags;
+    plan::Format format = plan::Format::kGcloud;
+    if (!plan::parseFormat(f.format, &format)) {
+      return fail(f, Status::invalidUsage("--format: expected gcloud, jobset or slurm, got \"" +
+                                          f.format + "\""));
+    }
     plan::PlanOptions options;
     options.region = f.region;
     options.display_name = f.display_name;
@@ -189,7 +221,7 @@ Subcommand addPlanCommand(CLI::App& parent) {
       s = plan::makePlan(job, options, &result);
       if (!s.isOk()) return fail(f, s);
     }
-    std::string text = f.json ? plan::renderJson(result) : plan::renderText(result);
+    std::string text = renderOutput(result, format, f.json);
     std::fputs(text.c_str(), stdout);
     return result.ok() ? 0 : 1;
   };
