@@ -13,9 +13,10 @@ namespace tally::plan {
 namespace {
 
 constexpr double kMiB64 = 67108864.0;
-// 1448 payload bytes in every 1514-byte frame at MTU 1500.
-constexpr double kPayload1500 = 1448.0 / 1514.0;
-// 10 Gbit/s of frames: 1.25e9 B/s, of which 1195508586.5 B/s payload.
+// 1448 payload bytes in every 1514-byte frame at MTU 1500, and half a 66-byte ACK frame for the
+// data coming the other way.
+constexpr double kPayload1500 = 1448.0 / 1547.0;
+// 10 Gbit/s of frames: 1.25e9 B/s, of which 1170006464.1 B/s payload.
 constexpr double kTenGbitPayload = 1.25e9 * kPayload1500;
 
 // Links only: no CPU cost, so the link and latency terms can be checked by hand.
@@ -42,12 +43,12 @@ Prediction predict(const PredictInput& in) {
 TEST(PlanPredict, RingIsTwoNMinusOneOverNBytesPlusALatencyPerStep) {
   Prediction p = predict(linksOnly(4, 0));
   EXPECT_DOUBLE_EQ(p.payload_fraction, kPayload1500);
-  // 1.5 x 64 MiB / 1195508586.5 B/s = 84.2012 ms, plus 2(n-1) = 6 steps of 50 us.
-  EXPECT_NEAR(p.ring.host_link_s, 0.0842012321, 1e-9);
+  // 1.5 x 64 MiB / 1170006464.1 B/s = 86.0365 ms, plus 2(n-1) = 6 steps of 50 us.
+  EXPECT_NEAR(p.ring.host_link_s, 0.0860365298, 1e-9);
   EXPECT_NEAR(p.ring.latency_s, 300e-6, 1e-12);
-  EXPECT_NEAR(p.ring.seconds, 0.0845012321, 1e-9);
+  EXPECT_NEAR(p.ring.seconds, 0.0863365298, 1e-9);
   EXPECT_EQ(p.ring.bound, "host link");
-  EXPECT_NEAR(p.ring.algbw_gbs, kMiB64 / 0.0845012321 / 1e9, 1e-6);
+  EXPECT_NEAR(p.ring.algbw_gbs, kMiB64 / 0.0863365298 / 1e9, 1e-6);
   EXPECT_NEAR(p.ring.busbw_gbs, p.ring.algbw_gbs * 1.5, 1e-9);
   EXPECT_FALSE(p.has_rs);
   EXPECT_EQ(p.speedup, 0);
@@ -55,28 +56,28 @@ TEST(PlanPredict, RingIsTwoNMinusOneOverNBytesPlusALatencyPerStep) {
 
 TEST(PlanPredict, EnoughReducersTakeOneBucketPerHost) {
   Prediction p = predict(linksOnly(8, 8));
-  // Each host sends S and receives S: 64 MiB / 1195508586.5 B/s = 56.134 ms, plus 2 x 50 us.
+  // Each host sends S and receives S: 64 MiB / 1170006464.1 B/s = 57.358 ms, plus 2 x 50 us.
   EXPECT_NEAR(p.rs.host_link_s, kMiB64 / kTenGbitPayload, 1e-12);
-  EXPECT_NEAR(p.rs.host_link_s, 0.0561341547, 1e-9);
+  EXPECT_NEAR(p.rs.host_link_s, 0.0573576865, 1e-9);
   EXPECT_NEAR(p.rs.reducer_link_s, p.rs.host_link_s, 1e-12);  // n S / m = S
-  EXPECT_NEAR(p.rs.seconds, 0.0562341547, 1e-9);
-  EXPECT_NEAR(p.ring.seconds, 1.75 * 0.0561341547 + 14 * 50e-6, 1e-9);  // 98.935 ms
-  EXPECT_NEAR(p.speedup, 0.0989347708 / 0.0562341547, 1e-6);            // 1.759
+  EXPECT_NEAR(p.rs.seconds, 0.0574576865, 1e-9);
+  EXPECT_NEAR(p.ring.seconds, 1.75 * 0.0573576865 + 14 * 50e-6, 1e-9);  // 101.076 ms
+  EXPECT_NEAR(p.speedup, 0.1010759514 / 0.0574576865, 1e-6);            // 1.759
   EXPECT_TRUE(p.has_rs);
 }
 
 TEST(PlanPredict, TooFewReducersAreBoundByTheirLinks) {
   Prediction p = predict(linksOnly(8, 2));
-  // Each reducer takes n S / m = 4 x 64 MiB from the 8 workers at once: 224.537 ms,
+  // Each reducer takes n S / m = 4 x 64 MiB from the 8 workers at once: 229.431 ms,
   // plus 2 x 50 us.
-  EXPECT_NEAR(p.rs.reducer_link_s, 4 * 0.0561341547, 1e-9);
-  EXPECT_NEAR(p.rs.seconds, 0.2246366190, 1e-9);
+  EXPECT_NEAR(p.rs.reducer_link_s, 4 * 0.0573576865, 1e-9);
+  EXPECT_NEAR(p.rs.seconds, 0.2295307461, 1e-9);
   EXPECT_EQ(p.rs.bound, "reducer link");
-  EXPECT_LT(p.speedup, 0.45);  // the ring (98.9 ms) wins
+  EXPECT_LT(p.speedup, 0.45);  // the ring (101.1 ms) wins
   // A reducer twice as fast halves it.
   PredictInput faster = linksOnly(8, 2);
   faster.reducer_gbps = 20;
-  EXPECT_NEAR(predict(faster).rs.reducer_link_s, 2 * 0.0561341547, 1e-9);
+  EXPECT_NEAR(predict(faster).rs.reducer_link_s, 2 * 0.0573576865, 1e-9);
 }
 
 TEST(PlanPredict, CpuCostBoundsWhenTheLinksAreFast) {
@@ -110,8 +111,8 @@ TEST(PlanPredict, EmulatedTwoHundredMegabitLinks) {
   in.reducer_gbps = 0.2;
   in.latency_s = 0;
   Prediction p = predict(in);
-  EXPECT_NEAR(p.rs.seconds, 2.80670774, 1e-6);
-  EXPECT_NEAR(p.ring.seconds, 4.21006161, 1e-6);
+  EXPECT_NEAR(p.rs.seconds, 2.86788433, 1e-6);
+  EXPECT_NEAR(p.ring.seconds, 4.30182649, 1e-6);
   EXPECT_EQ(p.rs.bound, "host link");
 }
 
@@ -208,10 +209,10 @@ TEST(PlanPredictCommand, PredictOnlyPrintsBothAlgorithms) {
       << run.out;
   EXPECT_NE(run.out.find("4 hosts at 0.2 Gbps, 4 reducers at 0.2 Gbps"), std::string::npos)
       << run.out;
-  EXPECT_NE(run.out.find("ring                  4.21 s      0.01594      0.02391  host link"),
+  EXPECT_NE(run.out.find("ring                  4.30 s       0.0156       0.0234  host link"),
             std::string::npos)
       << run.out;
-  EXPECT_NE(run.out.find("reduction server      2.81 s      0.02391      0.03587  host link"),
+  EXPECT_NE(run.out.find("reduction server      2.87 s       0.0234       0.0351  host link"),
             std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find("rs/ring: 1.50"), std::string::npos) << run.out;
@@ -220,9 +221,9 @@ TEST(PlanPredictCommand, PredictOnlyPrintsBothAlgorithms) {
       "--predict-only --hosts 8 --reducers 2 --link 200mbit --latency 0 --bucket 64M --json");
   ASSERT_EQ(json.status, 0) << json.out;
   nlohmann::json doc = nlohmann::json::parse(json.out);
-  EXPECT_NEAR(doc["rs"]["seconds"].get<double>(), 4 * 2.80670774, 1e-6);
+  EXPECT_NEAR(doc["rs"]["seconds"].get<double>(), 4 * 2.86788433, 1e-6);
   EXPECT_EQ(doc["rs"]["bound"], "reducer link");
-  EXPECT_NEAR(doc["ring"]["seconds"].get<double>(), 1.75 * 2.80670774, 1e-6);
+  EXPECT_NEAR(doc["ring"]["seconds"].get<double>(), 1.75 * 2.86788433, 1e-6);
 }
 
 TEST(PlanPredictCommand, EveryPlanEndsWithThePrediction) {
@@ -238,7 +239,7 @@ TEST(PlanPredictCommand, EveryPlanEndsWithThePrediction) {
   EXPECT_EQ(p["reducerGbps"], 32);
   EXPECT_EQ(p["reducerCores"], 16);  // n1-highcpu-16
   // The default worker CPU cost on 2 cores: 0.98 x 1/8 GiB / 2 = 61.25 ms, above the link's
-  // 128 MiB / 11.96 GB/s = 11.2 ms.
+  // 128 MiB / 11.70 GB/s = 11.5 ms.
   EXPECT_NEAR(p["rs"]["workerCpuSeconds"].get<double>(), 0.06125, 1e-9);
   EXPECT_EQ(p["rs"]["bound"], "worker CPU");
 

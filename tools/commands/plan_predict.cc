@@ -17,9 +17,14 @@ namespace {
 
 constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
 // Per packet: IPv4 and TCP headers with timestamps (52 bytes) inside the MTU, and the Ethernet
-// header (14) outside it, which is what a tc rate limit counts.
+// header (14) outside it, which is what a tc rate limit counts. Both algorithms move data both
+// ways on every link at once, so each direction also carries the ACKs of the data coming the
+// other way: a 66-byte frame (those headers, no payload) for every second full segment, TCP's
+// delayed ACK.
 constexpr int kTcpIpHeaderBytes = 52;
 constexpr int kEthernetHeaderBytes = 14;
+constexpr int kAckFrameBytes = kTcpIpHeaderBytes + kEthernetHeaderBytes;
+constexpr double kSegmentsPerAck = 2;
 
 // Bytes of payload per second over a link of `gbps` at the given payload fraction.
 double payloadRate(double gbps, double payload_fraction) {
@@ -75,16 +80,21 @@ std::string numberText(double value) {
   return out.str();
 }
 
-// "12.3 ms", "2.94 s", "410 us"
+// Three significant digits in the largest unit under the value: "2.87 s", "30.7 ms", "410 us".
 std::string timeText(double seconds) {
-  char text[32];
+  double value = seconds * 1e6;
+  const char* unit = "us";
   if (seconds >= 1) {
-    std::snprintf(text, sizeof(text), "%.3g s", seconds);
+    value = seconds;
+    unit = "s";
   } else if (seconds >= 1e-3) {
-    std::snprintf(text, sizeof(text), "%.3g ms", seconds * 1e3);
-  } else {
-    std::snprintf(text, sizeof(text), "%.3g us", seconds * 1e6);
+    value = seconds * 1e3;
+    unit = "ms";
   }
+  char text[32];
+  int decimals = value >= 100 ? 0 : value >= 10 ? 1 : 2;
+  if (value == 0) decimals = 0;
+  std::snprintf(text, sizeof(text), "%.*f %s", decimals, value, unit);
   return text;
 }
 
@@ -127,7 +137,7 @@ Status predictAllReduce(const PredictInput& in, Prediction* out) {
   Prediction p;
   p.input = in;
   p.payload_fraction = static_cast<double>(in.mtu - kTcpIpHeaderBytes) /
-                       static_cast<double>(in.mtu + kEthernetHeaderBytes);
+                       (in.mtu + kEthernetHeaderBytes + kAckFrameBytes / kSegmentsPerAck);
   double n = static_cast<double>(in.hosts);
   double s = static_cast<double>(in.bucket_bytes);
   double host_rate = payloadRate(in.host_gbps, p.payload_fraction);

@@ -3,7 +3,8 @@
 // costs. No I/O; docs/plan.md gives the formulas and checks them against emulated runs.
 //
 // Each link is full duplex at rate B (bytes of payload per second: the rate in bits / 8, less
-// TCP/IP and Ethernet framing at the MTU). Per host and call:
+// TCP/IP and Ethernet framing at the MTU and the ACKs of the data coming the other way; 93.6% at
+// MTU 1500). Per host and call:
 //   ring:  each host sends and receives 2(n-1)/n S, in 2(n-1) steps that each wait for a
 //          neighbour: link = 2(n-1)/n S / B_host, latency = 2(n-1) L.
 //   rs:    each host sends S and receives S: S / B_host; each reducer receives n S / m (n
@@ -71,7 +72,7 @@ struct AlgoPrediction {
 
 struct Prediction {
   PredictInput input;
-  double payload_fraction = 0;  // of the link rate that carries data at the MTU
+  double payload_fraction = 0;  // of the link rate that carries data: 1448 / (1514 + 66 / 2)
   AlgoPrediction ring;
   bool has_rs = false;  // m > 0
   AlgoPrediction rs;
