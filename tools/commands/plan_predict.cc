@@ -98,6 +98,17 @@ std::string timeText(double seconds) {
   return text;
 }
 
+// Three significant digits, trailing zeros kept: "0.0150", "4.30", "22.6", "118".
+std::string rateText(double gbs) {
+  char text[32];
+  if (gbs >= 100) {
+    std::snprintf(text, sizeof(text), "%.0f", gbs);
+  } else {
+    std::snprintf(text, sizeof(text), "%#.3g", gbs);
+  }
+  return text;
+}
+
 nlohmann::ordered_json algoJson(const AlgoPrediction& p, bool rs) {
   nlohmann::ordered_json j;
   j["seconds"] = p.seconds;
@@ -220,8 +231,9 @@ std::string renderPredictionText(const Prediction& p) {
                 "busbw GB/s", "bound by");
   out << line;
   auto row = [&](const char* name, const AlgoPrediction& a) {
-    std::snprintf(line, sizeof(line), "  %-17s %10s %12.4g %12.4g  %s\n", name,
-                  timeText(a.seconds).c_str(), a.algbw_gbs, a.busbw_gbs, a.bound.c_str());
+    std::snprintf(line, sizeof(line), "  %-17s %10s %12s %12s  %s\n", name,
+                  timeText(a.seconds).c_str(), rateText(a.algbw_gbs).c_str(),
+                  rateText(a.busbw_gbs).c_str(), a.bound.c_str());
     out << line;
   };
   row("ring", p.ring);
