@@ -4,9 +4,14 @@
 //              [--format gcloud|jobset|slurm]
 //   tally plan --primary-machine n1-highmem-96 --accelerator NVIDIA_TESLA_V100:8 --workers 4
 //              [--reducers R] [--image URI] [-- python train.py]
+//   tally plan --predict-only --hosts 4 --reducers 4 --link 200mbit [--bucket 64M]
+//
+// Every plan ends with the expected all-reduce of one bucket (plan_predict.h); --predict-only
+// prints only that, for links given as rates instead of machine types.
 //
 // Exit status: 0 when every rule passes, 1 when one fails, 2 for bad input. The logic is in
 // plan_model.h; this file turns flags into a JobSpec and prints.
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <memory>
@@ -38,6 +43,15 @@ struct PlanFlags {
   std::string format = "gcloud";
   bool json = false;
   bool tier1 = false;
+  // The prediction (plan_predict.h).
+  std::string bucket = "64M";
+  std::string latency = "50us";
+  bool predict_only = false;
+  std::string hosts;         // --predict-only: GPU hosts
+  std::string link;          // --predict-only: every host's rate, e.g. 200mbit
+  std::string reducer_link;  // --predict-only: a reducer's rate (default: --link)
+  plan::PredictInput model;  // CPU costs, cores and MTU as given
+  bool reducer_cores_given = false;
 };
 
 Status parseCount(const std::string& flag, const std::string& text, int64_t min, int64_t* out) {
@@ -93,6 +107,65 @@ Status jobFromFlags(const PlanFlags& flags, plan::JobSpec* out) {
   }
   job.display_name = flags.display_name;
   *out = std::move(job);
+  return Status::ok();
+}
+
+// The model's inputs common to both modes: the flags' CPU costs, cores, MTU, bucket, latency.
+Status predictInputFromFlags(const PlanFlags& flags, plan::PredictInput* out) {
+  plan::PredictInput in = flags.model;
+  TALLY_RETURN_IF_ERROR(plan::parseBucketBytes(flags.bucket, &in.bucket_bytes));
+  Status s = plan::parseLatency(flags.latency, &in.latency_s);
+  if (!s.isOk()) return Status::invalidUsage("--latency: " + s.message());
+  *out = in;
+  return Status::ok();
+}
+
+// --predict-only: hosts, reducers and link rates from the flags.
+Status predictFromFlags(const PlanFlags& flags, plan::Prediction* out) {
+  plan::PredictInput in;
+  TALLY_RETURN_IF_ERROR(predictInputFromFlags(flags, &in));
+  if (flags.hosts.empty() || flags.link.empty()) {
+    return Status::invalidUsage("--predict-only needs --hosts N and --link RATE (e.g. 200mbit)");
+  }
+  TALLY_RETURN_IF_ERROR(parseCount("--hosts", flags.hosts, 2, &in.hosts));
+  if (!flags.reducers.empty()) {
+    TALLY_RETURN_IF_ERROR(parseCount("--reducers", flags.reducers, 0, &in.reducers));
+  }
+  Status s = plan::parseLinkRate(flags.link, &in.host_gbps);
+  if (!s.isOk()) return Status::invalidUsage("--link: " + s.message());
+  in.reducer_gbps = in.host_gbps;
+  if (!flags.reducer_link.empty()) {
+    s = plan::parseLinkRate(flags.reducer_link, &in.reducer_gbps);
+    if (!s.isOk()) return Status::invalidUsage("--reducer-link: " + s.message());
+  }
+  return plan::predictAllReduce(in, out);
+}
+
+// The planned job's prediction: its GPU hosts at the slower of pools 0 and 1, its planned
+// reducers at the reducer machine's egress and vCPUs. Nothing for fewer than two hosts.
+Status predictForPlan(const PlanFlags& flags, plan::Plan* plan) {
+  plan::PredictInput in;
+  TALLY_RETURN_IF_ERROR(predictInputFromFlags(flags, &in));
+  in.host_gbps = 0;
+  for (int i : {0, 1}) {
+    const plan::PoolSpec& pool = plan->input.pools[i];
+    if (!pool.present || pool.replica_count == 0) continue;
+    in.hosts += pool.replica_count;
+    double gbps = plan->egress[i].per_replica.gbps;
+    in.host_gbps = in.host_gbps == 0 ? gbps : std::min(in.host_gbps, gbps);
+  }
+  if (in.hosts < 2) return Status::ok();
+  const plan::PoolSpec& reducers = plan->planned.pools[2];
+  in.reducers = reducers.present ? reducers.replica_count : 0;
+  in.reducer_gbps = plan->reducer_machine_egress.gbps;
+  plan::MachineShape shape;
+  if (!flags.reducer_cores_given && plan::parseMachineType(plan->reducer_machine, &shape).isOk() &&
+      shape.vcpus > 0) {
+    in.reducer_cores = shape.vcpus;
+  }
+  plan::Prediction prediction;
+  TALLY_RETURN_IF_ERROR(plan::predictAllReduce(in, &prediction));
+  plan->prediction = prediction;
   return Status::ok();
 }
 
@@ -165,6 +238,33 @@ Subcommand addPlanCommand(CLI::App& parent) {
                   "gcloud: the report with Vertex AI's gcloud command; jobset: a Kubernetes "
                   "JobSet manifest; slurm: an sbatch script of a heterogeneous job")
       ->capture_default_str();
+  app->add_option("--bucket", flags->bucket,
+                  "Bytes of the all-reduce to predict, K/M/G binary units (default 64M)");
+  app->add_option("--latency", flags->latency,
+                  "One-way latency of a message between hosts, e.g. 50us (default 50us)");
+  app->add_option("--mtu", flags->model.mtu, "MTU of the links (sets the framing overhead)")
+      ->capture_default_str();
+  app->add_option("--worker-cpu-s-per-gib", flags->model.worker_cpu_s_per_gib,
+                  "Reduction-server worker CPU-seconds per GiB of its input (tally bench's wcpu)")
+      ->capture_default_str();
+  app->add_option("--reducer-cpu-s-per-gib", flags->model.reducer_cpu_s_per_gib,
+                  "Reducer CPU-seconds per GiB received (tally bench's rcpu)")
+      ->capture_default_str();
+  app->add_option(
+         "--ring-cpu-s-per-gib", flags->model.ring_cpu_s_per_gib,
+         "Ring worker CPU-seconds per GiB it sends (tally bench's ring wcpu x n / (2(n-1)))")
+      ->capture_default_str();
+  app->add_option("--worker-cores", flags->model.worker_cores, "Cores a worker's data path runs on")
+      ->capture_default_str();
+  app->add_option("--reducer-cores", flags->model.reducer_cores,
+                  "Cores of a reducer (default: the reducer machine's vCPUs)");
+  app->add_flag("--predict-only", flags->predict_only,
+                "Print only the prediction, for --hosts at --link (no machine types)");
+  app->add_option("--hosts", flags->hosts, "--predict-only: GPU hosts in the all-reduce");
+  app->add_option("--link", flags->link,
+                  "--predict-only: every host's link rate as tc writes it, e.g. 200mbit, 100gbit");
+  app->add_option("--reducer-link", flags->reducer_link,
+                  "--predict-only: a reducer's link rate (default: --link)");
   app->add_option("command", flags->command, "Training command, after --");
 
   cmd.run = [flags, app] {
@@ -173,6 +273,29 @@ Subcommand addPlanCommand(CLI::App& parent) {
     if (!plan::parseFormat(f.format, &format)) {
       return fail(f, Status::invalidUsage("--format: expected gcloud, jobset or slurm, got \"" +
                                           f.format + "\""));
+    }
+    f.reducer_cores_given = app->count("--reducer-cores") > 0;
+    if (f.predict_only) {
+      for (const char* flag : {"--spec", "--primary-machine", "--accelerator", "--workers",
+                               "--worker-machine", "--reducer-machine", "--bandwidth", "--tier1"}) {
+        if (app->count(flag) > 0) {
+          return fail(f, Status::invalidUsage(std::string(flag) + " does not apply to " +
+                                              "--predict-only, which takes --hosts and --link"));
+        }
+      }
+      plan::Prediction prediction;
+      Status s = predictFromFlags(f, &prediction);
+      if (!s.isOk()) return fail(f, s);
+      std::string text = f.json ? plan::predictionJson(prediction).dump(2) + "\n"
+                                : plan::renderPredictionText(prediction).substr(1);
+      std::fputs(text.c_str(), stdout);
+      return 0;
+    }
+    for (const char* flag : {"--hosts", "--link", "--reducer-link"}) {
+      if (app->count(flag) > 0) {
+        return fail(f, Status::invalidUsage(std::string(flag) + " is for --predict-only; a " +
+                                            "plan takes its hosts and rates from the job"));
+      }
     }
     plan::PlanOptions options;
     options.region = f.region;
@@ -221,6 +344,8 @@ Subcommand addPlanCommand(CLI::App& parent) {
       s = plan::makePlan(job, options, &result);
       if (!s.isOk()) return fail(f, s);
     }
+    s = predictForPlan(f, &result);
+    if (!s.isOk()) return fail(f, s);
     std::string text = renderOutput(result, format, f.json);
     std::fputs(text.c_str(), stdout);
     return result.ok() ? 0 : 1;

@@ -21,11 +21,13 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "tools/commands/machine_types.h"
+#include "tools/commands/plan_predict.h"
 
 namespace tally::plan {
 
@@ -118,6 +120,9 @@ struct Plan {
   std::vector<std::string> train_command;
   std::vector<std::string> gcloud;  // argv of the gcloud command; empty when pool 0 is unusable
   std::vector<std::string> notes;   // things the reader should know (placeholders, changes)
+  // The expected all-reduce of one bucket, ring and reducers (plan_predict.h); set by the caller
+  // after makePlan, absent for a single host.
+  std::optional<Prediction> prediction;
 
   bool ok() const;  // every rule passes
 };

@@ -200,6 +200,8 @@ std::string renderText(const Plan& plan) {
                 "PyTorch: DistributedDataParallel(model, bucket_cap_mb=64)");
   out << line;
 
+  if (plan.prediction) out << renderPredictionText(*plan.prediction);
+
   out << "\nPlanned job (every container runs `tally launch -- " << joined(plan.train_command)
       << "`; in pool 2 that starts the reducer)\n";
   if (!plan.gcloud.empty()) out << renderShellCommand(plan.gcloud);
@@ -239,6 +241,7 @@ std::string renderJson(const Plan& plan) {
   j["ok"] = plan.ok();
   j["fusion"] = {{"HOROVOD_FUSION_THRESHOLD", kHorovodFusionThreshold},
                  {"ddpBucketCapMb", kDdpBucketCapMb}};
+  j["prediction"] = plan.prediction ? predictionJson(*plan.prediction) : ordered_json(nullptr);
   j["trainCommand"] = plan.train_command;
   if (plan.gcloud.empty()) {
     j["gcloud"] = nullptr;
