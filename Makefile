@@ -29,12 +29,14 @@ clean:
 	rm -rf $(BUILD)
 
 # Sanitizer runs (docs/testing.md): the functional test folders, built in their own folder with
-# only the targets those tests need. Left out: packaging (builds a .deb and Docker files, no code
-# of ours runs differently), gloo and bench/bench_cli (performance runs, far too slow
-# instrumented), driver (network-namespace emulation, root only, slow) and tools (CLI plumbing
-# around the same libraries; doctor/launch spawn many processes).
+# only the targets those tests need. Left out: system/packaging (builds a .deb and Docker files, no
+# code of ours runs differently), system/soak and system/reliability (long multi-process runs),
+# and tools/ (its bench, bench_cli and gloo are performance runs, far too slow instrumented; driver
+# is network-namespace emulation, root only; commands is CLI plumbing around the same libraries,
+# whose doctor and launch spawn many processes).
 # fuzz replays the seed corpora and saved crashes through the fuzz targets' checks.
-SAN_TEST_DIRS = common kernels transport reducer metrics plugin functional security fuzz
+SAN_TEST_DIRS = common kernels transport protocol worker_client reducer plugin system/functional \
+  system/security system/fuzz
 # Ninja's per-folder targets: each folder's test programs and what they depend on, nothing else.
 SAN_TARGETS = $(foreach d,$(SAN_TEST_DIRS),test/$(d)/all)
 # Tests that cannot run under a sanitizer for a reason of the tool, not of Tally (ctest -E
@@ -93,7 +95,7 @@ fuzz: deps $(FUZZ_BUILD)/build.ninja
 	cmake --build $(FUZZ_BUILD) -j$(SAN_JOBS) --target $(FUZZ_TARGETS) tally_fuzz_seeds
 
 fuzz-run: fuzz
-	test/fuzz/run_fuzzers.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	test/system/fuzz/run_fuzzers.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # What CI runs after `make test` (.ci/run, docs/testing.md): the functional tests under
 # ASan + UBSan and under TSan, then every fuzz target for CI_FUZZ_SECONDS. The other test folders
@@ -102,7 +104,7 @@ fuzz-run: fuzz
 # The functional suite's second run over libfabric (functional_ofi.*) is left to `make test`:
 # under the sanitizers it would double the time, and libfabric's own threads are not
 # instrumented, so TSan could not judge them.
-CI_SAN_TEST_DIRS ?= functional
+CI_SAN_TEST_DIRS ?= system/functional
 CI_FUZZ_SECONDS ?= 30
 CI_SAN_EXCLUDE = ^functional_ofi\.
 
@@ -113,7 +115,7 @@ ci-sanitizers:
 	  TSAN_EXCLUDE='$(TSAN_EXCLUDE)|$(CI_SAN_EXCLUDE)'
 	$(MAKE) fuzz-run FUZZ_SECONDS=$(CI_FUZZ_SECONDS)
 
-# Rewrites the committed seed corpora (test/fuzz/corpus/) from the current wire format.
+# Rewrites the committed seed corpora (test/system/fuzz/corpus/) from the current wire format.
 fuzz-seeds: $(BUILD)/build.ninja
 	cmake --build $(BUILD) --target tally_fuzz_seeds
-	$(BUILD)/test/fuzz/tally_fuzz_seeds test/fuzz/corpus
+	$(BUILD)/test/system/fuzz/tally_fuzz_seeds test/system/fuzz/corpus

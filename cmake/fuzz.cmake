@@ -1,13 +1,13 @@
-# Fuzz targets (test/fuzz/). Every target is built two ways:
-#   always            <name>_replay: the target's code with a plain main (test/fuzz/replay_main.cc)
-#                     that replays test/fuzz/corpus/<name>, test/fuzz/regressions/<name> and the
+# Fuzz targets (test/system/fuzz/). Every target is built two ways:
+#   always            <name>_replay: the target's code with a plain main (test/system/fuzz/replay_main.cc)
+#                     that replays test/system/fuzz/corpus/<name>, test/system/fuzz/regressions/<name> and the
 #                     freshly generated seeds; ctest runs it as fuzz.<name>, so the normal g++
 #                     build keeps the targets compiling and replays every saved crash.
 #   TALLY_FUZZ=ON     <name>: a libFuzzer binary (clang only: CC=clang CXX=clang++), with the whole
 #                     project instrumented for coverage and built with ASan + UBSan. `make fuzz` and
 #                     `make fuzz-run` use a build folder of their own for this.
 # Included from the top-level CMakeLists.txt before cmake/sanitizers.cmake and before any target.
-option(TALLY_FUZZ "Build the libFuzzer targets in test/fuzz (needs clang)" OFF)
+option(TALLY_FUZZ "Build the libFuzzer targets in test/system/fuzz (needs clang)" OFF)
 
 if(TALLY_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang" OR NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
@@ -28,7 +28,7 @@ endif()
 # Sources are relative to the calling folder and define LLVMFuzzerTestOneInput.
 function(tally_add_fuzz_target name)
   cmake_parse_arguments(arg "" "" "SOURCES;LIBS" ${ARGN})
-  set(fuzz_dir ${PROJECT_SOURCE_DIR}/test/fuzz)
+  set(fuzz_dir ${PROJECT_SOURCE_DIR}/test/system/fuzz)
   add_executable(${name}_replay ${arg_SOURCES} ${fuzz_dir}/replay_main.cc)
   target_link_libraries(${name}_replay PRIVATE ${arg_LIBS} tally_warnings)
   target_include_directories(${name}_replay PRIVATE ${fuzz_dir})

@@ -14,7 +14,7 @@
 # (docs/packaging.md). The library folder is the one this build was configured with: configure
 # with -DCMAKE_INSTALL_PREFIX=/usr and GNUInstallDirs picks Debian's multiarch folder
 # (lib/x86_64-linux-gnu); any other prefix gives plain lib, which the loader also searches.
-# docs/packaging.md has the whole procedure; test/packaging/deb_test.sh runs lintian on them.
+# docs/packaging.md has the whole procedure; test/system/packaging/deb_test.sh runs lintian on them.
 
 set(TALLY_PACKAGE_MAINTAINER "Tally maintainers <tally@example.org>"
     CACHE STRING "Maintainer field of the Debian packages")

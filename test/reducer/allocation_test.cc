@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "harness.h"
+#include "test/support/harness.h"
 #include "protocol/slicing.h"
 
 namespace {

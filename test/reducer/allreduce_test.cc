@@ -3,7 +3,7 @@
 #include <cstring>
 #include <tuple>
 
-#include "harness.h"
+#include "test/support/harness.h"
 
 namespace tally::reducer::test {
 // The protocol and the worker-side client, as the tests drive both ends.

@@ -23,10 +23,10 @@
 #include <thread>
 #include <vector>
 
-#include "harness.h"
-#include "test/metrics/counting_observer.h"
-#include "test/reducer/raw_streams.h"
-#include "test/reducer/reducer_child.h"
+#include "test/support/harness.h"
+#include "test/support/counting_observer.h"
+#include "test/support/raw_streams.h"
+#include "test/support/reducer_child.h"
 #include "transport/tcp/fd.h"
 #include "transport/tcp/wire.h"
 

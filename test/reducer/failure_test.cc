@@ -1,5 +1,5 @@
 // Failures must be errors, quickly: mismatched handles, mismatched calls, absent reducers.
-#include "harness.h"
+#include "test/support/harness.h"
 
 namespace tally::reducer::test {
 // The protocol and the worker-side client, as the tests drive both ends.

@@ -7,7 +7,7 @@
 #include <deque>
 #include <tuple>
 
-#include "harness.h"
+#include "test/support/harness.h"
 #include "tools/driver/reference.h"
 
 namespace tally::reducer::test {

@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include "harness.h"
+#include "test/support/harness.h"
 #include "protocol/wire.h"
-#include "test/metrics/counting_observer.h"
-#include "test/reducer/raw_streams.h"
+#include "test/support/counting_observer.h"
+#include "test/support/raw_streams.h"
 #include "transport/tcp/fd.h"
 #include "transport/tcp/frames.h"
 #include "transport/tcp/wire.h"

@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "harness.h"
-#include "test/metrics/counting_observer.h"
+#include "test/support/harness.h"
+#include "test/support/counting_observer.h"
 #include "transport/tcp/tcp.h"
 
 namespace tally::reducer::test {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "test/reducer/reducer_child.h"
+#include "test/support/reducer_child.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "harness.h"
+#include "test/support/harness.h"
 
 namespace tally::reducer::test {
 // The protocol and the worker-side client, as the tests drive both ends.

@@ -2,7 +2,7 @@
 // inputs) the bandwidth of one reduce() call and its fraction of the memcpy bandwidth measured
 // at the same buffer size in the same run, with issue 4's targets marked met or not met.
 //
-// Header-only so that test/bench can check the arithmetic without running a benchmark.
+// Header-only so that test/tools/bench can check the arithmetic without running a benchmark.
 //
 // Bytes are counted the same way for every row. A k-input sum is ONE reduce() call with
 // nsrcs = k (kernels/kernels.h): it reads k inputs of n elements and writes dst once, so

@@ -128,8 +128,8 @@ Status runWorkers(int nworkers, const std::function<int(int rank)>& body, int64_
         done[i] = true;
         --remaining;
         if (!result[i].ok() && remaining > 0 && hooks.failure_grace_ms > 0) {
-          deadline = std::min(deadline,
-                              Clock::now() + std::chrono::milliseconds(hooks.failure_grace_ms));
+          deadline =
+              std::min(deadline, Clock::now() + std::chrono::milliseconds(hooks.failure_grace_ms));
         }
       }
     }
@@ -189,19 +189,29 @@ Status ReducerProcess::start(const std::string& binary, const std::vector<std::s
   return launch(binary, options, timeout_ms, out);
 }
 
-Status ReducerProcess::launch(const std::string& binary, const ReducerOptions& options,
-                              int64_t timeout_ms, std::unique_ptr<ReducerProcess>* out) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return Status::fromErrno("pipe for tally-reducer", errno);
-  std::vector<std::string> args = {binary, "--listen", options.listen};
-  args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
+Status spawnReducer(const std::string& binary, const ReducerSpawn& spawn, SpawnedReducer* out) {
   // Built before fork: the child of a multi-threaded parent should not allocate.
-  const std::string netns_path =
-      options.netns.empty() ? "" : EmulatedCluster::netnsPath(options.netns);
+  std::vector<std::string> args = {binary};
+  args.insert(args.end(), spawn.args.begin(), spawn.args.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry = *e;
+    std::string name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const auto& [k, v] : spawn.env) replaced = replaced || k == name;
+    if (!replaced) env.push_back(std::move(entry));
+  }
+  for (const auto& [k, v] : spawn.env) env.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const std::string netns_path = spawn.netns.empty() ? "" : EmulatedCluster::netnsPath(spawn.netns);
 
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return Status::fromErrno("pipe for tally-reducer", errno);
   std::fflush(nullptr);
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
@@ -223,18 +233,34 @@ Status ReducerProcess::launch(const std::string& binary, const ReducerOptions& o
         ::_exit(73);
       }
     }
-    ::execv(binary.c_str(), argv.data());
+    if (spawn.in_child) spawn.in_child();
+    ::execve(binary.c_str(), argv.data(), envp.data());
     std::fprintf(stderr, "exec %s: %s\n", binary.c_str(), std::strerror(errno));
     ::_exit(127);
   }
   ::close(fds[1]);
+  out->pid = pid;
+  out->stdout_fd = fds[0];
+  return Status::ok();
+}
+
+Status ReducerProcess::launch(const std::string& binary, const ReducerOptions& options,
+                              int64_t timeout_ms, std::unique_ptr<ReducerProcess>* out) {
+  ReducerSpawn spawn;
+  spawn.args = {"--listen", options.listen};
+  spawn.args.insert(spawn.args.end(), options.extra_args.begin(), options.extra_args.end());
+  spawn.netns = options.netns;
+  SpawnedReducer child;
+  TALLY_RETURN_IF_ERROR(spawnReducer(binary, spawn, &child));
+  const pid_t pid = child.pid;
+  const int out_fd = child.stdout_fd;
 
   // Read the ready line byte by byte, so nothing after it is consumed here.
   auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   std::string line;
   Status failure;
   for (;;) {
-    struct pollfd p = {fds[0], POLLIN, 0};
+    struct pollfd p = {out_fd, POLLIN, 0};
     int64_t left = msLeft(deadline);
     int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 100)));
     if (r < 0 && errno == EINTR) continue;
@@ -251,7 +277,7 @@ Status ReducerProcess::launch(const std::string& binary, const ReducerOptions& o
       continue;
     }
     char c;
-    ssize_t n = ::read(fds[0], &c, 1);
+    ssize_t n = ::read(out_fd, &c, 1);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       failure = Status::remote("tally-reducer " + binary + " exited before its ready line (got \"" +
@@ -267,14 +293,14 @@ Status ReducerProcess::launch(const std::string& binary, const ReducerOptions& o
       std::string address = line.substr(sizeof(kReady) - 1);
       while (!address.empty() && (address.back() == '\r' || address.back() == ' '))
         address.pop_back();
-      out->reset(new ReducerProcess(pid, fds[0], std::move(address)));
+      out->reset(new ReducerProcess(pid, out_fd, std::move(address)));
       return Status::ok();
     }
     line.clear();  // some other line: keep waiting for the ready one
   }
   ::kill(pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
-  ::close(fds[0]);
+  ::close(out_fd);
   return failure;
 }
 

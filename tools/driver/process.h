@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -59,6 +60,27 @@ Status runWorkers(int nworkers, const std::function<int(int rank)>& body, int64_
 
 // True when every entry is ok(); otherwise appends one line per failed rank to *why.
 bool allWorkersOk(const std::vector<WorkerExit>& exits, std::string* why);
+
+// How spawnReducer() starts tally-reducer.
+struct ReducerSpawn {
+  std::vector<std::string> args;  // every argument after the binary
+  // Added to the child's environment, replacing a variable of the same name.
+  std::vector<std::pair<std::string, std::string>> env;
+  // A named network namespace (an EmulatedNode's netns) the child enters before exec; empty:
+  // the caller's namespace. Failing to enter it, the child exits 73.
+  std::string netns;
+  // In the child just before exec (limits, another user); system calls only.
+  std::function<void()> in_child;
+};
+// A started child: its pid, and the read end of the pipe that is its stdout (close-on-exec).
+struct SpawnedReducer {
+  pid_t pid = -1;
+  int stdout_fd = -1;
+};
+// Forks and execs `binary` as `spawn` says, and returns at once: the caller reads stdout_fd and
+// reaps pid. The child dies with the parent (until in_child changes its user). Everything the
+// child needs is built before the fork. The one way tests and tools start a reducer process.
+Status spawnReducer(const std::string& binary, const ReducerSpawn& spawn, SpawnedReducer* out);
 
 // Where and how launch() starts a reducer.
 struct ReducerOptions {

@@ -1,0 +1,268 @@
+// The worker's three ways of driving reducer links (TALLY_COLL_PROGRESS): raw sockets with one
+// epoll progress thread per client ("thread", the default on TCP), the same sockets progressed
+// by the threads that test requests ("poll"), and the threaded links ("legacy"). All must compute
+// the same results; the raw links must also fail (not hang) when a reducer dies, and abort() with
+// calls in flight must return promptly and leave buffers alone.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test/support/harness.h"
+#include "protocol/slicing.h"
+
+namespace tally::reducer::test {
+// The protocol and the worker-side client, as the tests drive both ends.
+namespace wire = protocol::wire;
+namespace opening = protocol::opening;
+using namespace ::tally::protocol;
+using namespace ::tally::worker_client;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Runs fn(rank) on every rank at once; returns the first failure, "" when all passed.
+std::string onEveryRank(int n, const std::function<Status(int)>& fn) {
+  std::vector<Status> st(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { st[r] = fn(r); });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    if (!st[r].isOk()) return "rank " + std::to_string(r) + ": " + st[r].toString();
+  }
+  return "";
+}
+
+Status waitPosted(const std::function<Status(CollRequest*)>& postFn, CollRequest* req) {
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  for (;;) {
+    TALLY_RETURN_IF_ERROR(postFn(req));
+    if (req->posted()) return Status::ok();
+    if (Clock::now() > deadline) return Status::timeout("test: no room");
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+class ProgressTest : public ::testing::TestWithParam<CollProgress> {
+ protected:
+  CollOptions options(const std::vector<std::unique_ptr<ReducerServer>>& servers,
+                      uint64_t slice_bytes = 32 * 1024) {
+    CollOptions o = optionsFor(servers, slice_bytes);
+    o.progress = GetParam();
+    return o;
+  }
+};
+
+// Small integers: float sums are exact in any order.
+float valueOf(int rank, uint64_t i) { return static_cast<float>((i * 7 + rank * 13) % 97); }
+
+TEST_P(ProgressTest, AllReduceOddSizesManyInFlight) {
+  auto servers = startServers(2);
+  const int n = 3;
+  std::vector<std::unique_ptr<CollClient>> clients;
+  auto st = connectAll(std::vector<CollOptions>(n, options(servers)), &clients);
+  for (auto& s : st) ASSERT_TRUE(s.isOk()) << s.toString();
+  const std::vector<size_t> counts = {1, 7, 8191, 100003, 1, 65537, 3, (1 << 20) + 5, 0, 33333};
+  constexpr int kRounds = 4;  // every size posted kRounds times before any wait: 40 in flight
+  std::string err = onEveryRank(n, [&](int r) -> Status {
+    std::vector<std::vector<float>> bufs;
+    for (int round = 0; round < kRounds; ++round) {
+      for (size_t c : counts) {
+        std::vector<float> v(c);
+        for (size_t i = 0; i < c; ++i) v[i] = valueOf(r, i + round);
+        bufs.push_back(std::move(v));
+      }
+    }
+    std::vector<CollRequest> reqs(bufs.size());
+    for (size_t k = 0; k < bufs.size(); ++k) {
+      float* p = bufs[k].data();
+      const size_t c = bufs[k].size();
+      TALLY_RETURN_IF_ERROR(waitPosted(
+          [&](CollRequest* q) {
+            return clients[r]->iallreduce(p, p, c, DataType::kFloat32, ReduceOp::kSum, q);
+          },
+          &reqs[k]));
+    }
+    for (size_t k = 0; k < bufs.size(); ++k) {
+      size_t bytes = 0;
+      TALLY_RETURN_IF_ERROR(waitRequest(&reqs[k], &bytes));
+      if (bytes != bufs[k].size() * sizeof(float)) return Status::internal("wrong byte count");
+      const int round = static_cast<int>(k / counts.size());
+      for (size_t i = 0; i < bufs[k].size(); ++i) {
+        float want = 0;
+        for (int q = 0; q < n; ++q) want += valueOf(q, i + round);
+        if (bufs[k][i] != want) {
+          return Status::internal("call " + std::to_string(k) + " element " + std::to_string(i) +
+                                  ": " + std::to_string(bufs[k][i]) +
+                                  " != " + std::to_string(want));
+        }
+      }
+    }
+    return Status::ok();
+  });
+  EXPECT_EQ(err, "");
+  for (auto& c : clients) c->close();
+}
+
+// A window that starts inside rank 0's part and ends inside rank 2's, so some slices carry
+// empty pieces; odd sizes throughout.
+void gatherScatter(CollOptions o) {
+  auto servers = startServers(2);
+  o.reducers.clear();
+  for (auto& s : servers) o.reducers.push_back(s->address());
+  const int n = 3;
+  std::vector<std::unique_ptr<CollClient>> clients;
+  auto st = connectAll(std::vector<CollOptions>(n, o), &clients);
+  for (auto& s : st) ASSERT_TRUE(s.isOk()) << s.toString();
+  const uint64_t rank_count = 50001;
+  CollWindow w;
+  w.rank_count = rank_count;
+  w.offset = rank_count / 2 + 1;
+  w.count = 2 * rank_count - 7;
+  auto owned = [&](int r, uint64_t i) {  // rank r's byte i of its part
+    return static_cast<uint8_t>((i * 31 + r * 101 + 5) & 0xff);
+  };
+  auto contrib = [&](int r, uint64_t k) {  // rank r's int32 at window element k
+    return static_cast<int32_t>((k * 3 + r * 1000003) % 65521) - 30000;
+  };
+  std::string err = onEveryRank(n, [&](int r) -> Status {
+    const Span part = rankPart(r, w.rank_count, w.offset, w.count);
+    // All-gather (bytes).
+    std::vector<uint8_t> ag_in(part.count), ag_out(w.count, 0xee);
+    for (uint64_t j = 0; j < part.count; ++j) {
+      ag_in[j] = owned(r, w.offset + part.offset + j - r * rank_count);
+    }
+    CollRequest ag;
+    TALLY_RETURN_IF_ERROR(clients[r]->iallgather(ag_in.data(), ag_out.data(), w, &ag));
+    // Reduce-scatter (int32 sum), in flight together with the all-gather.
+    std::vector<int32_t> rs_in(w.count), rs_out(part.count, 0x7eeeeeee);
+    for (uint64_t k = 0; k < w.count; ++k) rs_in[k] = contrib(r, k);
+    CollRequest rs;
+    TALLY_RETURN_IF_ERROR(clients[r]->ireducescatter(rs_in.data(), rs_out.data(), w,
+                                                     DataType::kInt32, ReduceOp::kSum, &rs));
+    if (!ag.posted() || !rs.posted()) return Status::internal("not posted");
+    TALLY_RETURN_IF_ERROR(waitRequest(&ag, nullptr));
+    TALLY_RETURN_IF_ERROR(waitRequest(&rs, nullptr));
+    for (uint64_t k = 0; k < w.count; ++k) {
+      const uint64_t g = w.offset + k;
+      const int owner = static_cast<int>(g / rank_count);
+      if (ag_out[k] != owned(owner, g - owner * rank_count)) {
+        return Status::internal("all-gather byte " + std::to_string(k));
+      }
+    }
+    for (uint64_t j = 0; j < part.count; ++j) {
+      int32_t want = 0;
+      for (int q = 0; q < n; ++q) want += contrib(q, part.offset + j);
+      if (rs_out[j] != want) return Status::internal("reduce-scatter element " + std::to_string(j));
+    }
+    return Status::ok();
+  });
+  EXPECT_EQ(err, "");
+  for (auto& c : clients) c->close();
+}
+
+TEST_P(ProgressTest, AllGatherAndReduceScatterOddWindow) {
+  CollOptions o = optionsFor({}, 8192);
+  o.progress = GetParam();
+  gatherScatter(o);
+}
+
+TEST_P(ProgressTest, ChecksumOn) {
+  CollOptions o = optionsFor({}, 8192);
+  o.progress = GetParam();
+  o.checksum = true;
+  gatherScatter(o);
+}
+
+// A reducer that goes away mid-call fails the call with the reducer's name, well before the
+// client's timeout.
+TEST_P(ProgressTest, ReducerThatDiesMidCallFailsTheCall) {
+  auto servers = startServers(2);
+  CollOptions o = options(servers);
+  o.timeout_ms = 20000;
+  std::vector<std::unique_ptr<CollClient>> clients;
+  auto st = connectAll(std::vector<CollOptions>(2, o), &clients);
+  for (auto& s : st) ASSERT_TRUE(s.isOk()) << s.toString();
+  // Rank 0 calls alone: the reducers hold its slices, waiting for rank 1.
+  std::vector<float> v(1 << 20, 1.0f);
+  CollRequest req;
+  ASSERT_TRUE(
+      post(clients[0].get(), v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum, &req)
+          .isOk());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto start = Clock::now();
+  const std::string dead = servers[1]->address();
+  servers[1]->stop();
+  Status s = waitRequest(&req, nullptr, 15000);
+  EXPECT_FALSE(s.isOk());
+  EXPECT_NE(s.code(), StatusCode::kTimeout) << s.toString();
+  EXPECT_NE(s.message().find(dead), std::string::npos) << s.toString();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  for (auto& c : clients) c->abort(Status::internal("test over"));
+}
+
+// abort() with calls in flight returns promptly, every request reports the error, and once it
+// returned nothing writes into the receive buffers any more.
+TEST_P(ProgressTest, AbortWithCallsInFlightReturnsPromptlyAndLeavesBuffersAlone) {
+  auto servers = startServers(2);
+  CollOptions o = options(servers);
+  std::vector<std::unique_ptr<CollClient>> clients;
+  auto st = connectAll(std::vector<CollOptions>(2, o), &clients);
+  for (auto& s : st) ASSERT_TRUE(s.isOk()) << s.toString();
+  constexpr int kCalls = 8;
+  constexpr size_t kCount = 1 << 19;
+  std::vector<std::vector<std::vector<float>>> bufs(2);
+  std::vector<std::vector<CollRequest>> reqs(2, std::vector<CollRequest>(kCalls));
+  // Rank 1 joins only the first half: rank 0's later calls can never complete.
+  for (int r = 0; r < 2; ++r) {
+    for (int k = 0; k < (r == 0 ? kCalls : kCalls / 2); ++k) {
+      bufs[r].emplace_back(kCount, 1.0f);
+      ASSERT_TRUE(post(clients[r].get(), bufs[r][k].data(), bufs[r][k].data(), kCount,
+                       DataType::kFloat32, ReduceOp::kSum, &reqs[r][k])
+                      .isOk());
+    }
+  }
+  // Results are streaming in on rank 0 when it gives up.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto start = Clock::now();
+  clients[0]->abort(Status::internal("test gives up"));
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(500));
+  for (auto& b : bufs[0]) std::fill(b.begin(), b.end(), -5.0f);
+  int failed = 0;
+  for (auto& q : reqs[0]) {
+    bool done = false;
+    Status s = q.test(&done, nullptr);
+    if (!s.isOk()) {
+      ++failed;
+      EXPECT_NE(s.message().find("test gives up"), std::string::npos) << s.toString();
+    }
+  }
+  EXPECT_GE(failed, kCalls / 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (auto& b : bufs[0]) {
+    for (float x : b) ASSERT_EQ(x, -5.0f) << "a buffer was written after abort() returned";
+  }
+  clients[1]->abort(Status::internal("test over"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, ProgressTest,
+                         ::testing::Values(CollProgress::kThread, CollProgress::kPoll,
+                                           CollProgress::kLegacy),
+                         [](const ::testing::TestParamInfo<CollProgress>& p) {
+                           switch (p.param) {
+                             case CollProgress::kThread:
+                               return std::string("thread");
+                             case CollProgress::kPoll:
+                               return std::string("poll");
+                             case CollProgress::kLegacy:
+                               break;
+                           }
+                           return std::string("legacy");
+                         });
+
+}  // namespace
+}  // namespace tally::reducer::test
