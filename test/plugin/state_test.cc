@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/log.h"
-#include "plugin/request_pool.h"
+#include "plugin/requests.h"
 #include "plugin_test_util.h"
 
 namespace tally::plugin {
