@@ -63,7 +63,7 @@ grep -q "missing in .*tally-reducer" "$tmp/table2" || fail "empty folder: the bu
 
 # 3. The GPU part against the stand-in program.
 fake="$tmp/fake"
-mkdir -p "$fake/plugin" "$fake/tools" "$fake/test/gpu"
+mkdir -p "$fake/plugin" "$fake/reducer" "$fake/tools" "$fake/test/gpu"
 for f in plugin/libnccl-net-tally.so plugin/libnccl-net.so reducer/tally-reducer tools/tally \
   test/gpu/tally_gpu_plugin_cycle; do
   ln -s "$build/$f" "$fake/$f"
