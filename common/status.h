@@ -1,7 +1,7 @@
 // Status: the result of every fallible call inside Tally.
 //
 // Expected failures (a lost peer, a timeout, bad configuration) are Status values, never
-// exceptions. The plugin maps them to ncclResult_t at its edge (plugin/errors.h):
+// exceptions. The plugin maps them to ncclResult_t at its edge (plugin/edge.h):
 //   kRemote -> ncclRemoteError, kSystem -> ncclSystemError, kInternal -> ncclInternalError,
 //   kInvalidUsage -> ncclInvalidUsage, kTimeout -> ncclRemoteError.
 #pragma once

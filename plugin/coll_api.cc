@@ -6,12 +6,8 @@
 #include <utility>
 
 #include "common/log.h"
-#include "plugin/checks.h"
 #include "plugin/coll_comm.h"
-#include "plugin/context.h"
-#include "plugin/convert.h"
-#include "plugin/errors.h"
-#include "plugin/logger.h"
+#include "plugin/edge.h"
 #include "plugin/net_api.h"
 #include "plugin/state.h"
 
@@ -86,8 +82,7 @@ ncclResult_t collInit(void** ctx, uint64_t comm_id, ncclDebugLogger_t logger) {
       *ctx = nullptr;
       return Status::ok();
     }
-    *ctx = ContextRegistry::instance().create(comm_id, NCCL_NET_TRAFFIC_CLASS_UNDEF,
-                                              /*coll=*/true);
+    *ctx = state->contexts().create(comm_id, NCCL_NET_TRAFFIC_CLASS_UNDEF, /*coll=*/true);
     return Status::ok();
   });
 }
@@ -96,7 +91,7 @@ ncclResult_t collDevices(int* ndev) {
   return guard("collDevices", [&]() -> Status {
     TALLY_RETURN_IF_ERROR(checkPointer(ndev, "ndev"));
     PluginState* state = nullptr;
-    TALLY_RETURN_IF_ERROR(loadedState(&state));
+    TALLY_RETURN_IF_ERROR(PluginState::loaded(&state));
     *ndev = state->collDeviceCount();
     return Status::ok();
   });
@@ -107,7 +102,7 @@ ncclResult_t collGetProperties(int dev, ncclNetProperties_v11_t* props) {
   if (state != nullptr && (dev < 0 || dev >= state->collDeviceCount())) {
     return reportError("collGetProperties", checkCollDevice(*state, dev));
   }
-  // CollNet device i is net device i: same name, same everything (reference 12.2).
+  // CollNet device i is net device i: same name, same everything.
   return fillProperties("collGetProperties", dev, kMaxCollBytes, /*device_memory=*/false, props);
 }
 
@@ -116,14 +111,14 @@ ncclResult_t collListen(void* ctx, int dev, void* handle, void** listen_comm) {
     TALLY_RETURN_IF_ERROR(checkPointer(handle, "handle"));
     TALLY_RETURN_IF_ERROR(checkPointer(listen_comm, "listenComm"));
     PluginState* state = nullptr;
-    TALLY_RETURN_IF_ERROR(loadedState(&state));
+    TALLY_RETURN_IF_ERROR(PluginState::loaded(&state));
     TALLY_RETURN_IF_ERROR(checkCollDevice(*state, dev));
     unsigned char bytes[NCCL_NET_HANDLE_MAXSIZE] = {};
     TALLY_RETURN_IF_ERROR(worker_client::CollClient::makeHandle(state->collOptions(), bytes));
     auto comm = std::make_unique<CollListenComm>();
     comm->dev = dev;
     // Only a context init made is read: pre-v11 adapters pass NULL.
-    if (ctx != nullptr && ContextRegistry::instance().contains(ctx)) {
+    if (ctx != nullptr && state->contexts().contains(ctx)) {
       comm->has_comm_id = true;
       comm->comm_id = static_cast<const CommContext*>(ctx)->comm_id;
     }
@@ -151,7 +146,7 @@ ncclResult_t collConnect(void* handles[], int nranks, int rank, void* listen_com
         return Status::internal("handle " + std::to_string(i) + " is NULL");
     }
     PluginState* state = nullptr;
-    TALLY_RETURN_IF_ERROR(loadedState(&state));
+    TALLY_RETURN_IF_ERROR(PluginState::loaded(&state));
     CollCommInfo info;
     info.has_comm_id = listener->has_comm_id;
     info.comm_id = listener->comm_id;
@@ -361,7 +356,9 @@ ncclResult_t collCloseListen(void* listen_comm) {
 
 ncclResult_t collFinalize(void* ctx) {
   return guard("collFinalize", [&]() -> Status {
-    if (ctx != nullptr && !ContextRegistry::instance().destroy(ctx)) {
+    // No state: no init succeeded, so no context was ever made.
+    PluginState* state = PluginState::globalIfLoaded();
+    if (ctx != nullptr && (state == nullptr || !state->contexts().destroy(ctx))) {
       TALLY_INFO(log::kInit | log::kColl,
                  "CollNet finalize of a context init did not create: ignored");
     }

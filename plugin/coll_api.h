@@ -1,8 +1,8 @@
 // Version-free entry points of the CollNet plugin, adapted by tables_coll.cc. Same rules as
 // net_api.h: validate, guard (no exception crosses the C ABI), log, map Status to ncclResult_t.
 //
-// Contracts (reference sections 12 and 15):
-//   devices() is the net device count when TALLY_REDUCERS is set, else 0 (CollNet disabled);
+// Contracts:
+//   devices() is the net device count when CollNet is on (PluginState::collEnabled), else 0;
 //   CollNet device i mirrors net device i. listen never blocks; connect blocks until the group has
 //   formed (bounded by TALLY_CONNECT_TIMEOUT_MS), and an error declines CollNet (NCCL falls back).
 //   reduceSupport always succeeds. iallreduce returns a NULL request when there is no room.
@@ -13,10 +13,45 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
+#include "common/types.h"
 #include "plugin/abi/net_v11.h"
 
 namespace tally::plugin {
+
+// NCCL's element types and reduction operations become Tally's DataType and ReduceOp here, and
+// nowhere else: nothing below plugin/ sees an NCCL type. Values are numerically equal, so each
+// conversion is a range check and a cast.
+static_assert(static_cast<int>(DataType::kFloat8e5m2) == ncclFloat8e5m2);
+static_assert(static_cast<int>(DataType::kBfloat16) == ncclBfloat16);
+static_assert(kNumDataTypes == ncclNumTypes);
+static_assert(static_cast<int>(ReduceOp::kMin) == ncclMin);
+static_assert(static_cast<int>(ReduceOp::kProd) == ncclProd);
+
+// The int NCCL passed in an enum argument. NCCL may pass values its enum does not list (a newer
+// type, a user-created op), and reading such a value through the enum type is undefined
+// (UBSan's enum check): the bytes are read instead, once, in the function the table points to.
+template <typename Enum>
+int rawValue(const Enum& in) {
+  static_assert(sizeof(Enum) == sizeof(int));
+  int raw;
+  std::memcpy(&raw, &in, sizeof raw);
+  return raw;
+}
+
+// False for anything Tally does not reduce (ncclAvg, user-defined ops, out of range).
+inline bool toDataType(int in, DataType* out) {
+  if (!isValidDataType(in)) return false;
+  *out = static_cast<DataType>(in);
+  return true;
+}
+
+inline bool toReduceOp(int in, ReduceOp* out) {
+  if (!isValidReduceOp(in)) return false;
+  *out = static_cast<ReduceOp>(in);
+  return true;
+}
 
 ncclResult_t collInit(void** ctx, uint64_t comm_id, ncclDebugLogger_t logger);
 ncclResult_t collDevices(int* ndev);
@@ -24,7 +59,7 @@ ncclResult_t collGetProperties(int dev, ncclNetProperties_v11_t* props);
 ncclResult_t collListen(void* ctx, int dev, void* handle, void** listen_comm);
 ncclResult_t collConnect(void* handles[], int nranks, int rank, void* listen_comm,
                          void** coll_comm);
-// Element type and op as the ints NCCL passed (convert.h rawValue): any value may arrive.
+// Element type and op as the ints NCCL passed (rawValue): any value may arrive.
 ncclResult_t collReduceSupport(int type, int op, int* supported);
 ncclResult_t collRegMr(void* coll_comm, void* data, size_t size, int type, void** mhandle);
 ncclResult_t collDeregMr(void* coll_comm, void* mhandle);
@@ -36,7 +71,7 @@ struct CollPart {
   void* address = nullptr;
   size_t size = 0;
 };
-// NCCL's CollNet all-gather and reduce-scatter (reference v12 section 6): the window
+// NCCL's CollNet all-gather and reduce-scatter: the window
 // [window_offset, window_offset + window_bytes) of a vector of nranks x bytes_per_rank bytes.
 // All-gather: send holds this rank's part of the window, parts[0] receives the whole window.
 // Reduce-scatter: parts[0] holds this rank's input for the whole window, recv receives the

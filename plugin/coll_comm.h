@@ -20,8 +20,7 @@
 #include "common/status.h"
 #include "common/types.h"
 #include "plugin/abi/nccl_types.h"
-#include "plugin/mem_range.h"
-#include "plugin/request_pool.h"
+#include "plugin/requests.h"
 #include "worker_client/coll_client.h"
 
 namespace tally::plugin {

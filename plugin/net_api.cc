@@ -5,10 +5,7 @@
 #include <memory>
 
 #include "common/log.h"
-#include "plugin/checks.h"
-#include "plugin/context.h"
-#include "plugin/errors.h"
-#include "plugin/logger.h"
+#include "plugin/edge.h"
 #include "plugin/net_comm.h"
 #include "plugin/state.h"
 
@@ -33,7 +30,7 @@ ncclResult_t netInit(void** ctx, uint64_t comm_id, const ncclNetCommConfig_v11_t
     TALLY_RETURN_IF_ERROR(PluginState::global(&state));
     if (ctx != nullptr) {
       int traffic_class = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
-      *ctx = ContextRegistry::instance().create(comm_id, traffic_class, /*coll=*/false);
+      *ctx = state->contexts().create(comm_id, traffic_class, /*coll=*/false);
       TALLY_INFO(log::kInit | log::kNet, "init comm 0x%llx: %d device(s)",
                  static_cast<unsigned long long>(comm_id), state->netDeviceCount());
     }
@@ -45,7 +42,7 @@ ncclResult_t netDevices(int* ndev) {
   return guard("devices", [&]() -> Status {
     TALLY_RETURN_IF_ERROR(checkPointer(ndev, "ndev"));
     PluginState* state = nullptr;
-    TALLY_RETURN_IF_ERROR(loadedState(&state));
+    TALLY_RETURN_IF_ERROR(PluginState::loaded(&state));
     *ndev = state->netDeviceCount();
     return Status::ok();
   });
@@ -56,7 +53,7 @@ ncclResult_t fillProperties(const char* fn, int dev, uint64_t max_coll_bytes, bo
   return guard(fn, [&]() -> Status {
     TALLY_RETURN_IF_ERROR(checkPointer(props, "props"));
     PluginState* state = nullptr;
-    TALLY_RETURN_IF_ERROR(loadedState(&state));
+    TALLY_RETURN_IF_ERROR(PluginState::loaded(&state));
     transport::Device* device = state->device(dev);
     if (device == nullptr) {
       return Status::internal("device " + std::to_string(dev) + " out of range (" +
@@ -99,7 +96,7 @@ ncclResult_t netListen(void* /*ctx*/, int dev, void* handle, void** listen_comm)
     TALLY_RETURN_IF_ERROR(checkPointer(handle, "handle"));
     TALLY_RETURN_IF_ERROR(checkPointer(listen_comm, "listenComm"));
     PluginState* state = nullptr;
-    TALLY_RETURN_IF_ERROR(loadedState(&state));
+    TALLY_RETURN_IF_ERROR(PluginState::loaded(&state));
     transport::Device* device = state->device(dev);
     if (device == nullptr)
       return Status::internal("listen on unknown device " + std::to_string(dev));
@@ -124,12 +121,13 @@ ncclResult_t netConnect(void* /*ctx*/, int dev, void* handle, void** send_comm,
     TALLY_RETURN_IF_ERROR(checkPointer(send_comm, "sendComm"));
     *send_comm = nullptr;
     PluginState* state = nullptr;
-    TALLY_RETURN_IF_ERROR(loadedState(&state));
+    TALLY_RETURN_IF_ERROR(PluginState::loaded(&state));
     transport::Device* device = state->device(dev);
     if (device == nullptr)
       return Status::internal("connect on unknown device " + std::to_string(dev));
     std::unique_ptr<NetComm> comm;
-    TALLY_RETURN_IF_ERROR(connectStep(device, state->connectionOptions(), dev, handle, &comm));
+    TALLY_RETURN_IF_ERROR(connectStep(device, state->connectionOptions(), &state->pendingConnects(),
+                                      dev, handle, &comm));
     *send_comm = comm.release();
     return Status::ok();
   });
@@ -299,7 +297,9 @@ ncclResult_t netCloseListen(void* listen_comm) {
 
 ncclResult_t netFinalize(void* ctx) {
   return guard("finalize", [&]() -> Status {
-    if (ctx != nullptr && !ContextRegistry::instance().destroy(ctx)) {
+    // No state: no init succeeded, so no context was ever made.
+    PluginState* state = PluginState::globalIfLoaded();
+    if (ctx != nullptr && (state == nullptr || !state->contexts().destroy(ctx))) {
       TALLY_INFO(log::kInit | log::kNet, "finalize of a context init did not create: ignored");
     }
     return Status::ok();

@@ -1,10 +1,10 @@
 // Version-free entry points of the net (point-to-point) plugin. The tables in tables_net.cc adapt
 // each NCCL version's signatures to these. Each validates its arguments, runs behind guard()
-// (errors.h: no exception crosses the C ABI, failures are logged and mapped), and forwards to the
+// (edge.h: no exception crosses the C ABI, failures are logged and mapped), and forwards to the
 // plain C++ objects in net_comm.h. Signatures use the newest (v11) ABI types; `ctx` is nullptr for
 // versions before v11.
 //
-// Contracts (reference section 16):
+// Contracts:
 //   listen never blocks; connect and accept are resumable and return ncclSuccess with a NULL
 //   comm until the connection is complete (see NetHandle in net_comm.h for connect's state);
 //   isend/irecv return ncclSuccess with a NULL request when no slot is free; test frees a request

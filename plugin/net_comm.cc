@@ -7,32 +7,6 @@
 
 namespace tally::plugin {
 
-uint64_t PendingConnects::park(std::unique_ptr<transport::PendingConnection> pending) {
-  std::lock_guard<std::mutex> lock(mu_);
-  uint64_t id = next_id_++;
-  pending_.emplace(id, std::move(pending));
-  return id;
-}
-
-std::unique_ptr<transport::PendingConnection> PendingConnects::take(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = pending_.find(id);
-  if (it == pending_.end()) return nullptr;
-  std::unique_ptr<transport::PendingConnection> out = std::move(it->second);
-  pending_.erase(it);
-  return out;
-}
-
-size_t PendingConnects::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return pending_.size();
-}
-
-PendingConnects& PendingConnects::instance() {
-  static PendingConnects registry;
-  return registry;
-}
-
 Status NetListenComm::accept(std::unique_ptr<NetComm>* out) {
   std::unique_ptr<transport::Connection> conn;
   TALLY_RETURN_IF_ERROR(listener_->accept(&conn));
@@ -245,13 +219,12 @@ Status NetComm::test(NetRequest* req, bool* done, size_t* sizes) {
   return Status::ok();
 }
 
-Status connectStep(transport::Device* device, const transport::ConnectionOptions& options, int dev,
-                   void* handle, std::unique_ptr<NetComm>* out) {
+Status connectStep(transport::Device* device, const transport::ConnectionOptions& options,
+                   PendingConnects* parked, int dev, void* handle, std::unique_ptr<NetComm>* out) {
   NetHandle h;
   std::memcpy(&h, handle, sizeof(h));
-  PendingConnects& registry = PendingConnects::instance();
   std::unique_ptr<transport::PendingConnection> pending;
-  if (h.progress_magic == kConnectProgressMagic) pending = registry.take(h.progress_id);
+  if (h.progress_magic == kConnectProgressMagic) pending = parked->take(h.progress_id);
   if (!pending) TALLY_RETURN_IF_ERROR(device->connect(h.address, options, &pending));
 
   auto clearProgress = [&] {
@@ -273,7 +246,7 @@ Status connectStep(transport::Device* device, const transport::ConnectionOptions
     return Status::ok();
   }
   h.progress_magic = kConnectProgressMagic;
-  h.progress_id = registry.park(std::move(pending));
+  h.progress_id = parked->park(std::move(pending));
   std::memcpy(handle, &h, sizeof(h));
   return Status::ok();
 }

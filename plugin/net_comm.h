@@ -8,18 +8,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <unordered_map>
 
 #include "common/status.h"
 #include "plugin/abi/nccl_types.h"
-#include "plugin/mem_range.h"
-#include "plugin/request_pool.h"
+#include "plugin/requests.h"
+#include "plugin/state.h"
 #include "transport/transport.h"
 
 namespace tally::plugin {
 
-class PluginState;
 class NetComm;
 
 // Layout of NCCL's 128-byte net handle.
@@ -27,7 +24,8 @@ class NetComm;
 //             rest of the buffer).
 //   progress: connect's resumable state. NCCL calls connect again and again with the same handle
 //             buffer until it returns a comm; the first call starts a transport PendingConnection
-//             and parks it in a registry under a fresh id, written here with a magic. Later calls
+//             and parks it in the state's PendingConnects under a fresh id, written here with a
+//             magic. Later calls
 //             take it back by id. The id (not a pointer) is stored, so garbage in the buffer can
 //             never be dereferenced; completion or failure clears the magic.
 struct NetHandle {
@@ -37,21 +35,6 @@ struct NetHandle {
 };
 static_assert(sizeof(NetHandle) <= NCCL_NET_HANDLE_MAXSIZE, "net handle fits NCCL's buffer");
 inline constexpr uint64_t kConnectProgressMagic = 0x7461'6c6c'7963'6f6eull;  // "tallycon"
-
-// Connections in progress, keyed by the id stored in the handle. Thread-safe.
-class PendingConnects {
- public:
-  uint64_t park(std::unique_ptr<transport::PendingConnection> pending);
-  // Null when the id is unknown.
-  std::unique_ptr<transport::PendingConnection> take(uint64_t id);
-  size_t size() const;
-  static PendingConnects& instance();
-
- private:
-  mutable std::mutex mu_;
-  uint64_t next_id_ = 1;
-  std::unordered_map<uint64_t, std::unique_ptr<transport::PendingConnection>> pending_;
-};
 
 inline constexpr uint32_t kNetListenMagic = 0x544c4e4c;   // 'TLNL'
 inline constexpr uint32_t kNetCommMagic = 0x544c4e43;     // 'TLNC'
@@ -80,8 +63,8 @@ class NetListenComm {
   std::unique_ptr<transport::Listener> listener_;
 };
 
-// A registration (mhandle). TCP keeps nothing in the region, but the object is real so that
-// other backends slot in.
+// A registration (mhandle): the transport's region (empty for TCP; a pinned registration for
+// verbs) and the registered range.
 struct NetMr {
   uint32_t magic = kNetMrMagic;
   std::unique_ptr<transport::MemoryRegion> region;
@@ -151,8 +134,9 @@ class NetComm {
 };
 
 // The connect state machine (see NetHandle). One non-blocking step per call; success with
-// *out null means "call again with the same handle".
-Status connectStep(transport::Device* device, const transport::ConnectionOptions& options, int dev,
-                   void* handle, std::unique_ptr<NetComm>* out);
+// *out null means "call again with the same handle". A connection still in progress waits in
+// `pending` between calls.
+Status connectStep(transport::Device* device, const transport::ConnectionOptions& options,
+                   PendingConnects* pending, int dev, void* handle, std::unique_ptr<NetComm>* out);
 
 }  // namespace tally::plugin

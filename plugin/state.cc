@@ -5,11 +5,13 @@
 #include <utility>
 
 #include "common/log.h"
-#include "plugin/errors.h"
+#include "plugin/edge.h"
 
 namespace tally::plugin {
 namespace {
 
+// The one owner of the process's PluginState: the C entry points reach it only through global(),
+// loaded() and globalIfLoaded().
 struct GlobalSlot {
   std::mutex mu;
   std::unique_ptr<PluginState> state;
@@ -23,6 +25,58 @@ GlobalSlot& globalSlot() {
 }
 
 }  // namespace
+
+CommContext* ContextRegistry::create(uint64_t comm_id, int traffic_class, bool coll) {
+  auto ctx = std::make_unique<CommContext>();
+  ctx->comm_id = comm_id;
+  ctx->traffic_class = traffic_class;
+  ctx->coll = coll;
+  CommContext* raw = ctx.get();
+  std::lock_guard<std::mutex> lock(mu_);
+  live_.emplace(raw, std::move(ctx));
+  return raw;
+}
+
+bool ContextRegistry::destroy(const void* ctx) {
+  std::unique_ptr<CommContext> owned;  // freed after the lock is released
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(ctx);
+  if (it == live_.end()) return false;
+  owned = std::move(it->second);
+  live_.erase(it);
+  return true;
+}
+
+bool ContextRegistry::contains(const void* ctx) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_.count(ctx) != 0;
+}
+
+size_t ContextRegistry::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_.size();
+}
+
+uint64_t PendingConnects::park(std::unique_ptr<transport::PendingConnection> pending) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t id = next_id_++;
+  pending_.emplace(id, std::move(pending));
+  return id;
+}
+
+std::unique_ptr<transport::PendingConnection> PendingConnects::take(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return nullptr;
+  std::unique_ptr<transport::PendingConnection> out = std::move(it->second);
+  pending_.erase(it);
+  return out;
+}
+
+size_t PendingConnects::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_.size();
+}
 
 ClusterInput ClusterInput::load(const ParamSource& source) {
   ClusterInput input;
@@ -182,5 +236,11 @@ bool PluginState::installGlobal(std::unique_ptr<PluginState> state) {
 }
 
 PluginState* PluginState::globalIfLoaded() { return globalSlot().ready.load(); }
+
+Status PluginState::loaded(PluginState** out) {
+  *out = globalIfLoaded();
+  if (*out == nullptr) return Status::internal("called before a successful init");
+  return Status::ok();
+}
 
 }  // namespace tally::plugin

@@ -1,11 +1,15 @@
-// Process-wide plugin state: the parameters and the cluster variables, read once, and the
-// transport::Network opened from them (TALLY_TRANSPORT, transport/select.h) whose devices NCCL sees
-// and over which CollNet reaches its reducers.
+// The plugin's process-wide state, in one object: the parameters and the cluster variables, read
+// once; the transport::Network opened from them (TALLY_TRANSPORT, transport/select.h) whose
+// devices NCCL sees and over which CollNet reaches its reducers; the per-communicator contexts
+// init hands out; and the connects in progress. Nothing else in plugin/ keeps state across calls
+// but the NCCL logger and TALLY_ABORT_ON_ERROR (edge.h), which are the process's.
 //
-// NCCL's tables are plain C functions, and devices()/getProperties() carry no context, so the
-// entry points share one PluginState. It is created by the first init (net or CollNet, any
-// version) and lives until the library is unloaded. It owns no threads: every thread belongs to a
-// comm, so NCCL may dlclose the library once all comms are closed and finalize has run.
+// Lifetime: NCCL's tables are plain C functions, and devices()/getProperties() carry no context,
+// so the entry points share one PluginState, owned by a slot in state.cc. The first init (net or
+// CollNet, any version) creates it; it lives until the library is unloaded (getProperties hands
+// NCCL pointers to the devices' name strings). finalize (v11) destroys only the context its init
+// created. The state owns no threads: every thread belongs to a comm, so NCCL may dlclose the
+// library once all comms are closed and finalize has run.
 //
 // CollNet's reducers come from resolveReducers (TALLY_REDUCERS, then CLUSTER_SPEC's workerpool2,
 // then TF_CONFIG's ps). Only pools 0 and 1 join CollNet: a reducer or evaluator replica reports no
@@ -20,12 +24,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/cluster.h"
 #include "common/params.h"
 #include "common/status.h"
-#include "plugin/limits.h"
+#include "plugin/abi/nccl_types.h"
 #include "worker_client/coll_client.h"
 #include "transport/network.h"
 #include "transport/select.h"
@@ -33,6 +38,57 @@
 #include "transport/transport.h"
 
 namespace tally::plugin {
+
+// Limits Tally reports to NCCL in getProperties and enforces.
+inline constexpr int kMaxComms = 65536;
+inline constexpr int kMaxRecvs = transport::kMaxRecvs;  // grouped receives: 8
+inline constexpr int kMaxNetRequests = NCCL_NET_MAX_REQUESTS;
+// NCCL may post maxRecvs times the request limit on a send comm.
+inline constexpr int kMaxSendRequests = kMaxNetRequests * kMaxRecvs;
+inline constexpr uint64_t kMaxP2pBytes = NCCL_MAX_NET_SIZE_BYTES;  // 1 TiB
+inline constexpr uint64_t kMaxCollBytes = 1ull << 30;  // 1 GiB: test() reports it as an int
+
+static_assert(kMaxRecvs == 8, "properties advertise maxRecvs 8");
+static_assert(kMaxNetRequests == 32);
+
+// A per-communicator context handed to NCCL by v11 init and taken back by finalize. Pre-v11
+// tables have no ctx; their adapters pass nullptr.
+struct CommContext {
+  uint64_t comm_id = 0;
+  int traffic_class = -1;  // NCCL_NET_TRAFFIC_CLASS_UNDEF; Tally does not use it
+  bool coll = false;
+};
+
+// The live contexts. NCCL calls finalize even when init failed, with a ctx init never wrote, so a
+// ctx is only deleted when this registry knows it: finalize of an unknown pointer (NULL, stale or
+// never set) is accepted and ignored. Thread-safe.
+class ContextRegistry {
+ public:
+  CommContext* create(uint64_t comm_id, int traffic_class, bool coll);
+  // True when ctx was live (and is now destroyed).
+  bool destroy(const void* ctx);
+  bool contains(const void* ctx) const;
+  size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<const void*, std::unique_ptr<CommContext>> live_;
+};
+
+// Connections in progress, keyed by the id connect stores in NCCL's handle (NetHandle in
+// net_comm.h). Thread-safe.
+class PendingConnects {
+ public:
+  uint64_t park(std::unique_ptr<transport::PendingConnection> pending);
+  // Null when the id is unknown.
+  std::unique_ptr<transport::PendingConnection> take(uint64_t id);
+  size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  uint64_t next_id_ = 1;
+  std::unordered_map<uint64_t, std::unique_ptr<transport::PendingConnection>> pending_;
+};
 
 // CLUSTER_SPEC and TF_CONFIG as the plugin read them. A malformed variable is kept as its Status
 // (env is then empty) so that it can turn CollNet off without failing the net side.
@@ -86,6 +142,8 @@ class PluginState {
   const std::string& transportChoice() const { return transport_choice_; }
   transport::ConnectionOptions connectionOptions() const;
   const worker_client::CollOptions& collOptions() const { return coll_options_; }
+  ContextRegistry& contexts() { return contexts_; }
+  PendingConnects& pendingConnects() { return pending_connects_; }
 
   // The state the C entry points use. The first call loads Params and the cluster variables from
   // the environment, logs the parameters' provenance and builds the devices; later calls return the
@@ -96,6 +154,8 @@ class PluginState {
   static bool installGlobal(std::unique_ptr<PluginState> state);
   // The global state, or null before the first successful global().
   static PluginState* globalIfLoaded();
+  // The global state, or kInternal when no init has succeeded yet (every entry point but init).
+  static Status loaded(PluginState** out);
 
  private:
   Params params_;
@@ -108,6 +168,9 @@ class PluginState {
   std::vector<std::shared_ptr<transport::Device>> devices_;
   transport::tcp::TcpOptions tcp_options_;
   worker_client::CollOptions coll_options_;
+  // Declared after the devices: a pending connection is destroyed before the device it uses.
+  ContextRegistry contexts_;
+  PendingConnects pending_connects_;
 };
 
 }  // namespace tally::plugin

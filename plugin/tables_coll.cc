@@ -1,17 +1,13 @@
-// The exported ncclCollNet tables, v8 to v12 (STYLE 2, layer a). Same scheme as tables_net.cc.
-// iallgather and ireducescatter are set in every table: NCCL 2.30 wraps v8 to v11 tables in
-// adapters that call these slots without checking them for NULL (reference v12 section 4.3),
-// and uses a v12 table's slots as they are.
+// The exported ncclCollNet tables, v8 to v12: signature adapters over the version-free entry
+// points in coll_api.h, on the same scheme as tables_net.cc. iallgather and ireducescatter are
+// set in every table: NCCL 2.30 wraps a v8 to v11 table in adapters that call these two slots
+// without checking them for NULL, and uses a v12 table's slots as they are.
 #include "plugin/abi/abi.h"
 #include "plugin/coll_api.h"
-#include "plugin/convert.h"
-#include "plugin/export.h"
-#include "plugin/props_convert.h"
+#include "plugin/tables.h"
 
 namespace tally::plugin {
 namespace {
-
-constexpr const char* kPluginName = "Tally";
 
 // v8 to v10: init(logger), once per process.
 ncclResult_t collInitV8(ncclDebugLogger_t logger) { return collInit(nullptr, 0, logger); }

@@ -1,24 +1,18 @@
-// The exported ncclNet tables, v8 to v12 (STYLE 2, layer a). One adapter per signature change,
-// named for the version that introduced it and reused by later tables; slots whose signature
-// never changed point straight at the version-free entry points in net_api.h.
-//
-// Each table is defined with the single-declaration form `extern "C" TALLY_EXPORT const T x = …;`:
-// in C++ a namespace-scope const object otherwise has internal linkage and nothing is exported
-// (reference section 10).
+// The exported ncclNet tables, v8 to v12: the outer layer of the plugin, which only adapts each
+// version's signatures. One adapter per signature change, named for the version that introduced
+// it and reused by later tables; slots whose signature never changed point straight at the
+// version-free entry points in net_api.h.
 #include <climits>
 #include <string>
 
 #include "plugin/abi/abi.h"
-#include "plugin/errors.h"
-#include "plugin/export.h"
-#include "plugin/limits.h"
+#include "plugin/edge.h"
 #include "plugin/net_api.h"
-#include "plugin/props_convert.h"
+#include "plugin/state.h"
+#include "plugin/tables.h"
 
 namespace tally::plugin {
 namespace {
-
-constexpr const char* kPluginName = "Tally";
 
 // v8 (and v9): init(logger); NCCL calls it once per process.
 ncclResult_t initV8(ncclDebugLogger_t logger) { return netInit(nullptr, 0, nullptr, logger); }

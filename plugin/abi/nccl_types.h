@@ -1,8 +1,9 @@
 /* Tally's own declaration of the basic NCCL types a net/CollNet plugin sees (NCCL 2.28 ABI).
  *
- * Written from the facts in reference/nccl-plugin-abi.md sections 3 and 4; every size is
- * asserted. Plain C, self-contained (no other Tally header), usable from C and C++. The names are
- * NCCL's so that code reads like the ABI it implements; the library never includes NCCL itself.
+ * Written from the facts of the ABI (layouts, constants), not from NCCL's headers; every size
+ * is asserted. Plain C, self-contained (no other Tally header), usable from C and C++. The names
+ * are NCCL's so that code reads like the ABI it implements; the library never includes NCCL
+ * itself.
  */
 #ifndef TALLY_PLUGIN_ABI_NCCL_TYPES_H_
 #define TALLY_PLUGIN_ABI_NCCL_TYPES_H_
@@ -16,7 +17,7 @@
 #define TALLY_ABI_ASSERT(cond, msg) _Static_assert(cond, msg)
 #endif
 
-/* ---- Constants (reference section 3) ---------------------------------------------------- */
+/* ---- Constants ----------------------------------------------------------------------------- */
 
 #define NCCL_PTR_HOST 0x1
 #define NCCL_PTR_CUDA 0x2

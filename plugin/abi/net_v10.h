@@ -1,8 +1,8 @@
-/* Version 10 of NCCL's net and CollNet plugin tables (reference sections 5-8), Tally's own
- * declaration. v10 changes no struct layout: the v10 property, vProps and SGE types are the v9
- * ones under new names (so an adapter written for v9 fits a v10 slot unchanged). Net init gains
- * the profiler callback, net connect gains a config, isend/irecv gain profiler handles. The
- * CollNet table is the v9 one with the new type names.
+/* Version 10 of NCCL's net and CollNet plugin tables, Tally's own declaration. v10 changes no
+ * struct layout: the v10 property, vProps and SGE types are the v9 ones under new names (so an
+ * adapter written for v9 fits a v10 slot unchanged). Net init gains the profiler callback, net
+ * connect gains a config, isend/irecv gain profiler handles. The CollNet table is the v9 one with
+ * the new type names.
  */
 #ifndef TALLY_PLUGIN_ABI_NET_V10_H_
 #define TALLY_PLUGIN_ABI_NET_V10_H_

@@ -1,7 +1,7 @@
-/* Version 11 of NCCL's net and CollNet plugin tables (reference sections 5-9), Tally's own
- * declaration; the version NCCL 2.28 calls directly. init returns a per-communicator ctx
- * (called once per communicator), listen and net connect take that ctx, finalize(ctx) closes it,
- * net gains setNetAttr, properties gain maxMultiRequestSize.
+/* Version 11 of NCCL's net and CollNet plugin tables, Tally's own declaration; the version NCCL
+ * 2.28 calls directly. init returns a per-communicator ctx (called once per communicator), listen
+ * and net connect take that ctx, finalize(ctx) closes it, net gains setNetAttr, properties gain
+ * maxMultiRequestSize.
  */
 #ifndef TALLY_PLUGIN_ABI_NET_V11_H_
 #define TALLY_PLUGIN_ABI_NET_V11_H_

@@ -1,5 +1,5 @@
-/* Version 8 of NCCL's net and CollNet plugin tables (reference sections 5-8), Tally's own
- * declaration. Every size and slot offset is asserted below.
+/* Version 8 of NCCL's net and CollNet plugin tables, Tally's own declaration. Every size and slot
+ * offset is asserted below.
  */
 #ifndef TALLY_PLUGIN_ABI_NET_V8_H_
 #define TALLY_PLUGIN_ABI_NET_V8_H_

@@ -1,6 +1,6 @@
-/* Version 9 of NCCL's net and CollNet plugin tables (reference sections 5-8), Tally's own
- * declaration. v9 adds forceFlush, vProps, maxP2pBytes and maxCollBytes to the properties,
- * size_t sizes for isend/irecv, a size_t all-reduce count and SGE size, and makeVDevice.
+/* Version 9 of NCCL's net and CollNet plugin tables, Tally's own declaration. v9 adds forceFlush,
+ * vProps, maxP2pBytes and maxCollBytes to the properties, size_t sizes for isend/irecv, a size_t
+ * all-reduce count and SGE size, and makeVDevice.
  */
 #ifndef TALLY_PLUGIN_ABI_NET_V9_H_
 #define TALLY_PLUGIN_ABI_NET_V9_H_

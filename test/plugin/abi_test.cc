@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "plugin/coll_comm.h"
-#include "plugin/limits.h"
 #include "plugin/net_comm.h"
+#include "plugin/state.h"
 #include "plugin_test_util.h"
 
 namespace {

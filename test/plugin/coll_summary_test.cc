@@ -18,7 +18,7 @@
 
 #include "common/log.h"
 #include "plugin/coll_comm.h"
-#include "plugin/context.h"
+#include "plugin/state.h"
 #include "plugin_test_util.h"
 #include "test/plugin/fake_coll_client.h"
 
@@ -220,11 +220,11 @@ void reducersFromClusterSpecChild() {
                         R"({"type": "workerpool1", "index": 0}})"}});
   void* ctx1 = nullptr;
   void* ctx2 = nullptr;
-  const size_t before = ContextRegistry::instance().size();
+  const size_t before = PluginState::globalIfLoaded()->contexts().size();
   CHILD_CHECK(ncclCollNetPlugin_v11.init(&ctx1, 1, ncclCapture) == ncclSuccess);
   CHILD_CHECK(ncclCollNetPlugin_v11.init(&ctx2, 2, ncclCapture) == ncclSuccess);
   CHILD_CHECK(ctx1 != nullptr && ctx2 != nullptr);
-  CHILD_CHECK(ContextRegistry::instance().size() == before + 2);
+  CHILD_CHECK(PluginState::globalIfLoaded()->contexts().size() == before + 2);
   CHILD_CHECK(countLines(NCCL_LOG_INFO,
                          "NET/Tally : CollNet reducers from CLUSTER_SPEC "
                          "workerpool2: cmle-training-workerpool2-ab-0:2222") == 1);
@@ -234,7 +234,7 @@ void reducersFromClusterSpecChild() {
   CHILD_CHECK(ncoll == ndev && ncoll >= 1);
   CHILD_CHECK(ncclCollNetPlugin_v11.finalize(ctx1) == ncclSuccess);
   CHILD_CHECK(ncclCollNetPlugin_v11.finalize(ctx2) == ncclSuccess);
-  CHILD_CHECK(ContextRegistry::instance().size() == before);
+  CHILD_CHECK(PluginState::globalIfLoaded()->contexts().size() == before);
   std::exit(0);
 }
 
@@ -243,14 +243,14 @@ void reducersFromClusterSpecChild() {
 void noReducersChild() {
   installState({});
   CHILD_CHECK(PluginState::globalIfLoaded()->collDeviceCount() == 0);
-  const size_t before = ContextRegistry::instance().size();
+  const size_t before = PluginState::globalIfLoaded()->contexts().size();
   for (uint64_t id = 1; id <= 3; ++id) {
     void* ctx = reinterpret_cast<void*>(1);
     CHILD_CHECK(ncclCollNetPlugin_v11.init(&ctx, id, ncclCapture) == ncclSuccess);
     CHILD_CHECK(ctx == nullptr);
   }
   CHILD_CHECK(ncclCollNetPlugin_v8.init(ncclCapture) == ncclSuccess);
-  CHILD_CHECK(ContextRegistry::instance().size() == before);
+  CHILD_CHECK(PluginState::globalIfLoaded()->contexts().size() == before);
   int ncoll = -1;
   CHILD_CHECK(ncclCollNetPlugin_v11.devices(&ncoll) == ncclSuccess && ncoll == 0);
   CHILD_CHECK(countLines(NCCL_LOG_WARN, "") == 0);

@@ -10,8 +10,7 @@
 #include <vector>
 
 #include "plugin/coll_api.h"
-#include "plugin/convert.h"
-#include "plugin/errors.h"
+#include "plugin/edge.h"
 #include "plugin_test_util.h"
 
 namespace tally::plugin {

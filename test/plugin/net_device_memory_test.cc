@@ -6,8 +6,8 @@
 
 #include <vector>
 
-#include "plugin/limits.h"
 #include "plugin/net_comm.h"
+#include "plugin/state.h"
 
 namespace tally::plugin {
 namespace {

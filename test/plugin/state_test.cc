@@ -1,5 +1,6 @@
 // PluginState built from injected parameters and cluster variables (MapParamSource, never
-// setenv): reducer discovery, who joins CollNet, a malformed variable.
+// setenv): reducer discovery, who joins CollNet, a malformed variable; the contexts and the
+// connects in progress the state owns.
 #include "plugin/state.h"
 
 #include <gtest/gtest.h>
@@ -12,7 +13,7 @@
 #include <vector>
 
 #include "common/log.h"
-#include "plugin/request_pool.h"
+#include "plugin/requests.h"
 #include "plugin_test_util.h"
 
 namespace tally::plugin {
@@ -265,6 +266,69 @@ TEST(RequestPool, FixedCapacity) {
   Slot* d = pool.acquire();
   EXPECT_EQ(d, b);
   EXPECT_EQ(d->value, 0);
+}
+
+TEST(ContextRegistry, DestroysOnlyContextsItCreated) {
+  ContextRegistry contexts;
+  CommContext* a = contexts.create(7, 3, /*coll=*/false);
+  CommContext* b = contexts.create(8, -1, /*coll=*/true);
+  ASSERT_NE(a, b);
+  EXPECT_EQ(a->comm_id, 7u);
+  EXPECT_EQ(a->traffic_class, 3);
+  EXPECT_TRUE(b->coll);
+  EXPECT_EQ(contexts.size(), 2u);
+  int stranger = 0;
+  EXPECT_FALSE(contexts.destroy(&stranger));
+  EXPECT_FALSE(contexts.destroy(nullptr));
+  EXPECT_TRUE(contexts.contains(a));
+  EXPECT_TRUE(contexts.destroy(a));
+  EXPECT_FALSE(contexts.contains(a));
+  EXPECT_FALSE(contexts.destroy(a));  // a second finalize of the same ctx
+  EXPECT_EQ(contexts.size(), 1u);
+}
+
+// A connection that never finishes and reports its destruction.
+class StuckConnection : public transport::PendingConnection {
+ public:
+  explicit StuckConnection(int* destroyed) : destroyed_(destroyed) {}
+  ~StuckConnection() override { ++*destroyed_; }
+  Status step(std::unique_ptr<transport::Connection>* /*conn*/) override { return Status::ok(); }
+
+ private:
+  int* destroyed_;
+};
+
+TEST(PendingConnects, TakeReturnsWhatWasParkedOnce) {
+  int destroyed = 0;
+  PendingConnects pending;
+  auto first = std::make_unique<StuckConnection>(&destroyed);
+  transport::PendingConnection* first_raw = first.get();
+  const uint64_t a = pending.park(std::move(first));
+  const uint64_t b = pending.park(std::make_unique<StuckConnection>(&destroyed));
+  EXPECT_NE(a, b);
+  EXPECT_EQ(pending.size(), 2u);
+  EXPECT_EQ(pending.take(b + a + 1), nullptr);  // an id never handed out
+  std::unique_ptr<transport::PendingConnection> back = pending.take(a);
+  EXPECT_EQ(back.get(), first_raw);
+  EXPECT_EQ(pending.take(a), nullptr);
+  EXPECT_EQ(pending.size(), 1u);
+  back.reset();
+  EXPECT_EQ(destroyed, 1);
+}
+
+// The state owns what its entry points left behind: connects NCCL never resumed go with it.
+TEST(PluginState, OwnsItsContextsAndPendingConnects) {
+  int destroyed = 0;
+  {
+    PluginState state(paramsFrom({}), {});
+    state.pendingConnects().park(std::make_unique<StuckConnection>(&destroyed));
+    state.pendingConnects().park(std::make_unique<StuckConnection>(&destroyed));
+    CommContext* ctx = state.contexts().create(1, -1, /*coll=*/false);
+    EXPECT_TRUE(state.contexts().contains(ctx));
+    EXPECT_EQ(state.pendingConnects().size(), 2u);
+    EXPECT_EQ(destroyed, 0);
+  }
+  EXPECT_EQ(destroyed, 2);
 }
 
 }  // namespace

@@ -1,14 +1,23 @@
-// The edge between Tally's Status and NCCL's ncclResult_t, and the exception barrier every entry
-// point runs its body behind.
+// What every entry point shares at the C edge: the exception barrier its body runs behind, the
+// mapping from Tally's Status to NCCL's ncclResult_t, argument checks, and the NCCL logger.
 //
 //   kRemote, kTimeout -> ncclRemoteError   (a lost or silent peer)
 //   kSystem           -> ncclSystemError   (a failed system call)
 //   kInternal         -> ncclInternalError (misuse by the core: bad arguments, too many requests)
 //   kInvalidUsage     -> ncclInvalidUsage  (bad configuration)
+//
+// Logging in plugin mode: Tally's log lines go to the ncclDebugLogger_t NCCL passes to init,
+// prefixed "NET/Tally : ". WARN lines use NCCL_LOG_WARN with NCCL_ALL, INFO lines NCCL_LOG_INFO
+// with Tally's subsystem flags (numerically NCCL's). NCCL filters by NCCL_DEBUG, so Tally forwards
+// everything up to INFO.
+//
+// The logger and TALLY_ABORT_ON_ERROR are process-wide settings (NCCL passes the same logger to
+// every init, and the log sink is the process's), not state of a communicator.
 #pragma once
 
 #include <exception>
 #include <new>
+#include <string>
 
 #include "common/log.h"
 #include "common/status.h"
@@ -41,5 +50,15 @@ ncclResult_t guard(const char* fn, Body&& body) noexcept {
     return reportError(fn, Status::internal("unexpected exception"));
   }
 }
+
+// kInternal naming `what` when p is NULL: NCCL passed a pointer it must not.
+inline Status checkPointer(const void* p, const char* what) {
+  if (p == nullptr) return Status::internal(std::string(what) + " is NULL");
+  return Status::ok();
+}
+
+// Installs `logger` as the sink. A NULL logger keeps whatever sink is installed (stderr by
+// default). Thread-safe; every init calls it, and NCCL passes the same function each time.
+void installNcclLogger(ncclDebugLogger_t logger);
 
 }  // namespace tally::plugin

@@ -1,13 +1,25 @@
-// Other property layouts, filled from the v11 one the entry points produce. v8 lacks forceFlush,
-// vProps, maxP2pBytes, maxCollBytes and maxMultiRequestSize; v9 (= v10) lacks only the last. v12
-// has room for 8 devices per virtual NIC and adds railId and planeId.
+// What tables_net.cc and tables_coll.cc share: the export marker, the name both tables carry, and
+// the property layouts of other versions filled from the v11 one the entry points produce.
+//
+// The library is built with -fvisibility=hidden and a version script (exports.map), and only the
+// versioned tables carry TALLY_EXPORT. Each table is defined with the single-declaration form
+// `extern "C" TALLY_EXPORT const T x = ...;`: in C++ a namespace-scope const object otherwise has
+// internal linkage and nothing is exported.
+//
+// Property layouts: v8 lacks forceFlush, vProps, maxP2pBytes, maxCollBytes and
+// maxMultiRequestSize; v9 (= v10) lacks only the last. v12 has room for 8 devices per virtual NIC
+// and adds railId and planeId.
 #pragma once
 
 #include <cstring>
 
 #include "plugin/abi/abi.h"
 
+#define TALLY_EXPORT __attribute__((visibility("default")))
+
 namespace tally::plugin {
+
+inline constexpr const char* kPluginName = "Tally";
 
 inline void toPropertiesV8(const ncclNetProperties_v11_t& in, ncclNetProperties_v8_t* out) {
   out->name = in.name;

@@ -1,17 +1,46 @@
-// A fixed set of request slots. NCCL bounds the requests in flight per comm
-// (NCCL_NET_MAX_REQUESTS, times maxRecvs on the send side), so a comm allocates its slots once and
-// the data path never allocates one. acquire() returning nullptr is the "no room" case: the entry
-// point then answers success with a NULL request and NCCL retries.
+// What the net and CollNet comms share about their requests: a fixed pool of request slots, and
+// the range of caller memory each posted request touches.
+//
+// NCCL bounds the requests in flight per comm (NCCL_NET_MAX_REQUESTS, times maxRecvs on the send
+// side), so a comm allocates its slots once and the data path never allocates one. acquire()
+// returning nullptr is the "no room" case: the entry point then answers success with a NULL
+// request and NCCL retries.
+//
+// NCCL deregisters memory (deregMr) before it frees it, and Tally must stop touching it first
+// (docs/reliability.md): each request records the bytes it may read or write as a MemRange, and
+// deregMr aborts the comm when an unfinished request overlaps the deregistered range.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 namespace tally::plugin {
 
-// T must be default-constructible; a released slot is reset to T{}.
+// Bytes [begin, end) of caller memory. Empty when begin == end.
+struct MemRange {
+  uintptr_t begin = 0;
+  uintptr_t end = 0;
+
+  static MemRange of(const void* data, size_t bytes) {
+    const auto b = reinterpret_cast<uintptr_t>(data);
+    return MemRange{b, b + bytes};
+  }
+  // The smallest range holding both (a larger span is safe for the abort path).
+  MemRange with(const MemRange& o) const {
+    if (o.begin >= o.end) return *this;
+    if (begin >= end) return o;
+    return MemRange{std::min(begin, o.begin), std::max(end, o.end)};
+  }
+  bool overlaps(const MemRange& o) const {
+    return begin < end && o.begin < o.end && begin < o.end && o.begin < end;
+  }
+};
+
+// A fixed set of request slots. T must be default-constructible; a released slot is reset to T{}.
 // Thread-safe: acquire and release may be called from any thread.
 template <typename T>
 class RequestPool {
