@@ -19,7 +19,7 @@ if(NOT tally_with_gloo STREQUAL "OFF")
     add_executable(tally-gloo-bench
       ${CMAKE_CURRENT_SOURCE_DIR}/gloo/gloo_bench.cc
       ${CMAKE_CURRENT_SOURCE_DIR}/gloo/gloo_runner.cc
-      ${CMAKE_CURRENT_SOURCE_DIR}/gloo/bench_options.cc)
+      ${CMAKE_CURRENT_SOURCE_DIR}/gloo/gloo_options.cc)
     target_link_libraries(tally-gloo-bench PRIVATE gloo tally_common CLI11::CLI11
                           nlohmann_json::nlohmann_json Threads::Threads tally_warnings)
     # Not installed: a benchmark baseline, run from the build tree (build/tools/, next to

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "common/params.h"
-#include "tools/gloo/bench_options.h"
+#include "tools/gloo/gloo_options.h"
 #include "tools/gloo/gloo_runner.h"
 
 namespace {

@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "common/status.h"
-#include "tools/gloo/bench_options.h"
+#include "tools/gloo/gloo_options.h"
 
 namespace gloo {
 class Context;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "test/tools/gloo/rank_processes.h"
-#include "tools/gloo/bench_options.h"
+#include "tools/gloo/gloo_options.h"
 
 namespace tally::gloo_bench {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/gloo/bench_options.h"
+#include "tools/gloo/gloo_options.h"
 
 #include <arpa/inet.h>
 
