@@ -12,36 +12,22 @@
 #include <thread>
 #include <vector>
 
-#include "test/support/scrape.h"
 #include "test/support/harness.h"
+#include "test/support/reducer_child.h"
+#include "test/support/scrape.h"
 
 namespace tally::metrics::test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Child {
-  pid_t pid = -1;
-  int out = -1;  // its stdout
-};
-
-Child spawn(const std::vector<std::string>& args) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return {};
-  Child c;
-  c.pid = fork();
-  if (c.pid == 0) {
-    dup2(fds[1], 1);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(TALLY_REDUCER_BIN));
-    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  c.out = fds[0];
-  return c;
+// tally-reducer with `args`, its stdout a pipe (test/support/reducer_child.h's start).
+driver::SpawnedReducer spawn(const std::vector<std::string>& args) {
+  driver::ReducerSpawn how;
+  how.args = args;
+  driver::SpawnedReducer child;
+  if (!driver::spawnReducer(TALLY_REDUCER_BIN, how, &child).isOk()) return {};
+  return child;
 }
 
 // One line (without its newline) within timeout_ms; false at EOF or on timeout.
@@ -61,17 +47,7 @@ bool readLine(int fd, std::string* line, int timeout_ms = 10000) {
   }
 }
 
-// Waits up to 10 s for the child to exit, then kills it. The exit status, or -1.
-int reap(pid_t pid) {
-  for (int i = 0; i < 1000; ++i) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-  return -1;
-}
+int reap(pid_t pid) { return reducer::test::reapReducer(pid); }
 
 // Scrapes until `done` holds for the text or 10 s pass; returns the last text.
 std::string scrapeUntil(int port, const std::function<bool(const std::string&)>& done) {
@@ -86,11 +62,12 @@ std::string scrapeUntil(int port, const std::function<bool(const std::string&)>&
 }
 
 TEST(MetricsEndpointTest, ScrapesExactCountsOfARealRun) {
-  Child c = spawn({"--listen", "127.0.0.1:0", "--threads", "2", "--metrics", "127.0.0.1:0"});
+  driver::SpawnedReducer c =
+      spawn({"--listen", "127.0.0.1:0", "--threads", "2", "--metrics", "127.0.0.1:0"});
   ASSERT_GT(c.pid, 0);
   std::string listening, metrics_line;
-  ASSERT_TRUE(readLine(c.out, &listening));
-  ASSERT_TRUE(readLine(c.out, &metrics_line));
+  ASSERT_TRUE(readLine(c.stdout_fd, &listening));
+  ASSERT_TRUE(readLine(c.stdout_fd, &metrics_line));
   const std::string kListening = "tally-reducer listening on 127.0.0.1:";
   const std::string kMetrics = "tally-reducer metrics on http://127.0.0.1:";
   ASSERT_EQ(listening.rfind(kListening, 0), 0u) << listening;
@@ -164,17 +141,17 @@ TEST(MetricsEndpointTest, ScrapesExactCountsOfARealRun) {
 
   kill(c.pid, SIGTERM);
   EXPECT_EQ(reap(c.pid), 0);
-  close(c.out);
+  close(c.stdout_fd);
 }
 
 TEST(MetricsEndpointTest, MalformedAddressExitsTwo) {
   for (const char* bad : {"127.0.0.1", "localhost:9100", "127.0.0.1:65536", "[::1]:0", ":0"}) {
-    Child c = spawn({"--listen", "127.0.0.1:0", "--metrics", bad});
+    driver::SpawnedReducer c = spawn({"--listen", "127.0.0.1:0", "--metrics", bad});
     ASSERT_GT(c.pid, 0);
     EXPECT_EQ(reap(c.pid), 2) << bad;
     std::string line;
-    EXPECT_FALSE(readLine(c.out, &line, 1000)) << "printed '" << line << "' for " << bad;
-    close(c.out);
+    EXPECT_FALSE(readLine(c.stdout_fd, &line, 1000)) << "printed '" << line << "' for " << bad;
+    close(c.stdout_fd);
   }
 }
 
@@ -190,12 +167,12 @@ TEST(MetricsEndpointTest, UnbindableAddressExitsOne) {
   socklen_t len = sizeof(addr);
   ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   const std::string taken = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
-  Child c = spawn({"--listen", "127.0.0.1:0", "--metrics", taken});
+  driver::SpawnedReducer c = spawn({"--listen", "127.0.0.1:0", "--metrics", taken});
   ASSERT_GT(c.pid, 0);
   EXPECT_EQ(reap(c.pid), 1);
   std::string line;
-  EXPECT_FALSE(readLine(c.out, &line, 1000)) << "printed '" << line << "'";
-  close(c.out);
+  EXPECT_FALSE(readLine(c.stdout_fd, &line, 1000)) << "printed '" << line << "'";
+  close(c.stdout_fd);
   close(fd);
 }
 

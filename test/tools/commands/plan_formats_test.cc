@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "test/support/command_run.h"
 #include "tools/commands/launch_plan.h"
 
 namespace tally::plan {
@@ -24,22 +25,11 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-struct PlanRun {
-  int status = -1;
-  std::string out;
-};
+using PlanRun = test::CommandRun;
 
+// `tally plan ARGS` of the built binary.
 PlanRun runPlan(const std::string& args) {
-  PlanRun run;
-  std::string command = std::string("'") + TALLY_BIN + "' plan " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) run.out.append(buf, n);
-  int raw = ::pclose(pipe);
-  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return run;
+  return test::runCommand(std::string("'") + TALLY_BIN + "' plan " + args);
 }
 
 const std::string kExample =

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "test/support/command_run.h"
+
 namespace tally::plan {
 namespace {
 
@@ -182,23 +184,11 @@ TEST(PlanPredict, ParsesRatesAndLatencies) {
   }
 }
 
-struct TallyRun {
-  int status = -1;
-  std::string out;
-};
+using TallyRun = test::CommandRun;
 
 // `tally plan ARGS`, stdout and stderr together.
 TallyRun runPlan(const std::string& args) {
-  std::string command = std::string(TALLY_BIN) + " plan " + args + " 2>&1";
-  TallyRun run;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  char buffer[4096];
-  size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) run.out.append(buffer, n);
-  int status = ::pclose(pipe);
-  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
+  return test::runCommand(std::string("'") + TALLY_BIN + "' plan " + args);
 }
 
 TEST(PlanPredictCommand, PredictOnlyPrintsBothAlgorithms) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "test/support/command_run.h"
 #include "tools/commands/machine_types.h"
 #include "tools/commands/plan_model.h"
 #include "tools/commands/spec_keys.h"
@@ -225,15 +226,13 @@ TEST(PlanModel, ReducerUnderSixteenVcpusFails) {
   EXPECT_FALSE(
       ruleNamed(planOf(specOf({v100Pool("1"), v100Pool("4")}), options), "reducer-vcpus").pass);
   options.reducer_machine = "n2-highcpu-32";
-  Rule big =
-      ruleNamed(planOf(specOf({v100Pool("1"), v100Pool("4")}), options), "reducer-vcpus");
+  Rule big = ruleNamed(planOf(specOf({v100Pool("1"), v100Pool("4")}), options), "reducer-vcpus");
   EXPECT_TRUE(big.pass);
   EXPECT_EQ(big.detail, "n2-highcpu-32 has 32 vCPUs (at least 16)");
   // A GPU machine type as a reducer fails with the reason.
   options.reducer_machine = "a2-highgpu-1g";
   options.bandwidth["a2-highgpu-1g"] = 24;
-  Rule gpu =
-      ruleNamed(planOf(specOf({v100Pool("1"), v100Pool("4")}), options), "reducer-vcpus");
+  Rule gpu = ruleNamed(planOf(specOf({v100Pool("1"), v100Pool("4")}), options), "reducer-vcpus");
   EXPECT_FALSE(gpu.pass);
   EXPECT_NE(gpu.detail.find("a2-highgpu-1g comes with 1 GPUs"), std::string::npos) << gpu.detail;
 }
@@ -640,22 +639,11 @@ TEST(PlanModel, JsonOutputParsesAndHasTheNumbers) {
 
 // --- the built binary ---------------------------------------------------------------------
 
-struct TallyRun {
-  int status = -1;
-  std::string out;
-};
+using TallyRun = test::CommandRun;
 
+// `tally plan ARGS` of the built binary.
 TallyRun runTally(const std::string& args) {
-  TallyRun run;
-  std::string command = std::string("'") + TALLY_BIN + "' plan " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) run.out.append(buf, n);
-  int raw = ::pclose(pipe);
-  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return run;
+  return test::runCommand(std::string("'") + TALLY_BIN + "' plan " + args);
 }
 
 std::string writeTemp(const std::string& name, const std::string& text) {
