@@ -133,4 +133,9 @@ Status splitHostPort(const std::string& text, std::string* host, uint16_t* port)
   return Status::ok();
 }
 
+std::string joinHostPort(const std::string& host, uint16_t port) {
+  const bool bracket = host.find(':') != std::string::npos || (!host.empty() && host[0] == '[');
+  return (bracket ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
 }  // namespace tally

@@ -48,4 +48,8 @@ Status splitNumber(std::string_view text, uint64_t* number, std::string* suffix)
 // quotes the text and says what was expected) *host and *port are untouched.
 Status splitHostPort(const std::string& text, std::string* host, uint16_t* port);
 
+// The inverse: "10.0.0.1:80", and "[fe80::1%eth0]:80" for a host holding a ':' (IPv6) or
+// starting with '['. splitHostPort gives back host and port for whatever it accepted.
+std::string joinHostPort(const std::string& host, uint16_t port);
+
 }  // namespace tally

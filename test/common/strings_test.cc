@@ -163,5 +163,22 @@ TEST(SplitHostPort, MessagesSayWhatWasExpected) {
   EXPECT_NE(splitHostPort("h:70000", &host, &port).message().find("0 to 65535"), std::string::npos);
 }
 
+TEST(JoinHostPort, BracketsWhatWouldNotSplitBack) {
+  EXPECT_EQ(joinHostPort("10.0.0.1", 80), "10.0.0.1:80");
+  EXPECT_EQ(joinHostPort("fe80::1%eth0", 0), "[fe80::1%eth0]:0");
+  EXPECT_EQ(joinHostPort("", 5000), ":5000");
+  EXPECT_EQ(joinHostPort("[a", 1), "[[a]:1");
+  for (const char* text : {"h:1", "[::1]:2", ":0", "[[a]:3", "a]b:65535", "[x]:4"}) {
+    std::string host;
+    uint16_t port = 0;
+    ASSERT_TRUE(splitHostPort(text, &host, &port).isOk()) << text;
+    std::string host2;
+    uint16_t port2 = 1;
+    ASSERT_TRUE(splitHostPort(joinHostPort(host, port), &host2, &port2).isOk()) << text;
+    EXPECT_EQ(host2, host) << text;
+    EXPECT_EQ(port2, port) << text;
+  }
+}
+
 }  // namespace
 }  // namespace tally

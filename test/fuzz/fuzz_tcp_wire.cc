@@ -121,8 +121,7 @@ void fuzzHostPort(ByteReader* in) {
     TALLY_FUZZ_CHECK(host == "untouched" && port == 4242, "refused split wrote its output");
     return;
   }
-  const bool bracket = host.find(':') != std::string::npos || (!host.empty() && host[0] == '[');
-  const std::string again = (bracket ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  const std::string again = joinHostPort(host, port);
   std::string host2;
   uint16_t port2 = 0;
   Status st = splitHostPort(again, &host2, &port2);
