@@ -11,6 +11,7 @@
 
 #include "common/hmac_sha256.h"
 #include "common/log.h"
+#include "common/strings.h"
 
 namespace tally::auth {
 namespace {
@@ -26,14 +27,6 @@ bool constantTimeEqual(const uint8_t* a, const uint8_t* b, size_t n) {
   volatile uint8_t diff = 0;
   for (size_t i = 0; i < n; ++i) diff = static_cast<uint8_t>(diff | (a[i] ^ b[i]));
   return diff == 0;
-}
-
-// Drops trailing whitespace (a final newline, "\r\n").
-void trimRight(std::string* s) {
-  while (!s->empty() &&
-         (s->back() == '\n' || s->back() == '\r' || s->back() == ' ' || s->back() == '\t')) {
-    s->pop_back();
-  }
 }
 
 Status readTokenFile(const std::string& path, std::string* out) {

@@ -1,10 +1,13 @@
 #include "common/cluster.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <exception>
 #include <nlohmann/json.hpp>
 #include <utility>
+
+#include "common/strings.h"
 
 namespace tally {
 namespace {
@@ -46,32 +49,16 @@ bool isIpv6Char(char c) {
          c == '-' || c == '_';
 }
 
-// "host:port" or "[v6]:port", port 1..65535 in decimal without sign or spaces.
+// "host:port" or "[v6]:port" with a non-empty host and a port from 1 to 65535.
 bool validAddress(const std::string& address) {
-  size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  std::string host = address.substr(0, colon);
-  std::string port = address.substr(colon + 1);
-  if (port.empty() || port.size() > 5) return false;
-  int value = 0;
-  for (char c : port) {
-    if (c < '0' || c > '9') return false;
-    value = value * 10 + (c - '0');
+  std::string host;
+  uint16_t port = 0;
+  if (!splitHostPort(address, &host, &port).isOk() || host.empty() || port == 0) return false;
+  if (address.front() == '[') {
+    if (host.find(':') == std::string::npos) return false;
+    return std::all_of(host.begin(), host.end(), isIpv6Char);
   }
-  if (value < 1 || value > 65535) return false;
-  if (host.front() == '[') {
-    if (host.size() < 3 || host.back() != ']') return false;
-    std::string inner = host.substr(1, host.size() - 2);
-    if (inner.find(':') == std::string::npos) return false;
-    for (char c : inner) {
-      if (!isIpv6Char(c)) return false;
-    }
-    return true;
-  }
-  for (char c : host) {
-    if (!isHostChar(c)) return false;
-  }
-  return true;
+  return std::all_of(host.begin(), host.end(), isHostChar);
 }
 
 // One variable's parse: every message starts with the variable's name and the field's path.
@@ -375,7 +362,7 @@ const ClusterSpec* ClusterEnv::primary() const {
 
 ReducerList resolveReducers(const Params& params, const ClusterEnv& env) {
   ReducerList list;
-  list.addresses = splitCommaList(params.reducers);
+  list.addresses = splitList(params.reducers);
   if (!list.addresses.empty()) {
     list.origin = "TALLY_REDUCERS";
   } else if (env.cluster_spec && !env.cluster_spec->pools[2].empty()) {
@@ -388,22 +375,6 @@ ReducerList resolveReducers(const Params& params, const ClusterEnv& env) {
     list.origin = "none";
   }
   return list;
-}
-
-std::vector<std::string> splitCommaList(const std::string& text) {
-  std::vector<std::string> items;
-  size_t begin = 0;
-  while (begin <= text.size()) {
-    size_t end = text.find(',', begin);
-    if (end == std::string::npos) end = text.size();
-    size_t first = text.find_first_not_of(" \t", begin);
-    if (first != std::string::npos && first < end) {
-      size_t last = text.find_last_not_of(" \t", end - 1);
-      items.push_back(text.substr(first, last - first + 1));
-    }
-    begin = end + 1;
-  }
-  return items;
 }
 
 }  // namespace tally

@@ -93,8 +93,4 @@ struct ReducerList {
 };
 ReducerList resolveReducers(const Params& params, const ClusterEnv& env);
 
-// "a:1, b:2,," -> {"a:1", "b:2"}: comma list, items trimmed of spaces and tabs, empty items
-// dropped.
-std::vector<std::string> splitCommaList(const std::string& text);
-
 }  // namespace tally

@@ -1,11 +1,11 @@
 #include "common/params.h"
 
-#include <cctype>
-#include <cerrno>
 #include <climits>
 #include <cstdlib>
 
 #include "common/log.h"
+#include "common/sizes.h"
+#include "common/strings.h"
 
 namespace tally {
 
@@ -30,40 +30,6 @@ std::optional<std::string> MapParamSource::get(const std::string& name) const {
   return it->second;
 }
 
-namespace {
-
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
-
-// Splits "64K" into 64 and "K". Fails on a missing number or an out-of-range value.
-Status splitNumber(const std::string& text, uint64_t* number, std::string* suffix) {
-  std::string t = trim(text);
-  if (t.empty() || !std::isdigit(static_cast<unsigned char>(t[0]))) {
-    return Status::invalidUsage("expected a non-negative number, got '" + text + "'");
-  }
-  errno = 0;
-  char* end = nullptr;
-  unsigned long long v = std::strtoull(t.c_str(), &end, 10);
-  if (errno == ERANGE) return Status::invalidUsage("number out of range: '" + text + "'");
-  *number = v;
-  *suffix = trim(std::string(end));
-  return Status::ok();
-}
-
-Status multiply(uint64_t v, uint64_t unit, const std::string& text, uint64_t* out) {
-  if (unit != 0 && v > UINT64_MAX / unit) {
-    return Status::invalidUsage("value out of range: '" + text + "'");
-  }
-  *out = v * unit;
-  return Status::ok();
-}
-
-}  // namespace
-
 Status parseInt(const std::string& text, int64_t* out) {
   std::string t = trim(text);
   bool negative = !t.empty() && t[0] == '-';
@@ -78,30 +44,6 @@ Status parseInt(const std::string& text, int64_t* out) {
   return Status::ok();
 }
 
-std::string formatBytes(uint64_t bytes) {
-  if (bytes >= (1ull << 20) && bytes % (1ull << 20) == 0) {
-    return std::to_string(bytes >> 20) + " MiB";
-  }
-  if (bytes >= 1024 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + " KiB";
-  return std::to_string(bytes) + " B";
-}
-
-Status parseBytes(const std::string& text, uint64_t* out) {
-  uint64_t v = 0;
-  std::string suffix;
-  TALLY_RETURN_IF_ERROR(splitNumber(text, &v, &suffix));
-  std::string s;
-  for (char c : suffix) s += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  uint64_t unit = 0;
-  if (s.empty() || s == "B") unit = 1;
-  else if (s == "K" || s == "KB" || s == "KIB") unit = 1ull << 10;
-  else if (s == "M" || s == "MB" || s == "MIB") unit = 1ull << 20;
-  else if (s == "G" || s == "GB" || s == "GIB") unit = 1ull << 30;
-  else if (s == "T" || s == "TB" || s == "TIB") unit = 1ull << 40;
-  else return Status::invalidUsage("expected a size such as 4096, 64K, 4M or 1G, got '" + text + "'");
-  return multiply(v, unit, text, out);
-}
-
 Status parseMillis(const std::string& text, int64_t* out) {
   uint64_t v = 0;
   std::string suffix;
@@ -112,16 +54,15 @@ Status parseMillis(const std::string& text, int64_t* out) {
   else if (suffix == "m" || suffix == "min") unit = 60000;
   else if (suffix == "h") unit = 3600000;
   else return Status::invalidUsage("expected a duration such as 500ms, 30s or 2m, got '" + text + "'");
-  uint64_t ms = 0;
-  TALLY_RETURN_IF_ERROR(multiply(v, unit, text, &ms));
-  if (ms > static_cast<uint64_t>(INT64_MAX)) return Status::invalidUsage("duration out of range: '" + text + "'");
-  *out = static_cast<int64_t>(ms);
+  if (v > static_cast<uint64_t>(INT64_MAX) / unit) {
+    return Status::invalidUsage("duration out of range: '" + text + "'");
+  }
+  *out = static_cast<int64_t>(v * unit);
   return Status::ok();
 }
 
 Status parseBool(const std::string& text, bool* out) {
-  std::string s;
-  for (char c : trim(text)) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string s = toLower(trim(text));
   if (s == "1" || s == "true" || s == "yes" || s == "on") { *out = true; return Status::ok(); }
   if (s == "0" || s == "false" || s == "no" || s == "off") { *out = false; return Status::ok(); }
   return Status::invalidUsage("expected 0 or 1, got '" + text + "'");

@@ -186,15 +186,11 @@ struct Params {
 // exactly when Params::load succeeds and Params::validate accepts the result.
 std::vector<ParamProblem> findParamProblems(const ParamSource& source);
 
-// Parsers, exposed for tests. Each rejects trailing garbage and overflow.
+// Parsers, exposed for tests. Each rejects trailing garbage and overflow. Byte-valued
+// parameters go through parseBytes (common/sizes.h).
 Status parseInt(const std::string& text, int64_t* out);
-Status parseBytes(const std::string& text, uint64_t* out);    // 123, 64K, 4M, 1G (binary units)
 Status parseMillis(const std::string& text, int64_t* out);    // 250ms, 10s, 2m, plain = ms
 Status parseBool(const std::string& text, bool* out);         // 0/1, true/false, yes/no, on/off
-
-// A byte count in the largest binary unit that divides it exactly, for tables and messages:
-// "16 MiB", "64 KiB", "1000 B".
-std::string formatBytes(uint64_t bytes);
 
 // The Markdown table of every parameter, as in docs/env.md.
 std::string paramsMarkdown();

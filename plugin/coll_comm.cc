@@ -4,24 +4,10 @@
 #include <cstdio>
 
 #include "common/log.h"
+#include "common/sizes.h"
 
 namespace tally::plugin {
 namespace {
-
-// 5.62 GiB, 12.00 KiB, 17 B.
-std::string humanBytes(uint64_t bytes) {
-  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  double value = static_cast<double>(bytes) / 1024;
-  size_t unit = 0;
-  while (value >= 1024 && unit + 1 < sizeof(kUnits) / sizeof(kUnits[0])) {
-    value /= 1024;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.2f %s", value, kUnits[unit]);
-  return text;
-}
 
 std::string counted(uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
@@ -105,8 +91,8 @@ std::string CollComm::summary() const {
   std::string origin = info_.reducer_origin.empty() ? "" : " from " + info_.reducer_origin;
   return who + (closed_ns_.load() < 0 ? " open: " : " closed: ") +
          counted(s.allreduces, "all-reduce", "all-reduces") + calls(s) + ", " +
-         humanBytes(s.bytes) + ", " +
-         seconds + ", " + counted(reducers_, "reducer", "reducers") + origin + ", " +
+         formatBytesApprox(s.bytes) + ", " + seconds + ", " +
+         counted(reducers_, "reducer", "reducers") + origin + ", " +
          counted(s.errors, "error", "errors");
 }
 

@@ -1,9 +1,9 @@
 // Communicators: forming them from Hellos, failing them, freeing them when the last member leaves.
 #include <algorithm>
-#include <cstdio>
 
 #include "common/crc32c.h"
 #include "common/log.h"
+#include "common/sizes.h"
 #include "reducer/server_internal.h"
 #include "protocol/slicing.h"
 
@@ -108,16 +108,6 @@ Span Comm::partOf(const wire::SliceHeader& h, uint32_t rank) const {
   return rankPart(rank, h.rank_count, h.window_offset, h.total_count);
 }
 
-namespace {
-
-std::string gib(uint64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.2f GiB", static_cast<double>(bytes) / (1ull << 30));
-  return text;
-}
-
-}  // namespace
-
 Status CommRegistry::admitLocked(const wire::Hello& hello, uint64_t* bytes) const {
   // A connection buffers at most window slices (the reader stops there), each at most
   // slice_bytes; results take at most one more window's worth per communicator. Each member's
@@ -128,22 +118,23 @@ Status CommRegistry::admitLocked(const wire::Hello& hello, uint64_t* bytes) cons
                            std::to_string(hello.slice_bytes) + "-byte slices, window " +
                            std::to_string(window_) + ")";
   if (per_connection > max_connection_bytes_) {
-    return Status::invalidUsage(what + " needs " + gib(per_connection) +
+    return Status::invalidUsage(what + " needs " + formatBytesApprox(per_connection) +
                                 " per connection, over this reducer's limit of " +
-                                gib(max_connection_bytes_) +
+                                formatBytesApprox(max_connection_bytes_) +
                                 " (lower TALLY_SLICE_BYTES or the reducer's --window)");
   }
   const uint64_t need = per_connection * (static_cast<uint64_t>(hello.nranks) + 1);
   if (need > max_communicator_bytes_) {
-    return Status::invalidUsage(what + " needs " + gib(need) + ", over this reducer's limit of " +
-                                gib(max_communicator_bytes_) + " per communicator");
+    return Status::invalidUsage(what + " needs " + formatBytesApprox(need) +
+                                ", over this reducer's limit of " +
+                                formatBytesApprox(max_communicator_bytes_) + " per communicator");
   }
   const uint64_t now = 2 * per_connection;  // the results and the first member's inputs
   if (now > max_memory_bytes_ - std::min(reserved_bytes_, max_memory_bytes_)) {
-    return Status::system("reducer full: " + what + " needs " + gib(now) + " to start, and " +
-                          gib(reserved_bytes_) + " of its " + gib(max_memory_bytes_) +
-                          " are held by " + std::to_string(comms_.size()) +
-                          " other communicators");
+    return Status::system("reducer full: " + what + " needs " + formatBytesApprox(now) +
+                          " to start, and " + formatBytesApprox(reserved_bytes_) + " of its " +
+                          formatBytesApprox(max_memory_bytes_) + " are held by " +
+                          std::to_string(comms_.size()) + " other communicators");
   }
   *bytes = now;
   return Status::ok();
@@ -152,9 +143,10 @@ Status CommRegistry::admitLocked(const wire::Hello& hello, uint64_t* bytes) cons
 Status CommRegistry::admitMemberLocked(const Comm& comm, uint64_t* bytes) const {
   const uint64_t per_connection = static_cast<uint64_t>(window_) * comm.slice_bytes;
   if (per_connection > max_memory_bytes_ - std::min(reserved_bytes_, max_memory_bytes_)) {
-    return Status::system("reducer full: a member of communicator " + comm.describe() +
-                          " needs " + gib(per_connection) + ", and " + gib(reserved_bytes_) +
-                          " of its " + gib(max_memory_bytes_) + " are held by " +
+    return Status::system("reducer full: a member of communicator " + comm.describe() + " needs " +
+                          formatBytesApprox(per_connection) + ", and " +
+                          formatBytesApprox(reserved_bytes_) + " of its " +
+                          formatBytesApprox(max_memory_bytes_) + " are held by " +
                           std::to_string(comms_.size()) + " communicators");
   }
   *bytes = per_connection;

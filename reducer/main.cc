@@ -34,6 +34,7 @@
 #include "common/auth.h"
 #include "common/log.h"
 #include "common/params.h"
+#include "common/sizes.h"
 #include "common/version.h"
 #include "reducer/server.h"
 #include "reducer/metrics/metrics_server.h"

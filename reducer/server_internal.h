@@ -194,8 +194,10 @@ class Comm : public std::enable_shared_from_this<Comm> {
   const uint32_t nreducers;
   const uint32_t reducer_index;
   const uint64_t slice_bytes;
-  const SlicePlan plan;  // how the ranks cut their calls (slicing.h), from the first Hello
-  const bool checksum;  // TALLY_CHECKSUM: inputs carry a CRC32C and results get one (wire.h)
+  // How the ranks cut their calls (protocol/slicing.h), from the first Hello.
+  const SlicePlan plan;
+  // TALLY_CHECKSUM: inputs carry a CRC32C and results get one (protocol/wire.h).
+  const bool checksum;
   uint64_t reserved_bytes = 0;  // memory it holds against the server's limits (registry's mu_)
   // When its first Hello came: it must form (every rank join) within the join timeout.
   const std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
@@ -218,8 +220,8 @@ class Comm : public std::enable_shared_from_this<Comm> {
   void fail(const std::string& reason);
   // Checks a slice header against this communicator's slicing; the reason names the rank.
   Status checkSlice(const wire::SliceHeader& h, int rank) const;
-  // The whole slice h belongs to (slicing.h), and `rank`'s part of h's window (all-gather and
-  // reduce-scatter). Headers that passed checkSlice only.
+  // The whole slice h belongs to (protocol/slicing.h), and `rank`'s part of h's window
+  // (all-gather and reduce-scatter). Headers that passed checkSlice only.
   Span sliceOf(const wire::SliceHeader& h) const;
   Span partOf(const wire::SliceHeader& h, uint32_t rank) const;
   // "3f2a...9c (4 ranks)"

@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "common/params.h"
+#include "common/sizes.h"
 #include "tools/bench/bench_command.h"
 
 namespace tally::demo {

@@ -3,9 +3,10 @@
 #include <dirent.h>
 
 #include <algorithm>
-#include <cctype>
 #include <utility>
 #include <vector>
+
+#include "common/strings.h"
 
 #if TALLY_HAVE_TRANSPORT_OFI
 #include "transport/ofi/ofi.h"
@@ -48,13 +49,6 @@ Status openVerbs(const NetworkConfig& config, std::shared_ptr<Network>* out) {
   return verbs::createNetwork(options, out);
 }
 #endif
-
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
 
 NetworkFactory factoryFor(const NetworkBackends& backends, TransportKind kind) {
   switch (kind) {
@@ -254,16 +248,10 @@ const NetworkBackends& builtinBackends() {
 bool isHighSpeedProvider(const std::string& provider) {
   static const char* const kSlowCores[] = {"tcp", "udp", "sockets", "net", "shm", "sm2"};
   bool any_core = false;
-  size_t begin = 0;
-  while (begin <= provider.size()) {
-    size_t end = provider.find(';', begin);
-    if (end == std::string::npos) end = provider.size();
-    const std::string layer = trim(provider.substr(begin, end - begin));
-    begin = end + 1;
-    if (layer.empty()) continue;
+  for (const std::string& layer : splitList(provider, ';')) {
     // Utility providers (ofi_rxm, ofi_rxd, ...) run over a core provider; only cores say what
     // the fabric is.
-    if (layer.rfind("ofi_", 0) == 0) continue;
+    if (startsWith(layer, "ofi_")) continue;
     for (const char* slow : kSlowCores) {
       if (layer == slow) return false;
     }

@@ -468,7 +468,8 @@ Status CollClientImpl::post(const CallSpec& spec, size_t result_bytes, CollReque
     t.call = call;
     t.slice = static_cast<uint32_t>(j);
     const Span slice = sliceSpan(spec.count, per_slice, j);
-    // Every rank sends every slice and gets a result for each (wire.h): pieces may be empty.
+    // Every rank sends every slice and gets a result for each (protocol/wire.h): pieces may be
+    // empty.
     t.send = spec.kind == wire::CollKind::kAllGather ? pieceOf(slice, part) : slice;
     t.recv = spec.kind == wire::CollKind::kReduceScatter ? pieceOf(slice, part) : slice;
     links_[(call->seq + j) % nlinks]->post(std::move(t));

@@ -13,7 +13,7 @@
 // ranks in rank order and returns the same bytes to every rank. iallgather and ireducescatter cut
 // their window the same way; the reducer assembles each all-gather slice from its owners' pieces
 // and returns it to every rank, and returns to each rank only its own part of a reduce-scatter
-// slice's sum (wire.h SliceHeader).
+// slice's sum (protocol/wire.h SliceHeader).
 #pragma once
 
 #include <cstddef>

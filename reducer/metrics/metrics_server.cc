@@ -5,6 +5,7 @@
 
 #include <exception>
 
+#include "common/strings.h"
 #include "prometheus/exposer.h"
 #include "reducer/metrics/reducer_metrics.h"
 
@@ -14,23 +15,18 @@ namespace {
 // Splits "HOST:PORT". IPv4 only: the civetweb that Debian ships (under prometheus-cpp's
 // Exposer) is built without IPv6 and would fail every "[::1]:PORT" bind with a vague error.
 Status splitAddress(const std::string& host_port, std::string* host, int* port) {
-  const std::string bad = "metrics address '" + host_port + "' ";
-  const size_t colon = host_port.rfind(':');
-  if (colon == std::string::npos) return Status::invalidUsage(bad + "is not HOST:PORT");
-  const std::string h = host_port.substr(0, colon);
-  const std::string p = host_port.substr(colon + 1);
-  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoi(p) > 65535) {
-    return Status::invalidUsage(bad + "has no port from 0 to 65535");
-  }
+  std::string h;
+  uint16_t p = 0;
+  const Status split = splitHostPort(host_port, &h, &p);
+  if (!split.isOk()) return Status::invalidUsage("metrics address: " + split.message());
   in_addr addr;
   if (inet_pton(AF_INET, h.c_str(), &addr) != 1) {
-    return Status::invalidUsage(bad +
-                                "needs a numeric IPv4 host such as 127.0.0.1 or 0.0.0.0 "
+    return Status::invalidUsage("metrics address '" + host_port +
+                                "' needs a numeric IPv4 host such as 127.0.0.1 or 0.0.0.0 "
                                 "(the metrics endpoint serves IPv4 only)");
   }
   *host = h;
-  *port = std::stoi(p);
+  *port = p;
   return Status::ok();
 }
 

@@ -1,4 +1,4 @@
-// ClusterEnv::load from a ParamSource, reducer discovery order, and the comma-list splitter.
+// ClusterEnv::load from a ParamSource and reducer discovery order.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -131,15 +131,6 @@ TEST(ClusterRoleName, Names) {
   EXPECT_STREQ(clusterRoleName(ClusterRole::kWorker), "worker");
   EXPECT_STREQ(clusterRoleName(ClusterRole::kReducer), "reducer");
   EXPECT_STREQ(clusterRoleName(ClusterRole::kEvaluator), "evaluator");
-}
-
-TEST(SplitCommaList, TrimsAndDropsEmptyItems) {
-  EXPECT_EQ(splitCommaList(""), std::vector<std::string>{});
-  EXPECT_EQ(splitCommaList(" , ,\t"), std::vector<std::string>{});
-  EXPECT_EQ(splitCommaList("h:1"), std::vector<std::string>{"h:1"});
-  EXPECT_EQ(splitCommaList(" h:1 ,[::1]:2 "), (std::vector<std::string>{"h:1", "[::1]:2"}));
-  EXPECT_EQ(splitCommaList("a:1, b:2,,"), (std::vector<std::string>{"a:1", "b:2"}));
-  EXPECT_EQ(splitCommaList(",\tx y ,"), std::vector<std::string>{"x y"});
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
-// formatBytes (common/params.h): the largest binary unit that divides the count exactly.
+// formatBytes (common/sizes.h): the largest binary unit that divides the count exactly.
 #include <gtest/gtest.h>
 
-#include "common/params.h"
+#include "common/sizes.h"
 
 namespace tally {
 namespace {

@@ -1,6 +1,6 @@
 // tally_gpu_plugin_cycle: the part of NCCL's use of the plugin that needs no GPU, done the way
-// NCCL 2.28 does it (reference nccl-plugin-abi.md sections 11 and 14), so run.sh can check it on
-// any machine before the GPU run:
+// NCCL 2.28 finds, loads, sets up and unloads a plugin, so run.sh can check it on any machine
+// before the GPU run:
 //
 //   - resolution: NCCL_NET_PLUGIN is read from the environment and turned into the same dlopen
 //     candidates NCCL tries (unset: libnccl-net.so; a name: NAME then libnccl-net-NAME.so; a path

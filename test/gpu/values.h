@@ -7,7 +7,8 @@
 // a reducer adds in. The one exception is avg on floating types when the rank count is not a power
 // of two (NCCL multiplies each input by a rounded 1/n); avgTolerance() says how far it may be off.
 //
-// Element types use NCCL's numbering (reference section 4.2), ops too (section 4.3).
+// Element types and ops use NCCL's ncclDataType_t and ncclRedOp_t numbering (int8 = 0 ...
+// float8e5m2 = 11; sum = 0, prod = 1, max = 2, min = 3, avg = 4).
 #pragma once
 
 #include <algorithm>

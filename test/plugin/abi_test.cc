@@ -75,7 +75,7 @@ TEST(PluginAbi, CollNetV11SlotsThatMustBeSetAreSet) {
 }
 
 // NCCL 2.30 calls a v8 to v11 table's all-gather and reduce-scatter slots through adapters that
-// never check them for NULL (reference v12 section 4.3): no table may leave them empty.
+// never check them for NULL: no table may leave them empty.
 TEST(PluginAbi, EveryCollNetTableHasAllGatherAndReduceScatter) {
   EXPECT_NE((void*)ncclCollNetPlugin_v8.iallgather, nullptr);
   EXPECT_NE((void*)ncclCollNetPlugin_v8.ireducescatter, nullptr);

@@ -136,25 +136,6 @@ TEST(Wire, HandleRoundTrip) {
   EXPECT_EQ(decodeHandle(zero, &addr).code(), StatusCode::kInvalidUsage);
 }
 
-TEST(Address, SplitHostPort) {
-  std::string host;
-  uint16_t port = 0;
-  ASSERT_TRUE(splitHostPort("10.0.0.1:5000", &host, &port).isOk());
-  EXPECT_EQ(host, "10.0.0.1");
-  EXPECT_EQ(port, 5000);
-  ASSERT_TRUE(splitHostPort("[fe80::1%eth0]:7", &host, &port).isOk());
-  EXPECT_EQ(host, "fe80::1%eth0");
-  EXPECT_EQ(port, 7);
-  ASSERT_TRUE(splitHostPort(":0", &host, &port).isOk());
-  EXPECT_EQ(host, "");
-  ASSERT_TRUE(splitHostPort("localhost:80", &host, &port).isOk());
-  EXPECT_EQ(host, "localhost");
-  for (const char* bad :
-       {"", "host", "host:", "host:x", "host:65536", "[::1]", "[::1]5", "::1:5", "h:123456"}) {
-    EXPECT_EQ(splitHostPort(bad, &host, &port).code(), StatusCode::kInvalidUsage) << bad;
-  }
-}
-
 TEST(Address, ResolveNamesAndFormats) {
   SockAddr addr;
   ASSERT_TRUE(resolve("localhost", 80, false, &addr).isOk());

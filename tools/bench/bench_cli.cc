@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/params.h"
+#include "common/sizes.h"
 #include "tools/bench/bench_command.h"
 #include "tools/commands/paths.h"
 #include "tools/driver/process.h"

@@ -7,8 +7,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 
+#include "common/strings.h"
 #include "tools/bench/bench.h"
 #include "tools/bench/bench_internal.h"
 #include "tools/driver/emulated_cluster.h"
@@ -16,19 +16,6 @@
 
 namespace tally::bench {
 namespace {
-
-std::vector<std::string> splitList(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream in(text);
-  std::string part;
-  while (std::getline(in, part, ',')) {
-    while (!part.empty() && std::isspace(static_cast<unsigned char>(part.back()))) part.pop_back();
-    size_t start = 0;
-    while (start < part.size() && std::isspace(static_cast<unsigned char>(part[start]))) ++start;
-    parts.push_back(part.substr(start));
-  }
-  return parts;
-}
 
 template <typename T>
 void addUnique(std::vector<T>* list, T value) {
@@ -163,9 +150,7 @@ bool validRate(const std::string& rate) {
     }
   }
   if (!digits) return false;
-  std::string unit = rate.substr(i);
-  std::transform(unit.begin(), unit.end(), unit.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string unit = toLower(rate.substr(i));
   static const char* kUnits[] = {"bit", "kbit", "mbit", "gbit", "tbit",
                                  "bps", "kbps", "mbps", "gbps", "tbps"};
   for (const char* u : kUnits) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "common/sizes.h"
 #include "tools/bench/bench_internal.h"
 #include "tools/bench/cpu_cost.h"
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/sizes.h"
 #include "common/store.h"
 #include "tools/bench/bench_internal.h"
 #include "tools/bench/cpu_cost.h"

@@ -2,7 +2,8 @@
 // inputs) the bandwidth of one reduce() call and its fraction of the memcpy bandwidth measured
 // at the same buffer size in the same run, with issue 4's targets marked met or not met.
 //
-// Header-only so that test/tools/bench can check the arithmetic without running a benchmark.
+// Header-only (over common/) so that test/tools/bench can check the arithmetic without running a
+// benchmark.
 //
 // Bytes are counted the same way for every row. A k-input sum is ONE reduce() call with
 // nsrcs = k (kernels/kernels.h): it reads k inputs of n elements and writes dst once, so
@@ -19,6 +20,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "common/sizes.h"
 
 namespace tally::bench {
 
@@ -105,12 +108,8 @@ inline std::vector<SummaryRow> summarize(const std::vector<BenchCase>& cases,
   return rows;
 }
 
-// "256KiB", "32MiB", or plain bytes.
-inline std::string sizeLabel(size_t bytes) {
-  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
-  if (bytes >= (1u << 10) && bytes % (1u << 10) == 0) return std::to_string(bytes >> 10) + "KiB";
-  return std::to_string(bytes) + "B";
-}
+// A buffer size in benchmark names: "256KiB", "32MiB", or plain bytes ("1000B").
+inline std::string sizeLabel(size_t bytes) { return formatBytes(bytes, ""); }
 
 // The table, one line per row, with a header and a legend. `isa` names the kernel variant.
 inline std::string formatSummary(const std::vector<SummaryRow>& rows, const std::string& isa) {

@@ -13,6 +13,7 @@
 #include "common/cluster.h"
 #include "common/log.h"
 #include "common/params.h"
+#include "common/sizes.h"
 #include "tools/commands/command.h"
 #include "tools/commands/doctor_checks.h"
 #include "tools/commands/doctor_host.h"

@@ -2,40 +2,13 @@
 #include "tools/commands/doctor_checks.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <numeric>
 
+#include "common/strings.h"
+
 namespace tally::commands::doctor {
 namespace {
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t");
-  if (b == std::string::npos) return "";
-  const size_t e = s.find_last_not_of(" \t");
-  return s.substr(b, e - b + 1);
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (;;) {
-    const size_t at = s.find(sep, start);
-    parts.push_back(s.substr(start, at == std::string::npos ? std::string::npos : at - start));
-    if (at == std::string::npos) return parts;
-    start = at + 1;
-  }
-}
-
-bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 bool contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
@@ -83,7 +56,7 @@ void checkCollnetEnable(const ParamSource& env, std::vector<CheckResult>* out) {
 
 void checkNet(const ParamSource& env, std::vector<CheckResult>* out) {
   const std::string v = value(env, "NCCL_NET");
-  if (v.empty() || lower(v) == "tally") return;
+  if (v.empty() || toLower(v) == "tally") return;
   out->push_back(fail("NCCL_NET", quoted("NCCL_NET", v) +
                                       " picks another net; CollNet comes with the net NCCL "
                                       "assigns, so Tally's is never used (unset it or set Tally)"));
@@ -104,7 +77,7 @@ void checkNetPlugin(const ParamSource& env, const NcclCheckContext& ctx,
                                 "libnccl-net-tally.so"));
     return;
   }
-  if (lower(v) == "none") {
+  if (toLower(v) == "none") {
     out->push_back(fail("NCCL_NET_PLUGIN", shown + ": NCCL loads no net plugin; set it to tally"));
     return;
   }
@@ -241,7 +214,7 @@ SelectorResult parseNcclSelector(const std::string& text) {
     if (colon != std::string::npos) {
       bool names_allreduce = false;
       for (const std::string& f : split(section.substr(0, colon), ',')) {
-        const std::string func = lower(trim(f));
+        const std::string func = toLower(trim(f));
         if (!contains(kCollectives, func)) {
           result.problem = "unknown collective \"" + trim(f) + "\" in \"" + section + "\"";
           return result;
@@ -260,7 +233,7 @@ SelectorResult parseNcclSelector(const std::string& text) {
     }
     std::vector<std::string> names;
     for (const std::string& n : split(list, ',')) {
-      const std::string name = lower(trim(n));
+      const std::string name = toLower(trim(n));
       if (name.empty()) {
         result.problem = "empty name in \"" + section + "\"";
         return result;

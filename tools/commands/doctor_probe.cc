@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/sizes.h"
 #include "protocol/wire.h"
 #include "transport/select.h"
 

@@ -5,8 +5,8 @@
 #include <string_view>
 #include <utility>
 
+#include "common/strings.h"
 #include "tools/commands/launch_env.h"
-#include "transport/tcp/socket.h"
 
 namespace tally::commands {
 namespace {
@@ -30,15 +30,6 @@ void setOrKeep(const ParamSource& env, const std::string& name, std::string valu
   } else {
     changes->push_back({EnvChange::Kind::kSet, name, std::move(value)});
   }
-}
-
-std::string join(const std::vector<std::string>& items, const std::string& separator) {
-  std::string text;
-  for (const std::string& item : items) {
-    if (!text.empty()) text += separator;
-    text += item;
-  }
-  return text;
 }
 
 // `text` as sh comment lines: every line of it starts with "# ", so no part of a value or note
@@ -93,7 +84,7 @@ Status planCollNetRank(const ClusterEnv& cluster, const ClusterSpec& spec, const
   const std::string& master = rank0_pool.front();
   std::string master_host;
   uint16_t master_port = 0;
-  Status st = transport::tcp::splitHostPort(master, &master_host, &master_port);
+  Status st = splitHostPort(master, &master_host, &master_port);
   if (!st.isOk() || master_host.empty()) {
     return Status::invalidUsage(spec.variable + ": rank 0's address \"" + master +
                                 "\" is not host:port, so MASTER_ADDR and MASTER_PORT are unknown");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/params.h"
+#include "common/sizes.h"
 
 namespace tally::plan {
 namespace {

@@ -1,5 +1,5 @@
 // CollComm: one CollNet communicator driven through a plugin's ncclCollNet table the way NCCL's
-// proxy drives it on a head rank (reference sections 14.2, 14.3):
+// proxy sets it up and calls iallreduce on a head rank:
 //
 //   init (v11: per communicator) -> devices -> getProperties -> listen -> handle exchange through
 //   a Store -> connect(handles, nranks, rank, listenComm, &collComm) -> closeListen right after

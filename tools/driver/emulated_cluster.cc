@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/strings.h"
 
 namespace tally::driver {
 namespace {
@@ -139,8 +140,7 @@ Status runCommand(const std::vector<std::string>& args, std::string* out = nullp
     return Status::timeout("`" + joinArgs(args) + "` did not finish within " +
                            std::to_string(kCommandTimeoutMs) + " ms");
   }
-  while (!stderr_text.empty() && (stderr_text.back() == '\n' || stderr_text.back() == ' '))
-    stderr_text.pop_back();
+  trimRight(&stderr_text);
   if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) {
     if (out) *out = std::move(stdout_text);
     return Status::ok();

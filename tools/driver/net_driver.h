@@ -1,7 +1,7 @@
-// Point-to-point driving through a plugin's ncclNet table, as NCCL's net transport does it
-// (reference section 16): the receiver listens, the handle travels through a Store, the sender
-// connects and the receiver accepts, each called again until it returns a non-NULL comm; then
-// regMr, isend/irecv, test; closeSend/closeRecv/closeListen; finalize.
+// Point-to-point driving through a plugin's ncclNet table, as NCCL's net transport does it: the
+// receiver listens, the handle travels through a Store, the sender connects and the receiver
+// accepts, each called again until it returns a non-NULL comm; then regMr, isend/irecv, test;
+// closeSend/closeRecv/closeListen; finalize.
 //
 // NetEndpoint owns one rank's connections: at most one send comm per peer and one receive comm
 // per peer. Not thread-safe: one thread drives an endpoint.

@@ -17,6 +17,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/strings.h"
+
 namespace tally::driver {
 namespace {
 
@@ -291,8 +293,7 @@ Status ReducerProcess::launch(const std::string& binary, const ReducerOptions& o
     static const char kReady[] = "tally-reducer listening on ";
     if (line.rfind(kReady, 0) == 0) {
       std::string address = line.substr(sizeof(kReady) - 1);
-      while (!address.empty() && (address.back() == '\r' || address.back() == ' '))
-        address.pop_back();
+      trimRight(&address);
       out->reset(new ReducerProcess(pid, out_fd, std::move(address)));
       return Status::ok();
     }

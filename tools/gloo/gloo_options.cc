@@ -7,7 +7,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "common/params.h"
+#include "common/sizes.h"
+#include "common/strings.h"
 
 namespace tally::gloo_bench {
 namespace {
@@ -45,11 +46,7 @@ Status parseAlgos(const std::string& text, std::vector<GlooAlgo>* out) {
 
 Status parseSizes(const std::string& text, std::vector<uint64_t>* out) {
   std::vector<uint64_t> sizes;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string::npos) comma = text.size();
-    const std::string item = text.substr(start, comma - start);
+  for (const std::string& item : split(text, ',')) {
     uint64_t bytes = 0;
     Status parsed = parseBytes(item, &bytes);
     if (!parsed.isOk()) return parsed;
@@ -61,7 +58,6 @@ Status parseSizes(const std::string& text, std::vector<uint64_t>* out) {
       return Status::invalidUsage("'" + item + "' is more than INT_MAX float32 elements");
     }
     sizes.push_back(count * kElementBytes);
-    start = comma + 1;
   }
   *out = std::move(sizes);
   return Status::ok();

@@ -8,9 +8,9 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 
 #include "common/log.h"
+#include "common/strings.h"
 #include "transport/tcp/tcp.h"
 
 namespace tally::transport::ofi {
@@ -18,18 +18,6 @@ namespace {
 
 constexpr uint64_t kDefaultMaxChunk = 1ull << 30;
 constexpr int kDefaultSpeedMbps = 10000;
-
-std::vector<std::string> splitList(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    const size_t first = item.find_first_not_of(' ');
-    const size_t last = item.find_last_not_of(' ');
-    if (first != std::string::npos) items.push_back(item.substr(first, last - first + 1));
-  }
-  return items;
-}
 
 std::string numericAddress(const fi_info& info) {
   char text[INET6_ADDRSTRLEN] = {};

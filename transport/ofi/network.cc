@@ -2,17 +2,13 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "common/strings.h"
 #include "transport/ofi/internal.h"
 #include "transport/ofi/ofi.h"
 #include "transport/tcp/tcp.h"
 
 namespace tally::transport::ofi {
 namespace {
-
-std::string withPort(const std::string& host, int port) {
-  const bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
 
 // Where a device's listener puts its side channel: the domain's own IP address when it has one
 // (tcp, verbs over IP), else the configured or first usable interface (efa has no IP).
@@ -43,7 +39,7 @@ class OfiDevice final : public Device {
   const DeviceProperties& properties() const override { return properties_; }
 
   Status listen(std::unique_ptr<Listener>* listener) override {
-    return makeListener(domain_, withPort(side_host_, 0), *context_, listener);
+    return makeListener(domain_, joinHostPort(side_host_, 0), *context_, listener);
   }
 
   Status connect(const ConnectHandle& handle, const ConnectionOptions& options,

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <map>
 
-#include "common/cluster.h"
+#include "common/strings.h"
 
 namespace tally::transport::tcp {
 namespace {
@@ -47,7 +47,7 @@ Status selectInterfaces(const std::string& spec, const std::vector<Interface>& c
       exact = true;
       ++pos;
     }
-    std::vector<std::string> patterns = splitCommaList(spec.substr(pos));
+    std::vector<std::string> patterns = splitList(spec.substr(pos));
     for (const Interface& iface : candidates) {
       if (matchesAny(iface.name, patterns, exact) != exclude) chosen.push_back(iface);
     }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/strings.h"
 #include "transport/tcp/connection.h"
 #include "transport/tcp/internal.h"
 #include "transport/tcp/wire.h"

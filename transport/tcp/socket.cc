@@ -47,38 +47,6 @@ std::string SockAddr::toString() const {
   return "<unknown address family " + std::to_string(family()) + ">";
 }
 
-Status splitHostPort(const std::string& host_port, std::string* host, uint16_t* port) {
-  std::string h;
-  std::string p;
-  if (!host_port.empty() && host_port[0] == '[') {
-    size_t close = host_port.find(']');
-    if (close == std::string::npos || close + 1 >= host_port.size() ||
-        host_port[close + 1] != ':') {
-      return Status::invalidUsage("bad address \"" + host_port + "\": expected [v6]:port");
-    }
-    h = host_port.substr(1, close - 1);
-    p = host_port.substr(close + 2);
-  } else {
-    size_t colon = host_port.rfind(':');
-    if (colon == std::string::npos) {
-      return Status::invalidUsage("bad address \"" + host_port + "\": expected host:port");
-    }
-    h = host_port.substr(0, colon);
-    if (h.find(':') != std::string::npos) {
-      return Status::invalidUsage("bad address \"" + host_port +
-                                  "\": write IPv6 addresses as [v6]:port");
-    }
-    p = host_port.substr(colon + 1);
-  }
-  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoul(p) > 65535) {
-    return Status::invalidUsage("bad port in \"" + host_port + "\"");
-  }
-  *host = h;
-  *port = static_cast<uint16_t>(std::stoul(p));
-  return Status::ok();
-}
-
 Status resolve(const std::string& host, uint16_t port, bool passive, SockAddr* out) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

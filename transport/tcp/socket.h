@@ -25,10 +25,6 @@ struct SockAddr {
   std::string toString() const;
 };
 
-// Splits "host:port" or "[v6]:port" into host and port. The host may be empty ("":5000 or
-// ":5000" means any address). Fails with kInvalidUsage on a malformed string.
-Status splitHostPort(const std::string& host_port, std::string* host, uint16_t* port);
-
 // Resolves host (a name or a numeric address, IPv6 may carry "%scope") with getaddrinfo. An
 // empty host with `passive` is the IPv4 wildcard. The first result wins.
 Status resolve(const std::string& host, uint16_t port, bool passive, SockAddr* out);

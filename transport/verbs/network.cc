@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "common/strings.h"
 #include "transport/side_channel.h"
 #include "transport/tcp/tcp.h"
 #include "transport/verbs/context.h"
@@ -10,11 +11,6 @@
 
 namespace tally::transport::verbs {
 namespace {
-
-// "host:0" for a numeric address, bracketed when it is IPv6.
-std::string anyPortOn(const std::string& address) {
-  return address.find(':') != std::string::npos ? "[" + address + "]:0" : address + ":0";
-}
 
 class VerbsDevice final : public Device {
  public:
@@ -26,7 +22,7 @@ class VerbsDevice final : public Device {
   const DeviceProperties& properties() const override { return properties_; }
 
   Status listen(std::unique_ptr<Listener>* listener) override {
-    return makeListener(context_, anyPortOn(properties_.address), listener);
+    return makeListener(context_, joinHostPort(properties_.address, 0), listener);
   }
 
   Status connect(const ConnectHandle& handle, const ConnectionOptions& options,

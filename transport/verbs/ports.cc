@@ -5,7 +5,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "common/cluster.h"
+#include "common/strings.h"
 
 namespace tally::transport::verbs {
 namespace {
@@ -90,7 +90,7 @@ Status parseHcaSpec(const std::string& text, HcaSpec* out) {
     spec.exact = true;
     ++pos;
   }
-  for (const std::string& item : splitCommaList(text.substr(pos))) {
+  for (const std::string& item : splitList(text.substr(pos))) {
     HcaSpec::Entry entry;
     size_t colon = item.find(':');
     entry.name = item.substr(0, colon);

@@ -77,8 +77,8 @@ TEST(MetricsEndpointTest, ScrapesExactCountsOfARealRun) {
   ASSERT_GT(port, 0);
   const std::string reducer = listening.substr(std::string("tally-reducer listening on ").size());
 
-  // 2 ranks, 3 calls of 100000 float32 with 64 KiB slices at most over one reducer: slicing.h
-  // cuts each call into 8 slices of 12500 elements.
+  // 2 ranks, 3 calls of 100000 float32 with 64 KiB slices at most over one reducer:
+  // protocol/slicing.h cuts each call into 8 slices of 12500 elements.
   constexpr int kRanks = 2;
   constexpr int kCalls = 3;
   constexpr size_t kCount = 100000;

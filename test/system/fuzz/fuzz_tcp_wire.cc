@@ -14,6 +14,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/strings.h"
 #include "fuzz_util.h"
 #include "transport/tcp/socket.h"
 #include "transport/tcp/wire.h"
@@ -116,15 +117,14 @@ void fuzzHostPort(ByteReader* in) {
   const std::string text(reinterpret_cast<const char*>(p), got);
   std::string host = "untouched";
   uint16_t port = 4242;
-  if (!tcp::splitHostPort(text, &host, &port).isOk()) {
+  if (!splitHostPort(text, &host, &port).isOk()) {
     TALLY_FUZZ_CHECK(host == "untouched" && port == 4242, "refused split wrote its output");
     return;
   }
-  const bool bracket = host.find(':') != std::string::npos || (!host.empty() && host[0] == '[');
-  const std::string again = (bracket ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  const std::string again = joinHostPort(host, port);
   std::string host2;
   uint16_t port2 = 0;
-  Status st = tcp::splitHostPort(again, &host2, &port2);
+  Status st = splitHostPort(again, &host2, &port2);
   TALLY_FUZZ_CHECK(st.isOk() && host2 == host && port2 == port,
                    "\"%s\" split, but its recomposition \"%s\" does not split the same way",
                    text.c_str(), again.c_str());

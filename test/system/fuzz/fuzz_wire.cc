@@ -97,7 +97,7 @@ bool checkCanonical(const uint8_t* data, size_t size, MsgType type,
 
 void checkSliceFields(const wire::SliceHeader& h) {
   TALLY_FUZZ_CHECK(wire::validateSlice(h).isOk(), "decoded slice fails validateSlice");
-  // Only all-gather and reduce-scatter pieces may be empty (wire.h SliceHeader).
+  // Only all-gather and reduce-scatter pieces may be empty (protocol/wire.h SliceHeader).
   const bool all_reduce = h.kind == wire::CollKind::kAllReduce;
   TALLY_FUZZ_CHECK((h.count >= 1 || !all_reduce) && h.payloadBytes() <= wire::kMaxSliceBytes,
                    "slice of %llu elements accepted", static_cast<unsigned long long>(h.count));

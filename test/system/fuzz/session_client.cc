@@ -9,6 +9,7 @@
 #include <chrono>
 #include <vector>
 
+#include "common/strings.h"
 #include "protocol/opening.h"
 #include "protocol/slicing.h"
 #include "protocol/wire.h"
@@ -78,7 +79,7 @@ void sendRaw(const std::string& address, const uint8_t* data, size_t size) {
   std::string host;
   uint16_t port = 0;
   transport::tcp::SockAddr addr;
-  if (!transport::tcp::splitHostPort(address, &host, &port).isOk() ||
+  if (!splitHostPort(address, &host, &port).isOk() ||
       !transport::tcp::resolve(host, port, false, &addr).isOk()) {
     return;
   }
