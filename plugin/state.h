@@ -28,8 +28,6 @@
 #include "plugin/limits.h"
 #include "worker_client/coll_client.h"
 #include "transport/network.h"
-#include "transport/select.h"
-#include "transport/tcp/tcp.h"
 #include "transport/transport.h"
 
 namespace tally::plugin {
@@ -79,7 +77,9 @@ class PluginState {
   void logCollNetOnce();
   // Null when dev is out of range.
   transport::Device* device(int dev) const;
-  const transport::tcp::TcpOptions& tcpOptions() const { return tcp_options_; }
+  // The network settings the variables describe (TCP's sockets, the timeouts), with the plugin's
+  // request depth; the network was opened from them.
+  const transport::NetworkConfig& networkConfig() const { return network_config_; }
   // The opened transport; null when the state was built from explicit devices.
   const std::shared_ptr<transport::Network>& network() const { return network_; }
   // What openNetwork chose and why ("auto: ...; using tcp (...)"); empty without a network.
@@ -98,6 +98,9 @@ class PluginState {
   static PluginState* globalIfLoaded();
 
  private:
+  PluginState(Params params, ClusterInput cluster, transport::NetworkConfig network_config,
+              std::vector<std::shared_ptr<transport::Device>> devices);
+
   Params params_;
   ClusterInput cluster_;
   ReducerList reducers_;
@@ -106,7 +109,7 @@ class PluginState {
   std::shared_ptr<transport::Network> network_;
   std::string transport_choice_;
   std::vector<std::shared_ptr<transport::Device>> devices_;
-  transport::tcp::TcpOptions tcp_options_;
+  transport::NetworkConfig network_config_;
   worker_client::CollOptions coll_options_;
 };
 

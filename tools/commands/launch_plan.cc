@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "tools/commands/launch_env.h"
-#include "transport/tcp/socket.h"
+#include "transport/network.h"
 
 namespace tally::commands {
 namespace {
@@ -93,7 +93,7 @@ Status planCollNetRank(const ClusterEnv& cluster, const ClusterSpec& spec, const
   const std::string& master = rank0_pool.front();
   std::string master_host;
   uint16_t master_port = 0;
-  Status st = transport::tcp::splitHostPort(master, &master_host, &master_port);
+  Status st = transport::splitHostPort(master, &master_host, &master_port);
   if (!st.isOk() || master_host.empty()) {
     return Status::invalidUsage(spec.variable + ": rank 0's address \"" + master +
                                 "\" is not host:port, so MASTER_ADDR and MASTER_PORT are unknown");
