@@ -171,4 +171,10 @@ Status openNetwork(const NetworkBackends& backends, const NetworkConfig& config,
 // settings, timeouts and request depth; config.kind is not read. Fails as the TCP backend does.
 Status openDefaultNetwork(const NetworkConfig& config, std::shared_ptr<Network>* out);
 
+// Connects to a listenAt address over openDefaultNetwork(config), waiting as long as the
+// network's connect timeout (config.timeouts.connect_ms) allows, for tools and tests that reach
+// a reducer or a listener directly. Fails as openDefaultNetwork, connectTo or the connect does.
+Status connectDefault(const std::string& host_port, const NetworkConfig& config,
+                      const ConnectionOptions& options, std::unique_ptr<Connection>* out);
+
 }  // namespace tally::transport

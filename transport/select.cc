@@ -246,6 +246,15 @@ Status openDefaultNetwork(const NetworkConfig& config, std::shared_ptr<Network>*
   return openTcp(config, out);
 }
 
+Status connectDefault(const std::string& host_port, const NetworkConfig& config,
+                      const ConnectionOptions& options, std::unique_ptr<Connection>* out) {
+  std::shared_ptr<Network> network;
+  TALLY_RETURN_IF_ERROR(openDefaultNetwork(config, &network));
+  std::unique_ptr<PendingConnection> pending;
+  TALLY_RETURN_IF_ERROR(network->connectTo(host_port, options, &pending));
+  return finishConnect(pending.get(), -1, out);
+}
+
 Status splitHostPort(const std::string& host_port, std::string* host, uint16_t* port) {
   return tcp::splitHostPort(host_port, host, port);
 }

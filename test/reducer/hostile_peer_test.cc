@@ -18,8 +18,8 @@
 #include "protocol/wire.h"
 #include "test/metrics/counting_observer.h"
 #include "test/reducer/raw_streams.h"
-#include "transport/tcp/fd.h"
-#include "transport/tcp/frames.h"
+#include "common/fd.h"
+#include "transport/raw_stream.h"
 #include "transport/tcp/wire.h"
 
 namespace tally::reducer::test {
@@ -37,8 +37,8 @@ constexpr int64_t kWaitMs = 5000;
 constexpr uint64_t kSliceBytes = 4096;
 constexpr const char* kToken = "hostile-peer-test-token-0123456789abcdef";
 
-tcp::Fd dial(const std::string& address) {
-  tcp::Fd fd = rawConnect(portOf(address));
+Fd dial(const std::string& address) {
+  Fd fd = rawConnect(portOf(address));
   EXPECT_TRUE(fd.valid());
   return fd;
 }
@@ -106,7 +106,7 @@ TEST_P(HostilePeer, SquattersCannotKeepATokenHolderOut) {
   o.auth_timeout_ms = 60000;
   auto server = start(o, &obs);
   ASSERT_TRUE(server);
-  std::vector<std::vector<tcp::Fd>> squatters;
+  std::vector<std::vector<Fd>> squatters;
   for (int i = 0; i < 8; ++i) squatters.push_back(connectStreams(server->address(), streams(), i));
   // Four were evicted by the four after them; the budget holds four.
   ASSERT_TRUE(waitUntil([&] { return obs.errorCount(ServerError::kLimit) == 4; },
@@ -160,17 +160,17 @@ TEST_P(HostilePeer, SquattersCannotKeepATokenHolderOut) {
 TEST_P(HostilePeer, BadAndMissingTransportHellosAreCounted) {
   CountingObserver obs;
   ServerOptions o;
-  o.tcp.connect_timeout_ms = 300;
+  o.timeouts.connect_ms = 300;
   auto server = start(o, &obs);
   ASSERT_TRUE(server);
-  tcp::Fd bad = dial(server->address());
+  Fd bad = dial(server->address());
   std::array<uint8_t, tcp::kHelloBytes> junk;
   junk.fill(0x5a);
   ASSERT_EQ(::send(bad.get(), junk.data(), junk.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(junk.size()));
   EXPECT_TRUE(waitUntil([&] { return obs.errorCount(ServerError::kAccept) == 1; },
                         milliseconds(kWaitMs)));
-  tcp::Fd silent = dial(server->address());
+  Fd silent = dial(server->address());
   EXPECT_TRUE(waitUntil([&] { return obs.errorCount(ServerError::kTimeout) == 1; },
                         milliseconds(kWaitMs)));
   EXPECT_EQ(obs.totalErrors(), 2u);
@@ -182,7 +182,7 @@ TEST_P(HostilePeer, BadFrameMagicCountsAsProtocol) {
   CountingObserver obs;
   auto server = start(ServerOptions{}, &obs);
   ASSERT_TRUE(server);
-  std::vector<tcp::Fd> fds = connectStreams(server->address(), streams(), 0xbad);
+  std::vector<Fd> fds = connectStreams(server->address(), streams(), 0xbad);
   std::array<uint8_t, wire::kMaxHeaderBytes> buf;
   size_t got = 0;
   ASSERT_TRUE(recvMsg(fds[0].get(), &buf, &got).isOk());  // the Challenge
@@ -202,12 +202,12 @@ TEST_P(HostilePeer, OversizedFrameCountsAsProtocol) {
   CountingObserver obs;
   auto server = start(ServerOptions{}, &obs);
   ASSERT_TRUE(server);
-  std::vector<tcp::Fd> fds = connectStreams(server->address(), streams(), 0xb16);
+  std::vector<Fd> fds = connectStreams(server->address(), streams(), 0xb16);
   std::array<uint8_t, wire::kMaxHeaderBytes> buf;
   size_t got = 0;
   ASSERT_TRUE(recvMsg(fds[0].get(), &buf, &got).isOk());  // the Challenge
   std::vector<uint8_t> big(32 * 1024, 0x11);  // small enough for stream 0 alone
-  EXPECT_TRUE(tcp::sendFrame(fds[0].get(), wire::kTagHeader, big.data(), big.size(), kWaitMs,
+  EXPECT_TRUE(transport::sendFrame(fds[0].get(), wire::kTagHeader, big.data(), big.size(), kWaitMs,
                              "reducer")
                   .isOk());
   EXPECT_TRUE(waitUntil([&] { return obs.errorCount(ServerError::kProtocol) == 1; },
@@ -225,7 +225,7 @@ TEST_P(HostilePeer, UndecodableSliceHeaderGetsAnErrorWithTheReason) {
   auto server = start(ServerOptions{}, &obs);
   ASSERT_TRUE(server);
   for (uint64_t id : {1, 2}) {
-    std::vector<tcp::Fd> fds = connectStreams(server->address(), streams(), 0x51ce + id);
+    std::vector<Fd> fds = connectStreams(server->address(), streams(), 0x51ce + id);
     const int fd = fds[0].get();
     join(fd, helloFor(id, 0, 1));
     wire::SliceHeader h;
@@ -260,8 +260,8 @@ TEST_P(HostilePeer, GaveUpIsReadWithTheWindowFull) {
   o.window = 2;
   auto server = start(o, &obs);
   ASSERT_TRUE(server);
-  std::vector<tcp::Fd> r0 = connectStreams(server->address(), streams(), 0xa0);
-  std::vector<tcp::Fd> r1 = connectStreams(server->address(), streams(), 0xa1);
+  std::vector<Fd> r0 = connectStreams(server->address(), streams(), 0xa0);
+  std::vector<Fd> r1 = connectStreams(server->address(), streams(), 0xa1);
   join(r0[0].get(), helloFor(2, 0, 2));
   join(r1[0].get(), helloFor(2, 1, 2));
   std::vector<float> payload(kSliceBytes / sizeof(float), 1.0f);
@@ -271,7 +271,7 @@ TEST_P(HostilePeer, GaveUpIsReadWithTheWindowFull) {
     h.count = payload.size();
     h.total_count = payload.size();
     ASSERT_TRUE(sendMsg(r0[0].get(), wire::encodeSlice(h)).isOk());
-    ASSERT_TRUE(tcp::sendFrame(r0[0].get(), wire::kTagPayload, payload.data(), kSliceBytes,
+    ASSERT_TRUE(transport::sendFrame(r0[0].get(), wire::kTagPayload, payload.data(), kSliceBytes,
                                kWaitMs, "reducer")
                     .isOk());
   }

@@ -13,8 +13,8 @@
 
 #include "common/status.h"
 #include "protocol/wire.h"
-#include "transport/tcp/fd.h"
-#include "transport/tcp/frames.h"
+#include "common/fd.h"
+#include "transport/raw_stream.h"
 #include "transport/tcp/wire.h"
 
 namespace tally::reducer::test {
@@ -29,26 +29,26 @@ inline int portOf(const std::string& address) {
 
 // A socket connected to 127.0.0.1:port that has said nothing; invalid when none could be made.
 // Close-on-exec, so a reducer started later does not inherit it.
-inline transport::tcp::Fd rawConnect(int port) {
-  transport::tcp::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+inline Fd rawConnect(int port) {
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return fd;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return transport::tcp::Fd();
+    return Fd();
   }
   return fd;
 }
 
 // One connection of `streams` raw sockets to `address`, each of which sent its transport hello
 // (connection `id`). Empty when a socket could not be connected or its hello not sent whole.
-inline std::vector<transport::tcp::Fd> connectStreams(const std::string& address, int streams,
+inline std::vector<Fd> connectStreams(const std::string& address, int streams,
                                                       uint64_t id) {
-  std::vector<transport::tcp::Fd> fds;
+  std::vector<Fd> fds;
   for (int i = 0; i < streams; ++i) {
-    transport::tcp::Fd fd = rawConnect(portOf(address));
+    Fd fd = rawConnect(portOf(address));
     if (!fd.valid()) return {};
     transport::tcp::Hello hello;
     hello.index = static_cast<uint16_t>(i);
@@ -72,10 +72,10 @@ inline constexpr int64_t kRawWaitMs = 5000;
 // A header-tagged message on stream 0 (every control message is small enough to travel there
 // alone), and the next one read from it.
 inline Status sendMsg(int fd, const wire::Frame& f) {
-  return transport::tcp::sendFrame(fd, wire::kTagHeader, f.data(), f.size, kRawWaitMs, "reducer");
+  return transport::sendFrame(fd, wire::kTagHeader, f.data(), f.size, kRawWaitMs, "reducer");
 }
 inline Status recvMsg(int fd, std::array<uint8_t, wire::kMaxHeaderBytes>* buf, size_t* got) {
-  return transport::tcp::recvFrame(fd, wire::kTagHeader, buf->data(), buf->size(), got, kRawWaitMs,
+  return transport::recvFrame(fd, wire::kTagHeader, buf->data(), buf->size(), got, kRawWaitMs,
                                    "reducer");
 }
 
@@ -103,7 +103,7 @@ inline Status sendSlicesUntilBlocked(int fd, wire::SliceHeader h, const void* pa
   for (uint64_t seq = 0; seq < 100000; ++seq) {
     h.seq = seq;
     const wire::Frame slice = wire::encodeSlice(h);
-    transport::tcp::FrameQueue q;
+    transport::FrameQueue q;
     q.push(wire::kTagHeader, slice.data(), slice.size);
     q.push(wire::kTagPayload, payload, bytes);
     size_t written = 0;
