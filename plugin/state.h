@@ -1,5 +1,5 @@
 // Process-wide plugin state: the parameters and the cluster variables, read once, and the
-// transport::Network opened from them (TALLY_TRANSPORT, transport/select.h) whose devices NCCL sees
+// transport::Network opened from them (TALLY_TRANSPORT, transport/network.h) whose devices NCCL sees
 // and over which CollNet reaches its reducers.
 //
 // NCCL's tables are plain C functions, and devices()/getProperties() carry no context, so the

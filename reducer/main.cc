@@ -6,7 +6,7 @@
 //                 [--max-memory BYTES] [--max-communicator-memory BYTES] [--verbose]
 //
 // It listens only on --listen, over the transport --transport names (default TALLY_TRANSPORT,
-// itself "auto": verbs, else a high-speed libfabric provider, else TCP; transport/select.h); the
+// itself "auto": verbs, else a high-speed libfabric provider, else TCP; transport/network.h); the
 // choice and why is logged at INFO. A transport that cannot be opened exits 1, or 2 when the
 // reason is configuration (a bad name, a backend not built into this tally-reducer).
 //
