@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -97,6 +98,24 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
     "More tally-reducer options for `tally launch` to pass in the reducer pool (pool 2), "      \
     "e.g. `--threads 16 --metrics 0.0.0.0:9464 --token-file /etc/tally/token`; split into "     \
     "words as a shell would (quotes, backslashes; no expansion). --listen is launch's own.")
+
+// A registered variable's default, when the list writes it as plain decimal digits, at compile
+// time; -1 when the name is not registered or its default is not plain digits. Option structs
+// take their defaults from the list through this (common/timeouts.h), so each is written once.
+constexpr int64_t paramDefaultNumber(std::string_view name) {
+  std::string_view text;
+#define TALLY_PARAM_DEFAULT_TEXT(type, member, var, def, doc) \
+  if (name == var) text = def;
+  TALLY_PARAM_LIST(TALLY_PARAM_DEFAULT_TEXT)
+#undef TALLY_PARAM_DEFAULT_TEXT
+  if (text.empty()) return -1;
+  int64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return -1;
+    value = value * 10 + (c - '0');
+  }
+  return value;
+}
 
 struct ParamInfo {
   ParamType type;

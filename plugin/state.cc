@@ -89,7 +89,16 @@ PluginState::PluginState(Params params, std::vector<std::shared_ptr<transport::D
 
 PluginState::PluginState(Params params, ClusterInput cluster,
                          std::vector<std::shared_ptr<transport::Device>> devices)
-    : params_(std::move(params)), cluster_(std::move(cluster)), devices_(std::move(devices)) {
+    : PluginState(params, std::move(cluster), transport::networkConfigOf(params),
+                  std::move(devices)) {}
+
+PluginState::PluginState(Params params, ClusterInput cluster,
+                         transport::NetworkConfig network_config,
+                         std::vector<std::shared_ptr<transport::Device>> devices)
+    : params_(std::move(params)),
+      cluster_(std::move(cluster)),
+      devices_(std::move(devices)),
+      network_config_(std::move(network_config)) {
   reducers_ = resolveReducers(params_, cluster_.env);
   const ClusterSpec* own = cluster_.env.primary();
   if (!cluster_.status) {
@@ -105,11 +114,7 @@ PluginState::PluginState(Params params, ClusterInput cluster,
         "all empty or unset)";
   }
 
-  tcp_options_.sockets = static_cast<int>(params_.socketNsocks);
-  tcp_options_.min_stripe = params_.socketMinStripe;
-  tcp_options_.max_requests = kMaxSendRequests;
-  tcp_options_.connect_timeout_ms = params_.connectTimeout;
-  tcp_options_.io_timeout_ms = params_.timeout;
+  network_config_.max_requests = kMaxSendRequests;
 
   coll_options_.reducers = reducers_.addresses;
   coll_options_.slice_bytes = params_.sliceBytes;
@@ -124,8 +129,7 @@ PluginState::PluginState(Params params, ClusterInput cluster,
   coll_options_.min_slice_bytes = plan.min_slice_bytes;
   coll_options_.window = static_cast<int>(params_.collWindow);
   coll_options_.max_requests = static_cast<int>(params_.collMaxRequests);
-  coll_options_.connect_timeout_ms = params_.connectTimeout;
-  coll_options_.timeout_ms = params_.timeout;
+  coll_options_.timeouts = network_config_.timeouts;
   coll_options_.job_token = params_.jobToken;
   coll_options_.job_token_file = params_.jobTokenFile;
   coll_options_.checksum = params_.checksum;
@@ -160,13 +164,13 @@ Status PluginState::create(const Params& params, ClusterInput cluster,
     return Status(st.code(), std::string(var) + ": " + st.message());
   }
   TALLY_INFO(log::kInit | log::kNet, "transport: %s", why.c_str());
-  auto state = std::make_unique<PluginState>(params, std::move(cluster), network->devices());
+  std::unique_ptr<PluginState> state(
+      new PluginState(params, std::move(cluster), config, network->devices()));
   for (size_t i = 0; i < state->devices_.size(); ++i) {
     const transport::DeviceProperties& p = state->devices_[i]->properties();
     TALLY_INFO(log::kInit | log::kNet, "device %zu: %s address %s", i, p.name.c_str(),
                p.address.c_str());
   }
-  state->tcp_options_ = config.tcpOptions();
   state->coll_options_.network = network;
   state->transport_choice_ = why;
   state->network_ = std::move(network);
@@ -197,7 +201,7 @@ transport::Device* PluginState::device(int dev) const {
 transport::ConnectionOptions PluginState::connectionOptions() const {
   transport::ConnectionOptions options;
   options.max_requests = kMaxSendRequests;
-  options.sockets = tcp_options_.sockets;
+  options.sockets = network_config_.tcp.sockets;
   return options;
 }
 

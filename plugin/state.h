@@ -1,5 +1,5 @@
 // The plugin's process-wide state, in one object: the parameters and the cluster variables, read
-// once; the transport::Network opened from them (TALLY_TRANSPORT, transport/select.h) whose
+// once; the transport::Network opened from them (TALLY_TRANSPORT, transport/network.h) whose
 // devices NCCL sees and over which CollNet reaches its reducers; the per-communicator contexts
 // init hands out; and the connects in progress. Nothing else in plugin/ keeps state across calls
 // but the NCCL logger and TALLY_ABORT_ON_ERROR (edge.h), which are the process's.
@@ -33,8 +33,6 @@
 #include "plugin/abi/nccl_types.h"
 #include "worker_client/coll_client.h"
 #include "transport/network.h"
-#include "transport/select.h"
-#include "transport/tcp/tcp.h"
 #include "transport/transport.h"
 
 namespace tally::plugin {
@@ -135,7 +133,9 @@ class PluginState {
   void logCollNetOnce();
   // Null when dev is out of range.
   transport::Device* device(int dev) const;
-  const transport::tcp::TcpOptions& tcpOptions() const { return tcp_options_; }
+  // The network settings the variables describe (TCP's sockets, the timeouts), with the plugin's
+  // request depth; the network was opened from them.
+  const transport::NetworkConfig& networkConfig() const { return network_config_; }
   // The opened transport; null when the state was built from explicit devices.
   const std::shared_ptr<transport::Network>& network() const { return network_; }
   // What openNetwork chose and why ("auto: ...; using tcp (...)"); empty without a network.
@@ -158,6 +158,9 @@ class PluginState {
   static Status loaded(PluginState** out);
 
  private:
+  PluginState(Params params, ClusterInput cluster, transport::NetworkConfig network_config,
+              std::vector<std::shared_ptr<transport::Device>> devices);
+
   Params params_;
   ClusterInput cluster_;
   ReducerList reducers_;
@@ -166,7 +169,7 @@ class PluginState {
   std::shared_ptr<transport::Network> network_;
   std::string transport_choice_;
   std::vector<std::shared_ptr<transport::Device>> devices_;
-  transport::tcp::TcpOptions tcp_options_;
+  transport::NetworkConfig network_config_;
   worker_client::CollOptions coll_options_;
   // Declared after the devices: a pending connection is destroyed before the device it uses.
   ContextRegistry contexts_;

@@ -65,7 +65,7 @@ void Loop::wake() {
   if (wake_.valid()) (void)!::write(wake_.get(), &one, sizeof(one));
 }
 
-void Loop::adopt(transport::tcp::Fd fd, std::string name) {
+void Loop::adopt(Fd fd, std::string name) {
   count_.fetch_add(1, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -85,7 +85,7 @@ void Loop::resume(const std::shared_ptr<LoopPeer>& peer) {
 void Loop::run() {
   std::array<epoll_event, kMaxEvents> events;
   auto next_tick = std::chrono::steady_clock::now() + kTick;
-  std::vector<std::pair<transport::tcp::Fd, std::string>> adopted;
+  std::vector<std::pair<Fd, std::string>> adopted;
   std::vector<std::weak_ptr<LoopPeer>> resumed;
   auto forget = [&](LoopPeer* p) {
     auto it = peers_.find(p);
@@ -183,7 +183,7 @@ void EventLoops::stop() {
   for (auto& loop : loops_) loop->stop();
 }
 
-void EventLoops::adopt(transport::tcp::Fd fd, std::string name) {
+void EventLoops::adopt(Fd fd, std::string name) {
   Loop* best = loops_.front().get();
   for (auto& loop : loops_) {
     if (loop->connections() < best->connections()) best = loop.get();

@@ -29,8 +29,8 @@
 #include "protocol/opening.h"
 #include "reducer/server_internal.h"
 #include "reducer/session.h"
-#include "transport/tcp/fd.h"
-#include "transport/tcp/frames.h"
+#include "common/fd.h"
+#include "transport/raw_stream.h"
 
 namespace tally::reducer::server {
 namespace wire = protocol::wire;
@@ -40,7 +40,7 @@ class Loop;
 
 class LoopPeer final : public Member, public std::enable_shared_from_this<LoopPeer> {
  public:
-  LoopPeer(ServerContext* ctx, Loop* loop, transport::tcp::Fd fd, std::string name);
+  LoopPeer(ServerContext* ctx, Loop* loop, Fd fd, std::string name);
   ~LoopPeer() override;
 
   // On the loop thread: registers the socket with the loop's epoll and queues the Challenge.
@@ -99,7 +99,7 @@ class LoopPeer final : public Member, public std::enable_shared_from_this<LoopPe
 
   // Loop-thread state.
   Phase phase_ = Phase::kMain;
-  transport::tcp::FrameReader reader_;
+  transport::FrameReader reader_;
   opening::ReducerSide side_;
   std::array<uint8_t, wire::kMaxHeaderBytes> header_{};
   std::shared_ptr<Comm> comm_;
@@ -115,13 +115,13 @@ class LoopPeer final : public Member, public std::enable_shared_from_this<LoopPe
 
   // Shared with the threads that send results, guarded by mu_.
   std::mutex mu_;
-  transport::tcp::Fd fd_;
+  Fd fd_;
   struct Queued {
     OutMsg msg;
     int frames = 0;  // transport messages of it not yet written
   };
   std::deque<Queued, PoolAllocator<Queued>> queued_;
-  transport::tcp::FrameQueue out_;
+  transport::FrameQueue out_;
   bool out_blocked_ = false;  // the socket is full: the loop finishes on EPOLLOUT
   bool closed_ = false;       // later sends are dropped
   Status write_error_;
@@ -141,7 +141,7 @@ class Loop {
   // Closes every connection and joins the thread. Idempotent.
   void stop();
   // Takes an accepted socket; its connection opens on the loop thread.
-  void adopt(transport::tcp::Fd fd, std::string name);
+  void adopt(Fd fd, std::string name);
   // Asks the loop thread to call `peer`'s onEvents (a window slot came back). Any thread.
   void resume(const std::shared_ptr<LoopPeer>& peer);
   int epollFd() const { return epoll_.get(); }
@@ -153,14 +153,14 @@ class Loop {
 
   ServerContext* const ctx_;
   const int index_;
-  transport::tcp::Fd epoll_;
-  transport::tcp::Fd wake_;  // an eventfd
+  Fd epoll_;
+  Fd wake_;  // an eventfd
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<size_t> count_{0};
 
   std::mutex mu_;
-  std::vector<std::pair<transport::tcp::Fd, std::string>> adopted_;
+  std::vector<std::pair<Fd, std::string>> adopted_;
   std::vector<std::weak_ptr<LoopPeer>> resumed_;
   bool woken_ = false;
 
@@ -174,7 +174,7 @@ class EventLoops {
   EventLoops(ServerContext* ctx, int threads);
   Status start();
   void stop();
-  void adopt(transport::tcp::Fd fd, std::string name);
+  void adopt(Fd fd, std::string name);
   size_t connections() const;
 
  private:

@@ -4,7 +4,6 @@
 
 #include "common/log.h"
 #include "reducer/loop.h"
-#include "transport/tcp/socket.h"
 
 namespace tally::reducer::server {
 namespace wire = protocol::wire;
@@ -20,7 +19,7 @@ constexpr auto kFlushTime = std::chrono::seconds(2);
 
 }  // namespace
 
-LoopPeer::LoopPeer(ServerContext* ctx, Loop* loop, transport::tcp::Fd fd, std::string name)
+LoopPeer::LoopPeer(ServerContext* ctx, Loop* loop, Fd fd, std::string name)
     : ctx_(ctx), loop_(loop), name_(std::move(name)), reader_(name_), fd_(std::move(fd)) {}
 
 LoopPeer::~LoopPeer() = default;
@@ -28,7 +27,7 @@ LoopPeer::~LoopPeer() = default;
 Status LoopPeer::open() {
   ctx_->observer->connectionOpened();
   opening_ = ctx_->openings.enter();
-  TALLY_RETURN_IF_ERROR(transport::tcp::setNonBlocking(fd_.get(), true));
+  TALLY_RETURN_IF_ERROR(transport::setStreamNonBlocking(fd_.get(), true));
   TALLY_RETURN_IF_ERROR(opening::ReducerSide::start(&ctx_->options.job_token, &side_));
   phase_ = side_.authRequired() ? Phase::kAnswer : Phase::kMain;
   {
@@ -161,7 +160,7 @@ void LoopPeer::readMessages() {
       if (!takeHeldSlice()) return;
       continue;
     }
-    transport::tcp::FrameReader::Event event;
+    transport::FrameReader::Event event;
     Status st = reader_.read(fd_.get(), &event);
     if (!st.isOk()) {
       if (phase_ == Phase::kLinger) return closeNow();  // the worker closed: the Reject is in
@@ -174,9 +173,9 @@ void LoopPeer::readMessages() {
       }
       return end(std::move(ending));
     }
-    if (event == transport::tcp::FrameReader::Event::kNone) return;
+    if (event == transport::FrameReader::Event::kNone) return;
     last_read_ = Clock::now();
-    if (event == transport::tcp::FrameReader::Event::kHeader) {
+    if (event == transport::FrameReader::Event::kHeader) {
       if (!placeBody()) return;
       continue;
     }
@@ -185,7 +184,7 @@ void LoopPeer::readMessages() {
 }
 
 bool LoopPeer::placeBody() {
-  const transport::tcp::Header& h = reader_.header();
+  const transport::FrameHeader& h = reader_.header();
   if (phase_ == Phase::kPayload) {
     const size_t bytes = slice_.payloadBytes();
     if (h.tag != wire::kTagPayload || h.size != bytes) {
@@ -399,7 +398,7 @@ void LoopPeer::closeNow() {
       fd_.reset();
     }
     closed_ = true;
-    out_ = transport::tcp::FrameQueue();
+    out_ = transport::FrameQueue();
     while (!queued_.empty()) {
       const bool credit = queued_.front().msg.releases_credit;
       queued_.pop_front();
@@ -450,7 +449,7 @@ void LoopPeer::onTick(Clock::time_point now) {
     ending.graceful = true;
     return end(std::move(ending));
   }
-  const int64_t io_ms = ctx_->options.tcp.io_timeout_ms;
+  const int64_t io_ms = ctx_->options.timeouts.io_ms;
   if (io_ms <= 0) return;
   const auto limit = std::chrono::milliseconds(io_ms);
   // A held slice is not being read: its payload waits in the socket for a window slot.

@@ -6,7 +6,7 @@
 //                 [--max-memory BYTES] [--max-communicator-memory BYTES] [--verbose]
 //
 // It listens only on --listen, over the transport --transport names (default TALLY_TRANSPORT,
-// itself "auto": verbs, else a high-speed libfabric provider, else TCP; transport/select.h); the
+// itself "auto": verbs, else a high-speed libfabric provider, else TCP; transport/network.h); the
 // choice and why is logged at INFO. A transport that cannot be opened exits 1, or 2 when the
 // reason is configuration (a bad name, a backend not built into this tally-reducer).
 //
@@ -38,7 +38,7 @@
 #include "common/version.h"
 #include "reducer/server.h"
 #include "reducer/metrics/metrics_server.h"
-#include "transport/select.h"
+#include "transport/network.h"
 
 namespace {
 
@@ -153,7 +153,10 @@ int main(int argc, char** argv) {
   // The reducer listens where --listen says: TALLY_SOCKET_IFNAME describes the workers' hosts and
   // may name interfaces this host lacks, so TCP takes the default interface choice here.
   network_config.ifname_spec.clear();
-  options.tcp = network_config.tcpOptions();
+  // The reader completes slices and posts their results, the writer reaps them: both may write
+  // small ones to the socket themselves.
+  network_config.tcp.inline_sends = true;
+  options.timeouts = network_config.timeouts;
   options.join_timeout_ms = params.connectTimeout;
   (void)parseBytes(max_memory, &options.max_memory_bytes);  // checked by the validator
   (void)parseBytes(max_communicator_memory, &options.max_communicator_bytes);

@@ -159,9 +159,6 @@ bool Peer::writerIdle() {
 }
 
 void Peer::readerLoop() {
-  // The reader completes slices (Engine::submit) and posts their results: let it write small
-  // ones to the socket itself.
-  transport::tcp::allowInlineSends(true);
   std::array<uint8_t, wire::kMaxHeaderBytes> header;
   bool graceful = false;
   bool internal = false;
@@ -404,7 +401,6 @@ bool Peer::tryPostNowLocked(OutMsg* msg) {
 }
 
 void Peer::writerLoop() {
-  transport::tcp::allowInlineSends(true);
   std::deque<OutMsg, PoolAllocator<OutMsg>> batch;
   bool finishing = false;
   for (;;) {

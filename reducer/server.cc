@@ -13,7 +13,6 @@
 #include "common/log.h"
 #include "reducer/loop.h"
 #include "reducer/server_internal.h"
-#include "transport/tcp/tcp.h"
 
 namespace tally::reducer {
 namespace wire = protocol::wire;
@@ -49,7 +48,12 @@ class ServerImpl final : public ReducerServer {
     network_ = ctx_.options.network;
     if (!network_) {
       // The default interface choice: a TCP network's devices do not matter to a listener.
-      TALLY_RETURN_IF_ERROR(transport::tcp::createNetwork("", ctx_.options.tcp, &network_));
+      transport::NetworkConfig config;
+      config.timeouts = ctx_.options.timeouts;
+      // The reader completes slices (Engine::submit) and posts their results, the writer reaps
+      // them: both may write small ones to the socket themselves.
+      config.tcp.inline_sends = true;
+      TALLY_RETURN_IF_ERROR(transport::openDefaultNetwork(config, &network_));
     }
     TALLY_RETURN_IF_ERROR(network_->listenAt(ctx_.options.listen, &listener_));
     address_ = listener_->address();
@@ -121,7 +125,7 @@ class ServerImpl final : public ReducerServer {
         continue;
       }
       std::string name = conn->peerName();
-      transport::tcp::Fd socket(conn->takeSocket());
+      Fd socket(conn->takeSocket());
       if (socket.valid()) {
         // A one-socket TCP connection: served by an event loop.
         TALLY_INFO(log::kNet, "reducer: accepted peer %s", name.c_str());

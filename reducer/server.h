@@ -21,9 +21,9 @@
 
 #include "common/auth.h"
 #include "common/status.h"
+#include "common/timeouts.h"
 #include "reducer/observer.h"
 #include "transport/network.h"
-#include "transport/tcp/tcp.h"
 
 namespace tally::reducer {
 
@@ -31,10 +31,14 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:0";  // "host:port"; port 0 picks a free port
   int threads = 4;                     // event-loop threads (and engine shards), >= 1
   int window = 16;                     // slices buffered per connection before reading stops
-  // The transport to listen on (transport/select.h opens it from TALLY_TRANSPORT). Null: a TCP
-  // network made from `tcp`.
+  // The transport to listen on (transport/network.h opens it from TALLY_TRANSPORT). Null: the
+  // network layer's default (openDefaultNetwork) with `timeouts`, and inline sends.
   std::shared_ptr<transport::Network> network;
-  transport::tcp::TcpOptions tcp;  // only when `network` is null
+  // connect_ms: for the default network, how long a connection's transport hellos may take (a
+  // network given brings its own). io_ms: a connection served by an event loop that is part-way
+  // through a message and sends nothing more for this long is closed. tally-reducer sets both
+  // from TALLY_CONNECT_TIMEOUT_MS and TALLY_TIMEOUT_MS.
+  Timeouts timeouts;
   size_t pool_cache_bytes = 256ull << 20;  // free buffers kept for reuse, over all shards
   // Limits, so one job or one bad peer cannot take the whole reducer (docs/reliability.md). A
   // communicator reserves (nranks + 1) x window x slice bytes when it forms (inputs and
@@ -51,7 +55,7 @@ struct ServerOptions {
   uint64_t max_memory_bytes = 64ull << 30;     // all communicators' reservations together
   // A connection that has not joined a communicator (opening and Hello) by then is closed, and
   // a communicator whose ranks have not all joined by then (from its first Hello) fails.
-  int64_t join_timeout_ms = 120000;
+  int64_t join_timeout_ms = kDefaultConnectTimeoutMs;
   // With a job token: a connection that has not answered the Challenge by then is closed. A
   // worker answers at once, so this is short: connections that never prove the token cannot
   // hold slots for the join timeout.

@@ -30,7 +30,6 @@
 #include "protocol/slicing.h"
 #include "reducer/server.h"
 #include "protocol/wire.h"
-#include "transport/tcp/tcp.h"
 #include "transport/transport.h"
 
 namespace tally::reducer::server {

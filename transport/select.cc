@@ -1,4 +1,5 @@
-#include "transport/select.h"
+// Choosing and opening a backend (transport/network.h): the one place that names them all.
+#include "transport/network.h"
 
 #include <dirent.h>
 
@@ -8,6 +9,8 @@
 
 #include "common/strings.h"
 
+#include "transport/tcp/socket.h"
+#include "transport/tcp/tcp.h"
 #if TALLY_HAVE_TRANSPORT_OFI
 #include "transport/ofi/ofi.h"
 #endif
@@ -21,16 +24,24 @@ namespace {
 constexpr int kMaxSockets = 16;
 constexpr int kMaxQpsPerConnection = 16;
 
+// The TCP backend's options: config.tcp with the timeouts and request depth every backend takes.
+tcp::TcpOptions tcpOptions(const NetworkConfig& config) {
+  tcp::TcpOptions options;
+  static_cast<TcpConfig&>(options) = config.tcp;
+  options.timeouts = config.timeouts;
+  options.max_requests = config.max_requests;
+  return options;
+}
+
 Status openTcp(const NetworkConfig& config, std::shared_ptr<Network>* out) {
-  return tcp::createNetwork(config.ifname_spec, config.tcpOptions(), out);
+  return tcp::createNetwork(config.ifname_spec, tcpOptions(config), out);
 }
 
 #if TALLY_HAVE_TRANSPORT_OFI
 // The provider comes from FI_PROVIDER (libfabric reads it); every domain of it is a device.
 Status openOfi(const NetworkConfig& config, std::shared_ptr<Network>* out) {
   ofi::OfiOptions options;
-  options.connect_timeout_ms = config.connect_timeout_ms;
-  options.io_timeout_ms = config.timeout_ms;
+  options.timeouts = config.timeouts;
   options.max_requests = config.max_requests;
   return ofi::createNetwork(options, out);
 }
@@ -42,8 +53,7 @@ Status openVerbs(const NetworkConfig& config, std::shared_ptr<Network>* out) {
   options.hca = config.ib_hca;
   options.qps_per_connection = config.ib_qps_per_connection;
   options.max_requests = config.max_requests;
-  options.connect_timeout_ms = config.connect_timeout_ms;
-  options.io_timeout_ms = config.timeout_ms;
+  options.timeouts = config.timeouts;
   options.side_ifname = config.ifname_spec;
   options.sysfs_root = config.sysfs_root;
   return verbs::createNetwork(options, out);
@@ -195,17 +205,9 @@ Status parseTransportKind(const std::string& text, TransportKind* out) {
   return Status::invalidUsage("transport '" + text + "' is not one of auto, tcp, ofi, verbs");
 }
 
-tcp::TcpOptions NetworkConfig::tcpOptions() const {
-  tcp::TcpOptions options = tcp;
-  options.connect_timeout_ms = connect_timeout_ms;
-  options.io_timeout_ms = timeout_ms;
-  options.max_requests = max_requests;
-  return options;
-}
-
 Status networkConfigFromParams(const Params& params, NetworkConfig* out) {
-  NetworkConfig c;
-  Status st = parseTransportKind(params.transport, &c.kind);
+  TransportKind kind = TransportKind::kAuto;
+  Status st = parseTransportKind(params.transport, &kind);
   if (!st.isOk()) return Status::invalidUsage("TALLY_TRANSPORT: " + st.message());
   if (params.socketNsocks < 1 || params.socketNsocks > kMaxSockets) {
     return Status::invalidUsage("TALLY_SOCKET_NSOCKS=" + std::to_string(params.socketNsocks) +
@@ -216,16 +218,37 @@ Status networkConfigFromParams(const Params& params, NetworkConfig* out) {
         "TALLY_IB_QPS_PER_CONNECTION=" + std::to_string(params.ibQpsPerConnection) +
         " is not valid: expected 1 to " + std::to_string(kMaxQpsPerConnection));
   }
-  c.ifname_spec = params.socketIfname.empty() ? params.ncclSocketIfname : params.socketIfname;
-  c.tcp.sockets = static_cast<int>(params.socketNsocks);
-  c.tcp.min_stripe = params.socketMinStripe;
-  c.connect_timeout_ms = params.connectTimeout;
-  c.timeout_ms = params.timeout;
-  c.ib_hca = params.ibHca;
-  c.ib_qps_per_connection = static_cast<int>(params.ibQpsPerConnection);
+  NetworkConfig c = networkConfigOf(params);
+  c.kind = kind;
   *out = std::move(c);
   return Status::ok();
 }
+
+NetworkConfig networkConfigOf(const Params& params) {
+  NetworkConfig c;
+  (void)parseTransportKind(params.transport, &c.kind);  // unknown: left at auto
+  c.ifname_spec = params.socketIfname.empty() ? params.ncclSocketIfname : params.socketIfname;
+  c.tcp.sockets = static_cast<int>(params.socketNsocks);
+  c.tcp.min_stripe = params.socketMinStripe;
+  c.timeouts = Timeouts::fromParams(params);
+  c.ib_hca = params.ibHca;
+  c.ib_qps_per_connection = static_cast<int>(params.ibQpsPerConnection);
+  return c;
+}
+
+Status openDefaultNetwork(const NetworkConfig& config, std::shared_ptr<Network>* out) {
+  return openTcp(config, out);
+}
+
+Status connectDefault(const std::string& host_port, const NetworkConfig& config,
+                      const ConnectionOptions& options, std::unique_ptr<Connection>* out) {
+  std::shared_ptr<Network> network;
+  TALLY_RETURN_IF_ERROR(openDefaultNetwork(config, &network));
+  std::unique_ptr<PendingConnection> pending;
+  TALLY_RETURN_IF_ERROR(network->connectTo(host_port, options, &pending));
+  return finishConnect(pending.get(), -1, out);
+}
+
 
 const NetworkBackends& builtinBackends() {
   // A backend whose headers were missing at build time (TALLY_WITH_OFI/VERBS) is left out.

@@ -33,8 +33,7 @@ tcp::TcpOptions tcpOptions(const SideOptions& options) {
   tcp::TcpOptions tcp;
   tcp.sockets = 1;
   tcp.max_requests = 4;
-  tcp.connect_timeout_ms = options.connect_timeout_ms;
-  tcp.io_timeout_ms = options.io_timeout_ms;
+  tcp.timeouts = options.timeouts;
   return tcp;
 }
 

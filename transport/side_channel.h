@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/timeouts.h"
 #include "transport/transport.h"
 
 namespace tally::transport::side {
@@ -42,9 +43,11 @@ inline constexpr int kSetupTag = 0x5e7;
 inline constexpr int kFarewellTag = 0xb1e;
 
 struct SideOptions {
-  int64_t connect_timeout_ms = 120000;  // TCP connect retries (a peer that starts late)
-  int64_t setup_timeout_ms = 120000;    // from the setup's start to the peer's setup message
-  int64_t io_timeout_ms = 300000;       // the TCP connection's I/O timeout
+  // connect_ms: TCP connect retries (a peer that starts late); io_ms: the TCP connection's I/O
+  // timeout.
+  Timeouts timeouts;
+  // From the setup's start to the peer's setup message.
+  int64_t setup_timeout_ms = kDefaultConnectTimeoutMs;
   size_t max_message_bytes = 1024;      // largest setup or farewell payload either end accepts
 };
 

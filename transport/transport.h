@@ -146,7 +146,7 @@ class Connection {
   // "10.0.0.2:40112", for log lines.
   virtual std::string peerName() const = 0;
   // Hands the connection's socket to the caller, who then owns it and runs its own non-blocking
-  // I/O in the backend's framing (tcp/frames.h), and closes the connection. Only a TCP
+  // I/O in the backend's framing (transport/raw_stream.h), and closes the connection. Only a TCP
   // connection of one socket on which nothing was posted yet can; -1 otherwise (and the
   // connection is unchanged).
   virtual int takeSocket() { return -1; }

@@ -15,7 +15,7 @@
 #include "worker_client/coll_raw_link.h"
 #include "protocol/opening.h"
 #include "protocol/slicing.h"
-#include "transport/tcp/tcp.h"
+#include "common/fd.h"
 
 namespace tally::worker_client {
 namespace wire = protocol::wire;
@@ -184,7 +184,7 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
                                 "or slice plan than its handle or rank 0");
   }
   const wire::CommId comm = infos[0].comm;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(options.connect_timeout_ms);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(options.timeouts.connect_ms);
   const size_t nred = options.reducers.size();
   auth::JobToken token;
   const crc32c::Crc32c* crc = nullptr;
@@ -206,7 +206,7 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
   transport::ConnectionOptions conn_options;
   if (raw) conn_options.sockets = 1;
   std::vector<std::unique_ptr<transport::Connection>> conns(nred);
-  std::vector<transport::tcp::Fd> fds(nred);
+  std::vector<Fd> fds(nred);
   std::vector<std::unique_ptr<HeaderChannel>> chans(nred);
   auto closeAll = [&conns, &fds] {
     for (auto& c : conns) {
@@ -268,7 +268,7 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
     const int window = std::min(options.window, windows[r]);
     if (!fds[r].valid()) {
       impl->addLink(std::make_unique<ThreadedLink>(
-          impl.get(), options.reducers[r], std::move(conns[r]), window, options.timeout_ms, crc));
+          impl.get(), options.reducers[r], std::move(conns[r]), window, options.timeouts.io_ms, crc));
       continue;
     }
     if (progress == nullptr) {
@@ -280,7 +280,7 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
     }
     const int fd = fds[r].get();
     auto link = std::make_unique<RawLink>(impl.get(), options.reducers[r], std::move(fds[r]),
-                                          progress, window, options.timeout_ms, crc);
+                                          progress, window, options.timeouts.io_ms, crc);
     Status st = progress->add(link.get(), fd);
     impl->addLink(std::move(link));
     if (!st.isOk()) return fail(st);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/timeouts.h"
 #include "common/types.h"
 #include "protocol/slicing.h"
 #include "transport/network.h"
@@ -60,8 +61,9 @@ struct CollOptions {
   uint64_t min_slice_bytes = kMinSliceBytes;
   int window = 16;                     // TALLY_COLL_WINDOW: slices in flight per reducer
   int max_requests = 64;               // TALLY_COLL_MAX_REQUESTS
-  int64_t connect_timeout_ms = 120000;
-  int64_t timeout_ms = 300000;
+  // connect_ms: connecting to every reducer and every rank joining; io_ms: a reducer that
+  // returns no result for this long while slices are outstanding fails the client.
+  Timeouts timeouts;
   // The job secret (TALLY_JOB_TOKEN) or a file holding it (TALLY_JOB_TOKEN_FILE), at most one
   // of the two; read at connect. Set: every reducer must prove the token (and this rank proves
   // it to them) before any slice is sent. Both empty: no authentication (docs/security.md).
@@ -72,8 +74,8 @@ struct CollOptions {
   bool checksum = false;
   // kThread and kPoll apply to TCP only; other transports always use kLegacy's threaded links.
   CollProgress progress = CollProgress::kThread;
-  // The transport the reducers are reached over (the plugin's, from TALLY_TRANSPORT). Null: TCP
-  // with default options.
+  // The transport the reducers are reached over (the plugin's, from TALLY_TRANSPORT). Null: the
+  // network layer's default (transport::openDefaultNetwork).
   std::shared_ptr<transport::Network> network;
 };
 

@@ -3,8 +3,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "transport/tcp/frames.h"
-#include "transport/tcp/tcp.h"
+#include "transport/raw_stream.h"
 
 namespace tally::worker_client {
 namespace wire = protocol::wire;
@@ -50,21 +49,23 @@ int64_t msLeft(Clock::time_point deadline) {
 Status connectReducer(transport::Network* network, const std::string& address,
                       Clock::time_point deadline, const transport::ConnectionOptions& options,
                       std::unique_ptr<transport::Connection>* out) {
+  std::shared_ptr<transport::Network> fallback;
+  if (network == nullptr) {
+    // Given none: the network layer's default (TCP), its own connect bounded by the deadline.
+    transport::NetworkConfig config;
+    config.timeouts.connect_ms = std::max<int64_t>(1, msLeft(deadline));
+    TALLY_RETURN_IF_ERROR(transport::openDefaultNetwork(config, &fallback));
+    network = fallback.get();
+  }
   Status last;
   for (;;) {
-    if (network != nullptr) {
-      // finishConnect bounds the network's own connect timeout by the deadline, plus a little:
-      // the plugin sets both from TALLY_CONNECT_TIMEOUT_MS, and when they end together the
-      // network's error says why (refused, unreachable) where ours would only say "timeout".
-      std::unique_ptr<transport::PendingConnection> pending;
-      last = network->connectTo(address, options, &pending);
-      if (last.isOk()) {
-        last = transport::finishConnect(pending.get(), msLeft(deadline) + kConnectGraceMs, out);
-      }
-    } else {
-      transport::tcp::TcpOptions tcp;
-      tcp.connect_timeout_ms = std::max<int64_t>(1, msLeft(deadline));
-      last = transport::tcp::connectBlocking(address, tcp, options, out);
+    // finishConnect bounds the network's own connect timeout by the deadline, plus a little: the
+    // plugin sets both from TALLY_CONNECT_TIMEOUT_MS, and when they end together the network's
+    // error says why (refused, unreachable) where ours would only say "timeout".
+    std::unique_ptr<transport::PendingConnection> pending;
+    last = network->connectTo(address, options, &pending);
+    if (last.isOk()) {
+      last = transport::finishConnect(pending.get(), msLeft(deadline) + kConnectGraceMs, out);
     }
     if (last.isOk()) return last;
     if (last.code() == StatusCode::kInvalidUsage) return last;  // a bad address: no point retrying
@@ -99,7 +100,7 @@ Status ConnHeaderChannel::recv(Clock::time_point deadline, HeaderBuf* buf, size_
 
 Status FdHeaderChannel::send(const wire::Frame& frame, Clock::time_point deadline,
                              const std::string& what) {
-  Status st = transport::tcp::sendFrame(fd_, wire::kTagHeader, frame.data(), frame.size,
+  Status st = transport::sendFrame(fd_, wire::kTagHeader, frame.data(), frame.size,
                                         msLeft(deadline), peer_);
   if (st.code() == StatusCode::kTimeout) return Status::timeout("sending " + what + " timed out");
   return st;
@@ -107,7 +108,7 @@ Status FdHeaderChannel::send(const wire::Frame& frame, Clock::time_point deadlin
 
 Status FdHeaderChannel::recv(Clock::time_point deadline, HeaderBuf* buf, size_t* got,
                              const std::string& what) {
-  Status st = transport::tcp::recvFrame(fd_, wire::kTagHeader, buf->data(), buf->size(), got,
+  Status st = transport::recvFrame(fd_, wire::kTagHeader, buf->data(), buf->size(), got,
                                         msLeft(deadline), peer_);
   if (st.code() == StatusCode::kTimeout) return Status::timeout(what);
   return st;

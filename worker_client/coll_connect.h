@@ -69,7 +69,7 @@ class FdHeaderChannel final : public HeaderChannel {
   std::string peer_;
 };
 
-// Connects to one reducer over `network` (null: TCP with default options), retrying until the
+// Connects to one reducer over `network` (null: the default network, TCP), retrying until the
 // deadline (it may not be up yet). A malformed address fails at once with kInvalidUsage; running
 // out of time is kTimeout naming the address and the last error. `options` go to the transport
 // (sockets = 1 lets the caller take the socket over on TCP).
@@ -77,7 +77,7 @@ Status connectReducer(transport::Network* network, const std::string& address,
                       Clock::time_point deadline, const transport::ConnectionOptions& options,
                       std::unique_ptr<transport::Connection>* out);
 
-// Whether reducer connections over `network` (null: TCP) are TCP, whose sockets can be taken over.
+// Whether reducer connections over `network` (null: the default, TCP) are TCP, whose sockets can be taken over.
 bool isTcpNetwork(const transport::Network* network);
 
 // The opening, up to Hello: takes the reducer's Challenge and answers it when it requires the

@@ -20,7 +20,7 @@ constexpr int kMaxReadEvents = 1024;
 
 }  // namespace
 
-RawLink::RawLink(CollClientImpl* client, std::string address, transport::tcp::Fd fd,
+RawLink::RawLink(CollClientImpl* client, std::string address, Fd fd,
                  Progress* progress, int window, int64_t timeout_ms, const crc32c::Crc32c* crc)
     : client_(client),
       address_(std::move(address)),
@@ -221,17 +221,17 @@ Status RawLink::readAll() {
   for (int events = 0;; ++events) {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return Status::ok();
-    transport::tcp::FrameReader::Event ev = transport::tcp::FrameReader::Event::kNone;
+    transport::FrameReader::Event ev = transport::FrameReader::Event::kNone;
     if (events < kMaxReadEvents) TALLY_RETURN_IF_ERROR(reader_.read(fd_.get(), &ev));
     switch (ev) {
-      case transport::tcp::FrameReader::Event::kNone:
+      case transport::FrameReader::Event::kNone:
         // Slices that completions let go are written in one batch. While EPOLLOUT is armed the
         // socket is full, and the progress thread writes when it has room.
         return out_armed_ ? Status::ok() : flushLocked();
-      case transport::tcp::FrameReader::Event::kHeader:
+      case transport::FrameReader::Event::kHeader:
         TALLY_RETURN_IF_ERROR(onHeaderLocked());
         break;
-      case transport::tcp::FrameReader::Event::kBody:
+      case transport::FrameReader::Event::kBody:
         if (phase_ == Phase::kPayload) {
           TALLY_RETURN_IF_ERROR(onPayloadLocked());
         } else {
@@ -243,7 +243,7 @@ Status RawLink::readAll() {
 }
 
 Status RawLink::onHeaderLocked() {
-  const transport::tcp::Header& h = reader_.header();
+  const transport::FrameHeader& h = reader_.header();
   if (phase_ == Phase::kPayload) {
     const size_t bytes = result_.payloadBytes();
     if (h.tag != wire::kTagPayload || h.size != bytes) {

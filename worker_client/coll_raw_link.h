@@ -2,7 +2,7 @@
 // hand-off per slice. Not a public interface.
 //
 // Each RawLink owns a socket taken from a one-socket TCP connection (Connection::takeSocket) and
-// speaks the TCP backend's framing on it (transport/tcp/frames.h), so the reducer sees the same
+// speaks the TCP backend's framing on it (transport/raw_stream.h), so the reducer sees the same
 // bytes as from a ThreadedLink. One Progress thread per client runs epoll over every link's
 // socket:
 //   - sends: the posting thread (iallreduce) queues a slice's header and payload (borrowed from
@@ -42,8 +42,8 @@
 #include <vector>
 
 #include "worker_client/coll_client_impl.h"
-#include "transport/tcp/fd.h"
-#include "transport/tcp/frames.h"
+#include "common/fd.h"
+#include "transport/raw_stream.h"
 
 namespace tally::worker_client {
 namespace wire = protocol::wire;
@@ -81,8 +81,8 @@ class Progress final : public Poller {
   bool round(int wait_ms);
 
   const bool threaded_;
-  transport::tcp::Fd epoll_;
-  transport::tcp::Fd wake_;  // eventfd: stop() wakes the thread through it
+  Fd epoll_;
+  Fd wake_;  // eventfd: stop() wakes the thread through it
   std::vector<RawLink*> links_;
   std::atomic<bool> started_{false};
   std::atomic<bool> stop_{false};
@@ -96,7 +96,7 @@ class RawLink final : public Link {
  public:
   // `fd`: the socket, after the opening (recvFrame read exactly up to Ready). `crc` as
   // ThreadedLink's.
-  RawLink(CollClientImpl* client, std::string address, transport::tcp::Fd fd, Progress* progress,
+  RawLink(CollClientImpl* client, std::string address, Fd fd, Progress* progress,
           int window, int64_t timeout_ms, const crc32c::Crc32c* crc);
   ~RawLink() override;
 
@@ -143,7 +143,7 @@ class RawLink final : public Link {
 
   CollClientImpl* client_;
   const std::string address_;
-  transport::tcp::Fd fd_;
+  Fd fd_;
   Progress* progress_;
   const int window_;
   const int64_t timeout_ms_;
@@ -160,7 +160,7 @@ class RawLink final : public Link {
       waiting_;  // queued on the socket or sent, result not arrived
   int outstanding_ = 0;
   std::atomic<int64_t> last_progress_ns_{0};
-  transport::tcp::FrameQueue out_;
+  transport::FrameQueue out_;
   uint64_t messages_pushed_ = 0;
   uint64_t messages_written_ = 0;
   // Slice header bytes live here until written: one slot per credit.
@@ -170,7 +170,7 @@ class RawLink final : public Link {
   wire::Frame abort_frame_;
 
   // The progress thread's receive state (mu_ held while it changes).
-  transport::tcp::FrameReader reader_;
+  transport::FrameReader reader_;
   Phase phase_ = Phase::kResultHeader;
   std::array<uint8_t, wire::kMaxHeaderBytes> header_{};
   wire::SliceHeader result_{};  // the result whose payload is being read

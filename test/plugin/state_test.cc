@@ -54,10 +54,10 @@ TEST(PluginState, OptionsFollowParams) {
                                 {"TALLY_SLICE_BYTES", "1M"},
                                 {"TALLY_CONNECT_TIMEOUT_MS", "3s"}}),
                     {});
-  EXPECT_EQ(state.tcpOptions().sockets, 4);
-  EXPECT_EQ(state.tcpOptions().connect_timeout_ms, 3000);
+  EXPECT_EQ(state.networkConfig().tcp.sockets, 4);
+  EXPECT_EQ(state.networkConfig().timeouts.connect_ms, 3000);
   EXPECT_EQ(state.collOptions().slice_bytes, 1u << 20);
-  EXPECT_EQ(state.collOptions().connect_timeout_ms, 3000);
+  EXPECT_EQ(state.collOptions().timeouts.connect_ms, 3000);
   EXPECT_EQ(state.connectionOptions().max_requests, kMaxSendRequests);
 }
 

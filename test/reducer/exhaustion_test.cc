@@ -27,8 +27,7 @@
 #include "test/support/counting_observer.h"
 #include "test/support/raw_streams.h"
 #include "test/support/reducer_child.h"
-#include "transport/tcp/fd.h"
-#include "transport/tcp/wire.h"
+#include "common/fd.h"
 
 namespace tally::reducer::test {
 // The protocol and the worker-side client, as the tests drive both ends.
@@ -138,8 +137,8 @@ Status checkedJob(const std::string& address, CollProgress progress) {
   o.reducers = {address};
   o.slice_bytes = 64 * 1024;
   o.window = 8;
-  o.connect_timeout_ms = 10000;
-  o.timeout_ms = 10000;
+  o.timeouts.connect_ms = 10000;
+  o.timeouts.io_ms = 10000;
   o.progress = progress;
   std::vector<std::unique_ptr<CollClient>> clients;
   std::vector<Status> statuses = connectAll({o, o}, &clients);
@@ -194,9 +193,9 @@ TEST(ResourceExhaustion, RunningOutOfDescriptors) {
   ASSERT_FALSE(address.empty());
   const int port = portOf(address);
 
-  std::vector<tcp::Fd> held;
+  std::vector<Fd> held;
   for (int i = 0; i < 300; ++i) {
-    tcp::Fd fd = rawConnect(port);
+    Fd fd = rawConnect(port);
     ASSERT_TRUE(fd.valid());
     held.push_back(std::move(fd));
   }
@@ -248,7 +247,7 @@ TEST(ResourceExhaustion, RunningOutOfThreads) {
   for (int room = 0; room < 3; ++room) {
     ASSERT_TRUE(waitUntil([&] { return threadsOf(c.pid) == baseline; }, std::chrono::seconds(5)));
     ASSERT_TRUE(setThreadLimit(c.pid, user, static_cast<rlim_t>(baseline + room)));
-    std::vector<tcp::Fd> fds = connectStreams(address, 2, 0xc0ffee + static_cast<uint64_t>(room));
+    std::vector<Fd> fds = connectStreams(address, 2, 0xc0ffee + static_cast<uint64_t>(room));
     ASSERT_EQ(fds.size(), 2u);
     EXPECT_EQ(firstEvent(fds[0].get(), 5000), 0) << "with room for " << room << " threads";
     ASSERT_TRUE(alive(c.pid)) << "the reducer died with room for " << room << " threads";

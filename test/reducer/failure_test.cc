@@ -116,7 +116,7 @@ TEST(CollFailureTest, AbsentReducerFailsWithinTimeout) {
   }  // stopped: nothing listens there now
   CollOptions o;
   o.reducers = {address};
-  o.connect_timeout_ms = 500;
+  o.timeouts.connect_ms = 500;
   std::vector<std::unique_ptr<CollClient>> clients;
   const auto start = Clock::now();
   auto st = connectAll({o}, &clients);
@@ -128,7 +128,7 @@ TEST(CollFailureTest, AbsentReducerFailsWithinTimeout) {
 TEST(CollFailureTest, MissingRankTimesOut) {
   auto servers = startServers(1);
   auto o = optionsFor(servers);
-  o.connect_timeout_ms = 500;
+  o.timeouts.connect_ms = 500;
   // Only rank 0 of 2 shows up: no Ready, a timeout.
   std::vector<uint8_t> h0(kCollHandleBytes), h1(kCollHandleBytes);
   ASSERT_TRUE(CollClient::makeHandle(o, h0.data()).isOk());
@@ -145,7 +145,7 @@ TEST(CollFailureTest, LostRankFailsTheOthers) {
   auto servers = startServers(1);
   std::vector<std::unique_ptr<CollClient>> clients;
   auto opts = optionsFor(servers);
-  opts.timeout_ms = 2000;
+  opts.timeouts.io_ms = 2000;
   auto st = connectAll(std::vector<CollOptions>(2, opts), &clients);
   for (auto& s : st) ASSERT_TRUE(s.isOk()) << s.toString();
   // Rank 1 closes (Bye) without joining the call; rank 0's call can then never complete. Its
@@ -166,9 +166,9 @@ TEST(CollFailureTest, RankThatGivesUpTellsTheOthersWhy) {
   auto servers = startServers(2);
   std::vector<std::unique_ptr<CollClient>> clients;
   auto impatient = optionsFor(servers);
-  impatient.timeout_ms = 1000;
+  impatient.timeouts.io_ms = 1000;
   auto patient = optionsFor(servers);
-  patient.timeout_ms = 20000;
+  patient.timeouts.io_ms = 20000;
   auto st = connectAll({impatient, patient}, &clients);
   for (auto& s : st) ASSERT_TRUE(s.isOk()) << s.toString();
   // Rank 0 calls alone; rank 1 never joins, so rank 0 times out and gives up.

@@ -14,13 +14,13 @@
 #include <thread>
 #include <vector>
 
-#include "test/support/harness.h"
+#include "common/fd.h"
 #include "protocol/wire.h"
 #include "test/support/counting_observer.h"
+#include "test/support/harness.h"
 #include "test/support/raw_streams.h"
-#include "transport/tcp/fd.h"
-#include "transport/tcp/frames.h"
-#include "transport/tcp/wire.h"
+#include "test/transport/tcp_raw.h"
+#include "transport/raw_stream.h"
 
 namespace tally::reducer::test {
 // The protocol and the worker-side client, as the tests drive both ends.
@@ -30,15 +30,14 @@ using namespace ::tally::protocol;
 using namespace ::tally::worker_client;
 namespace {
 
-namespace tcp = transport::tcp;
 using std::chrono::milliseconds;
 
 constexpr int64_t kWaitMs = 5000;
 constexpr uint64_t kSliceBytes = 4096;
 constexpr const char* kToken = "hostile-peer-test-token-0123456789abcdef";
 
-tcp::Fd dial(const std::string& address) {
-  tcp::Fd fd = rawConnect(portOf(address));
+Fd dial(const std::string& address) {
+  Fd fd = rawConnect(portOf(address));
   EXPECT_TRUE(fd.valid());
   return fd;
 }
@@ -106,11 +105,11 @@ TEST_P(HostilePeer, SquattersCannotKeepATokenHolderOut) {
   o.auth_timeout_ms = 60000;
   auto server = start(o, &obs);
   ASSERT_TRUE(server);
-  std::vector<std::vector<tcp::Fd>> squatters;
+  std::vector<std::vector<Fd>> squatters;
   for (int i = 0; i < 8; ++i) squatters.push_back(connectStreams(server->address(), streams(), i));
   // Four were evicted by the four after them; the budget holds four.
-  ASSERT_TRUE(waitUntil([&] { return obs.errorCount(ServerError::kLimit) == 4; },
-                        milliseconds(kWaitMs)))
+  ASSERT_TRUE(
+      waitUntil([&] { return obs.errorCount(ServerError::kLimit) == 4; }, milliseconds(kWaitMs)))
       << obs.errorCount(ServerError::kLimit) << " evicted";
   ASSERT_TRUE(waitUntil([&] { return obs.connections.load() == 4; }, milliseconds(kWaitMs)));
 
@@ -147,8 +146,8 @@ TEST_P(HostilePeer, SquattersCannotKeepATokenHolderOut) {
   }
   // The job's connections evicted one or two more squatters on their way in (two when the
   // second came before the first had joined); none timed out.
-  EXPECT_TRUE(waitUntil([&] { return obs.errorCount(ServerError::kLimit) >= 5; },
-                        milliseconds(kWaitMs)));
+  EXPECT_TRUE(
+      waitUntil([&] { return obs.errorCount(ServerError::kLimit) >= 5; }, milliseconds(kWaitMs)));
   EXPECT_LE(obs.errorCount(ServerError::kLimit), 6u);
   EXPECT_EQ(obs.errorCount(ServerError::kTimeout), 0u);
   EXPECT_EQ(obs.errorCount(ServerError::kAuth), 0u);
@@ -160,19 +159,19 @@ TEST_P(HostilePeer, SquattersCannotKeepATokenHolderOut) {
 TEST_P(HostilePeer, BadAndMissingTransportHellosAreCounted) {
   CountingObserver obs;
   ServerOptions o;
-  o.tcp.connect_timeout_ms = 300;
+  o.timeouts.connect_ms = 300;
   auto server = start(o, &obs);
   ASSERT_TRUE(server);
-  tcp::Fd bad = dial(server->address());
-  std::array<uint8_t, tcp::kHelloBytes> junk;
+  Fd bad = dial(server->address());
+  std::array<uint8_t, ::tally::test::tcp_raw::kHelloBytes> junk;
   junk.fill(0x5a);
   ASSERT_EQ(::send(bad.get(), junk.data(), junk.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(junk.size()));
-  EXPECT_TRUE(waitUntil([&] { return obs.errorCount(ServerError::kAccept) == 1; },
-                        milliseconds(kWaitMs)));
-  tcp::Fd silent = dial(server->address());
-  EXPECT_TRUE(waitUntil([&] { return obs.errorCount(ServerError::kTimeout) == 1; },
-                        milliseconds(kWaitMs)));
+  EXPECT_TRUE(
+      waitUntil([&] { return obs.errorCount(ServerError::kAccept) == 1; }, milliseconds(kWaitMs)));
+  Fd silent = dial(server->address());
+  EXPECT_TRUE(
+      waitUntil([&] { return obs.errorCount(ServerError::kTimeout) == 1; }, milliseconds(kWaitMs)));
   EXPECT_EQ(obs.totalErrors(), 2u);
   EXPECT_EQ(obs.peak_connections.load(), 0);
 }
@@ -182,11 +181,11 @@ TEST_P(HostilePeer, BadFrameMagicCountsAsProtocol) {
   CountingObserver obs;
   auto server = start(ServerOptions{}, &obs);
   ASSERT_TRUE(server);
-  std::vector<tcp::Fd> fds = connectStreams(server->address(), streams(), 0xbad);
+  std::vector<Fd> fds = connectStreams(server->address(), streams(), 0xbad);
   std::array<uint8_t, wire::kMaxHeaderBytes> buf;
   size_t got = 0;
   ASSERT_TRUE(recvMsg(fds[0].get(), &buf, &got).isOk());  // the Challenge
-  std::array<uint8_t, tcp::kHeaderBytes + 8> junk;
+  std::array<uint8_t, ::tally::test::tcp_raw::kHeaderBytes + 8> junk;
   junk.fill(0xee);
   ASSERT_EQ(::send(fds[0].get(), junk.data(), junk.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(junk.size()));
@@ -202,13 +201,13 @@ TEST_P(HostilePeer, OversizedFrameCountsAsProtocol) {
   CountingObserver obs;
   auto server = start(ServerOptions{}, &obs);
   ASSERT_TRUE(server);
-  std::vector<tcp::Fd> fds = connectStreams(server->address(), streams(), 0xb16);
+  std::vector<Fd> fds = connectStreams(server->address(), streams(), 0xb16);
   std::array<uint8_t, wire::kMaxHeaderBytes> buf;
   size_t got = 0;
   ASSERT_TRUE(recvMsg(fds[0].get(), &buf, &got).isOk());  // the Challenge
-  std::vector<uint8_t> big(32 * 1024, 0x11);  // small enough for stream 0 alone
-  EXPECT_TRUE(tcp::sendFrame(fds[0].get(), wire::kTagHeader, big.data(), big.size(), kWaitMs,
-                             "reducer")
+  std::vector<uint8_t> big(32 * 1024, 0x11);              // small enough for stream 0 alone
+  EXPECT_TRUE(transport::sendFrame(fds[0].get(), wire::kTagHeader, big.data(), big.size(), kWaitMs,
+                                   "reducer")
                   .isOk());
   EXPECT_TRUE(waitUntil([&] { return obs.errorCount(ServerError::kProtocol) == 1; },
                         milliseconds(kWaitMs)));
@@ -225,7 +224,7 @@ TEST_P(HostilePeer, UndecodableSliceHeaderGetsAnErrorWithTheReason) {
   auto server = start(ServerOptions{}, &obs);
   ASSERT_TRUE(server);
   for (uint64_t id : {1, 2}) {
-    std::vector<tcp::Fd> fds = connectStreams(server->address(), streams(), 0x51ce + id);
+    std::vector<Fd> fds = connectStreams(server->address(), streams(), 0x51ce + id);
     const int fd = fds[0].get();
     join(fd, helloFor(id, 0, 1));
     wire::SliceHeader h;
@@ -260,8 +259,8 @@ TEST_P(HostilePeer, GaveUpIsReadWithTheWindowFull) {
   o.window = 2;
   auto server = start(o, &obs);
   ASSERT_TRUE(server);
-  std::vector<tcp::Fd> r0 = connectStreams(server->address(), streams(), 0xa0);
-  std::vector<tcp::Fd> r1 = connectStreams(server->address(), streams(), 0xa1);
+  std::vector<Fd> r0 = connectStreams(server->address(), streams(), 0xa0);
+  std::vector<Fd> r1 = connectStreams(server->address(), streams(), 0xa1);
   join(r0[0].get(), helloFor(2, 0, 2));
   join(r1[0].get(), helloFor(2, 1, 2));
   std::vector<float> payload(kSliceBytes / sizeof(float), 1.0f);
@@ -271,8 +270,8 @@ TEST_P(HostilePeer, GaveUpIsReadWithTheWindowFull) {
     h.count = payload.size();
     h.total_count = payload.size();
     ASSERT_TRUE(sendMsg(r0[0].get(), wire::encodeSlice(h)).isOk());
-    ASSERT_TRUE(tcp::sendFrame(r0[0].get(), wire::kTagPayload, payload.data(), kSliceBytes,
-                               kWaitMs, "reducer")
+    ASSERT_TRUE(transport::sendFrame(r0[0].get(), wire::kTagPayload, payload.data(), kSliceBytes,
+                                     kWaitMs, "reducer")
                     .isOk());
   }
   std::this_thread::sleep_for(milliseconds(200));  // both buffered: the window is full

@@ -12,7 +12,7 @@
 #include "test/support/harness.h"
 #include "protocol/wire.h"
 #include "test/support/counting_observer.h"
-#include "transport/tcp/tcp.h"
+#include "transport/network.h"
 
 namespace tally::reducer::test {
 // The protocol and the worker-side client, as the tests drive both ends.
@@ -27,7 +27,6 @@ std::unique_ptr<ReducerServer> startWith(ServerOptions o, CountingObserver* obse
   o.listen = "127.0.0.1:0";
   o.threads = 1;
   o.window = 4;
-  o.tcp.sockets = 1;
   o.observer = observer;
   std::unique_ptr<ReducerServer> s;
   Status st = ReducerServer::start(o, &s);
@@ -40,8 +39,8 @@ CollOptions clientOptions(const ReducerServer& s, uint64_t slice_bytes) {
   o.reducers = {s.address()};
   o.slice_bytes = slice_bytes;
   o.window = 4;
-  o.connect_timeout_ms = 5000;
-  o.timeout_ms = 5000;
+  o.timeouts.connect_ms = 5000;
+  o.timeouts.io_ms = 5000;
   return o;
 }
 
@@ -136,7 +135,7 @@ TEST(Limits, ConnectionsOverTheLimitAreClosed) {
   ASSERT_TRUE(connectGroup(clientOptions(*server, 64 << 10), 2, &clients).isOk());
   std::vector<std::unique_ptr<CollClient>> more;
   CollOptions late = clientOptions(*server, 64 << 10);
-  late.connect_timeout_ms = 2000;
+  late.timeouts.connect_ms = 2000;
   EXPECT_FALSE(connectGroup(late, 1, &more).isOk());
   EXPECT_TRUE(waitUntil([&] { return observer.errorCount(ServerError::kLimit) >= 1; }, std::chrono::milliseconds(5000)));
   expectSum(clients);  // the two admitted connections are untouched
@@ -146,9 +145,9 @@ TEST(Limits, ConnectionsOverTheLimitAreClosed) {
 // A peer that joins as rank 0 of an `nranks` communicator that will never form, and stays.
 std::unique_ptr<transport::Connection> squat(const ReducerServer& s, int nranks, uint64_t id) {
   std::unique_ptr<transport::Connection> conn;
-  transport::tcp::TcpOptions tcp;
-  tcp.sockets = 1;
-  EXPECT_TRUE(transport::tcp::connectBlocking(s.address(), tcp, {}, &conn).isOk());
+  transport::NetworkConfig net;
+  net.tcp.sockets = 1;
+  EXPECT_TRUE(transport::connectDefault(s.address(), net, {}, &conn).isOk());
   if (!conn) return nullptr;
   std::array<uint8_t, wire::kMaxHeaderBytes> challenge;
   void* data = challenge.data();
@@ -220,7 +219,7 @@ TEST(Limits, ConnectionThatNeverJoinsIsClosed) {
   ASSERT_NE(server, nullptr);
   // A peer that completes the transport handshake and then says nothing.
   std::unique_ptr<transport::Connection> idle;
-  ASSERT_TRUE(transport::tcp::connectBlocking(server->address(), {}, {}, &idle).isOk());
+  ASSERT_TRUE(transport::connectDefault(server->address(), {}, {}, &idle).isOk());
   const auto start = std::chrono::steady_clock::now();
   EXPECT_TRUE(waitUntil([&] { return observer.errorCount(ServerError::kTimeout) == 1; }, std::chrono::milliseconds(5000)));
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(200));

@@ -12,7 +12,7 @@
 
 #include "test/support/harness.h"
 #include "test/support/counting_observer.h"
-#include "transport/tcp/tcp.h"
+#include "transport/network.h"
 
 namespace tally::reducer::test {
 // The protocol and the worker-side client, as the tests drive both ends.
@@ -56,14 +56,14 @@ TEST(EventLoops, ThreadsStayAtTheLoopCountWith256Connections) {
   ASSERT_TRUE(ReducerServer::start(o, &server).isOk());
 
   // Connections that never say anything: each holds a socket on the reducer, not a thread.
-  transport::tcp::TcpOptions tcp;
-  tcp.sockets = 1;
-  tcp.connect_timeout_ms = 5000;
+  transport::NetworkConfig net;
+  net.tcp.sockets = 1;
+  net.timeouts.connect_ms = 5000;
   transport::ConnectionOptions one;
   one.sockets = 1;
   std::vector<std::unique_ptr<transport::Connection>> idle(kIdle);
   for (auto& c : idle) {
-    ASSERT_TRUE(transport::tcp::connectBlocking(server->address(), tcp, one, &c).isOk());
+    ASSERT_TRUE(transport::connectDefault(server->address(), net, one, &c).isOk());
   }
   ASSERT_TRUE(waitFor([&] { return observer.connections.load() == kIdle; }))
       << observer.connections.load() << " connections open";
@@ -76,8 +76,8 @@ TEST(EventLoops, ThreadsStayAtTheLoopCountWith256Connections) {
   CollOptions co;
   co.reducers = {server->address()};
   co.slice_bytes = 64 << 10;
-  co.connect_timeout_ms = 5000;
-  co.timeout_ms = 10000;
+  co.timeouts.connect_ms = 5000;
+  co.timeouts.io_ms = 10000;
   std::vector<std::unique_ptr<CollClient>> clients;
   for (const Status& s : connectAll(std::vector<CollOptions>(kRanks, co), &clients)) {
     ASSERT_TRUE(s.isOk()) << s.toString();

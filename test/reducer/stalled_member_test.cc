@@ -19,9 +19,8 @@
 #include "protocol/wire.h"
 #include "test/support/counting_observer.h"
 #include "test/support/raw_streams.h"
-#include "transport/tcp/fd.h"
-#include "transport/tcp/frames.h"
-#include "transport/tcp/wire.h"
+#include "common/fd.h"
+#include "transport/raw_stream.h"
 
 namespace tally::reducer::test {
 // The protocol and the worker-side client, as the tests drive both ends.
@@ -48,12 +47,12 @@ TEST_P(StalledMember, IsReleasedAtTheIoTimeout) {
   o.listen = "127.0.0.1:0";
   o.threads = 1;
   o.window = 4;
-  o.tcp.io_timeout_ms = kIoTimeoutMs;
+  o.timeouts.io_ms = kIoTimeoutMs;
   o.observer = &observer;
   std::unique_ptr<ReducerServer> server;
   ASSERT_TRUE(ReducerServer::start(o, &server).isOk());
 
-  std::vector<tcp::Fd> fds = connectStreams(server->address(), streams, 0x57a11ed);
+  std::vector<Fd> fds = connectStreams(server->address(), streams, 0x57a11ed);
   ASSERT_EQ(fds.size(), static_cast<size_t>(streams));
   const int fd = fds[0].get();  // headers and small payloads travel on stream 0 alone
   std::array<uint8_t, wire::kMaxHeaderBytes> buf;

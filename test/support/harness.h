@@ -30,7 +30,6 @@ inline std::vector<std::unique_ptr<ReducerServer>> startServers(int n, int threa
     o.listen = "127.0.0.1:0";
     o.threads = threads;
     o.window = window;
-    o.tcp.sockets = 1;
     std::unique_ptr<ReducerServer> s;
     Status st = ReducerServer::start(o, &s);
     EXPECT_TRUE(st.isOk()) << st.toString();
@@ -46,8 +45,8 @@ inline CollOptions optionsFor(const std::vector<std::unique_ptr<ReducerServer>>&
   o.slice_bytes = slice_bytes;
   o.window = 8;
   o.max_requests = 64;
-  o.connect_timeout_ms = 10000;
-  o.timeout_ms = 10000;
+  o.timeouts.connect_ms = 10000;
+  o.timeouts.io_ms = 10000;
   return o;
 }
 

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "common/fd.h"
 #include "common/status.h"
 #include "protocol/wire.h"
-#include "transport/tcp/fd.h"
-#include "transport/tcp/frames.h"
-#include "transport/tcp/wire.h"
+#include "test/transport/tcp_raw.h"
+#include "transport/raw_stream.h"
 
 namespace tally::reducer::test {
 // The protocol and the worker-side client, as the tests drive both ends.
@@ -29,36 +29,30 @@ inline int portOf(const std::string& address) {
 
 // A socket connected to 127.0.0.1:port that has said nothing; invalid when none could be made.
 // Close-on-exec, so a reducer started later does not inherit it.
-inline transport::tcp::Fd rawConnect(int port) {
-  transport::tcp::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+inline Fd rawConnect(int port) {
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return fd;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return transport::tcp::Fd();
+    return Fd();
   }
   return fd;
 }
 
 // One connection of `streams` raw sockets to `address`, each of which sent its transport hello
 // (connection `id`). Empty when a socket could not be connected or its hello not sent whole.
-inline std::vector<transport::tcp::Fd> connectStreams(const std::string& address, int streams,
-                                                      uint64_t id) {
-  std::vector<transport::tcp::Fd> fds;
+inline std::vector<Fd> connectStreams(const std::string& address, int streams, uint64_t id) {
+  std::vector<Fd> fds;
   for (int i = 0; i < streams; ++i) {
-    transport::tcp::Fd fd = rawConnect(portOf(address));
+    Fd fd = rawConnect(portOf(address));
     if (!fd.valid()) return {};
-    transport::tcp::Hello hello;
-    hello.index = static_cast<uint16_t>(i);
-    hello.count = static_cast<uint16_t>(streams);
-    hello.connection_id = id;
-    hello.min_stripe = 64 * 1024;
-    uint8_t bytes[transport::tcp::kHelloBytes];
-    transport::tcp::encodeHello(hello, bytes);
-    if (::send(fd.get(), bytes, sizeof(bytes), MSG_NOSIGNAL) !=
-        static_cast<ssize_t>(sizeof(bytes))) {
+    const auto bytes =
+        ::tally::test::tcp_raw::hello(static_cast<uint16_t>(i), static_cast<uint16_t>(streams), id);
+    if (::send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(bytes.size())) {
       return {};
     }
     fds.push_back(std::move(fd));
@@ -72,11 +66,11 @@ inline constexpr int64_t kRawWaitMs = 5000;
 // A header-tagged message on stream 0 (every control message is small enough to travel there
 // alone), and the next one read from it.
 inline Status sendMsg(int fd, const wire::Frame& f) {
-  return transport::tcp::sendFrame(fd, wire::kTagHeader, f.data(), f.size, kRawWaitMs, "reducer");
+  return transport::sendFrame(fd, wire::kTagHeader, f.data(), f.size, kRawWaitMs, "reducer");
 }
 inline Status recvMsg(int fd, std::array<uint8_t, wire::kMaxHeaderBytes>* buf, size_t* got) {
-  return transport::tcp::recvFrame(fd, wire::kTagHeader, buf->data(), buf->size(), got, kRawWaitMs,
-                                   "reducer");
+  return transport::recvFrame(fd, wire::kTagHeader, buf->data(), buf->size(), got, kRawWaitMs,
+                              "reducer");
 }
 
 // A member that stalls mid-payload: the slice header h, then the payload's transport header and
@@ -85,10 +79,9 @@ inline Status sendPartOfASlice(int fd, const wire::SliceHeader& h, const void* p
                                size_t bytes, size_t sent) {
   Status st = sendMsg(fd, wire::encodeSlice(h));
   if (!st.isOk()) return st;
-  uint8_t header[transport::tcp::kHeaderBytes];
-  transport::tcp::encodeHeader(
-      transport::tcp::Header{transport::tcp::kHeaderMagic, wire::kTagPayload, bytes}, header);
-  if (::send(fd, header, sizeof(header), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(header)) ||
+  const auto header = ::tally::test::tcp_raw::header(wire::kTagPayload, bytes);
+  if (::send(fd, header.data(), header.size(), MSG_NOSIGNAL) !=
+          static_cast<ssize_t>(header.size()) ||
       ::send(fd, payload, sent, MSG_NOSIGNAL) != static_cast<ssize_t>(sent)) {
     return Status::system("test: could not send part of a slice");
   }
@@ -103,7 +96,7 @@ inline Status sendSlicesUntilBlocked(int fd, wire::SliceHeader h, const void* pa
   for (uint64_t seq = 0; seq < 100000; ++seq) {
     h.seq = seq;
     const wire::Frame slice = wire::encodeSlice(h);
-    transport::tcp::FrameQueue q;
+    transport::FrameQueue q;
     q.push(wire::kTagHeader, slice.data(), slice.size);
     q.push(wire::kTagPayload, payload, bytes);
     size_t written = 0;

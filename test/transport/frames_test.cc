@@ -1,7 +1,7 @@
-// The TCP framing on a caller-driven socket (transport/tcp/frames.h), over a socketpair: many
+// The TCP framing on a caller-driven socket (transport/raw_stream.h), over a socketpair: many
 // messages of odd sizes, partial reads and writes through a tiny send buffer, garbage, and the
 // two kinds of EOF.
-#include "transport/tcp/frames.h"
+#include "transport/raw_stream.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "transport/tcp/fd.h"
+#include "transport/tcp/wire.h"
 
 namespace tally::transport::tcp {
 namespace {
@@ -45,7 +46,7 @@ void waitFor(int fd, short events) {
 }
 
 // Reads one whole message with `reader`, polling when it would block.
-Status readMessage(FrameReader* reader, int fd, Header* header, std::vector<uint8_t>* body) {
+Status readMessage(FrameReader* reader, int fd, FrameHeader* header, std::vector<uint8_t>* body) {
   FrameReader::Event ev = FrameReader::Event::kNone;
   for (;;) {
     TALLY_RETURN_IF_ERROR(reader->read(fd, &ev));
@@ -92,7 +93,7 @@ void roundTrip(int sndbuf) {
   });
   FrameReader reader("a");
   for (size_t i = 0; i < bodies.size(); ++i) {
-    Header h;
+    FrameHeader h;
     std::vector<uint8_t> got;
     Status st = readMessage(&reader, p.b.get(), &h, &got);
     ASSERT_TRUE(st.isOk()) << st.toString();
@@ -134,7 +135,7 @@ TEST(FramesTest, FlushBlocksWhenNobodyReadsAndResumesExactly) {
     }
   });
   FrameReader reader("a");
-  Header h;
+  FrameHeader h;
   std::vector<uint8_t> got;
   ASSERT_TRUE(readMessage(&reader, p.b.get(), &h, &got).isOk());
   EXPECT_EQ(h.tag, 1);
@@ -172,7 +173,7 @@ TEST(FramesTest, CleanEofBetweenMessages) {
   ASSERT_TRUE(sendFrame(p.a.get(), 4, msg, sizeof(msg), 1000, "b").isOk());
   p.a.reset();
   FrameReader reader("a");
-  Header h;
+  FrameHeader h;
   std::vector<uint8_t> got;
   ASSERT_TRUE(readMessage(&reader, p.b.get(), &h, &got).isOk());
   EXPECT_EQ(got, std::vector<uint8_t>(msg, msg + 5));
@@ -228,7 +229,7 @@ TEST(FramesTest, RecvFrameReadsExactlyOneMessageThenReaderTakesOver) {
   ASSERT_TRUE(recvFrame(p.b.get(), 11, buf, sizeof(buf), &size, 2000, "a").isOk());
   EXPECT_EQ(size, 4u);
   FrameReader reader("a");
-  Header h;
+  FrameHeader h;
   std::vector<uint8_t> got;
   ASSERT_TRUE(readMessage(&reader, p.b.get(), &h, &got).isOk());
   EXPECT_EQ(h.tag, 12);

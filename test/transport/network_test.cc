@@ -6,7 +6,6 @@
 #include <thread>
 
 #include "test/transport/test_util.h"
-#include "transport/select.h"
 
 namespace tally::transport::test {
 namespace {
@@ -40,7 +39,7 @@ void exchange(Connection* a, Connection* b, size_t size, uint32_t seed) {
 std::shared_ptr<Network> loopbackNetwork() {
   tcp::TcpOptions options;
   options.sockets = 3;
-  options.connect_timeout_ms = kWaitMs;
+  options.timeouts.connect_ms = kWaitMs;
   std::shared_ptr<Network> network;
   Status st = tcp::createNetwork("=lo", options, &network);
   EXPECT_TRUE(st.isOk()) << st.toString();

@@ -143,7 +143,7 @@ TEST_F(OfiTest, BadHandleIsAnError) {
 
 TEST_F(OfiTest, HandleToNobodyFailsWithinTheConnectTimeout) {
   ofi::OfiOptions options = loopback();
-  options.connect_timeout_ms = 300;
+  options.timeouts.connect_ms = 300;
   open(options);
   ConnectHandle handle{};
   {
@@ -238,7 +238,7 @@ TEST_F(OfiTest, CudaMemoryNeedsHmem) {
 
 TEST_F(OfiTest, StalledSendTimesOutButIdleConnectionLives) {
   ofi::OfiOptions options = loopback();
-  options.io_timeout_ms = 300;
+  options.timeouts.io_ms = 300;
   open(options);
   std::unique_ptr<Connection> a, b;
   pair(&a, &b);

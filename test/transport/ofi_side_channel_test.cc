@@ -17,7 +17,7 @@ using transport::test::kWaitMs;
 
 SideOptions shortOptions() {
   SideOptions options;
-  options.connect_timeout_ms = 2000;
+  options.timeouts.connect_ms = 2000;
   options.setup_timeout_ms = 300;
   return options;
 }
@@ -241,7 +241,7 @@ TEST(SideChannel, NobodyListeningFailsAfterTheConnectTimeout) {
     address = listener->address();
   }
   SideOptions options = shortOptions();
-  options.connect_timeout_ms = 200;
+  options.timeouts.connect_ms = 200;
   std::unique_ptr<SideSetup> setup;
   ASSERT_TRUE(SideSetup::connect(address, "test", {1}, options, &setup).isOk());
   auto start = Clock::now();

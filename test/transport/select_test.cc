@@ -1,6 +1,6 @@
 // TALLY_TRANSPORT: parsing, the config from Params, and the choice openNetwork makes, driven with
 // fake backends so that every branch runs without RDMA hardware.
-#include "transport/select.h"
+#include "transport/network.h"
 
 #include <gtest/gtest.h>
 
@@ -58,8 +58,8 @@ TEST(NetworkConfigFromParams, DefaultsAreAutoAndTwoQps) {
   EXPECT_EQ(c.ib_hca, "");
   EXPECT_EQ(c.ifname_spec, "");
   EXPECT_EQ(c.tcp.sockets, 2);
-  EXPECT_EQ(c.connect_timeout_ms, 120000);
-  EXPECT_EQ(c.timeout_ms, 300000);
+  EXPECT_EQ(c.timeouts.connect_ms, 120000);
+  EXPECT_EQ(c.timeouts.io_ms, 300000);
 }
 
 TEST(NetworkConfigFromParams, ValuesFlowThrough) {
@@ -77,12 +77,9 @@ TEST(NetworkConfigFromParams, ValuesFlowThrough) {
   EXPECT_EQ(c.ib_hca, "^mlx5_1,mlx5_0:1");
   EXPECT_EQ(c.ib_qps_per_connection, 4);
   EXPECT_EQ(c.ifname_spec, "eth") << "NCCL_SOCKET_IFNAME when TALLY_SOCKET_IFNAME is empty";
-  c.max_requests = 99;
-  const tcp::TcpOptions o = c.tcpOptions();
-  EXPECT_EQ(o.sockets, 5);
-  EXPECT_EQ(o.connect_timeout_ms, 3000);
-  EXPECT_EQ(o.io_timeout_ms, 7000);
-  EXPECT_EQ(o.max_requests, 99);
+  EXPECT_EQ(c.tcp.sockets, 5);
+  EXPECT_EQ(c.timeouts.connect_ms, 3000);
+  EXPECT_EQ(c.timeouts.io_ms, 7000);
 
   ASSERT_TRUE(networkConfigFromParams(
                   paramsFrom({{"TALLY_SOCKET_IFNAME", "=lo"}, {"NCCL_SOCKET_IFNAME", "eth"}}), &c)

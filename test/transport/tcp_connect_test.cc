@@ -197,7 +197,7 @@ TEST(TcpConnect, NothingListeningTimesOut) {
     port = portOf(listener->address());
   }
   tcp::TcpOptions options;
-  options.connect_timeout_ms = 300;
+  options.timeouts.connect_ms = 300;
   std::unique_ptr<Connection> conn;
   auto start = Clock::now();
   Status status = tcp::connectBlocking("127.0.0.1:" + std::to_string(port), options, {}, &conn);
@@ -217,7 +217,7 @@ TEST(TcpConnect, LateListenerIsFound) {
     port = portOf(listener->address());
   }
   tcp::TcpOptions options;
-  options.connect_timeout_ms = kWaitMs;
+  options.timeouts.connect_ms = kWaitMs;
   std::unique_ptr<PendingConnection> pending;
   ASSERT_TRUE(tcp::connectTo("127.0.0.1:" + std::to_string(port), options, {}, &pending).isOk());
   std::unique_ptr<Connection> client;

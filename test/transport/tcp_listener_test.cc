@@ -73,7 +73,7 @@ void exchange(Connection* a, Connection* b, uint32_t seed) {
 // A real client connects and exchanges a message with what the listener hands out.
 void connectsAndTalks(Listener* listener, int sockets) {
   tcp::TcpOptions options;
-  options.connect_timeout_ms = 5000;
+  options.timeouts.connect_ms = 5000;
   ConnectionOptions conn_options;
   conn_options.sockets = sockets;
   std::unique_ptr<Connection> client;
@@ -241,12 +241,13 @@ TEST(TcpListener, AConnectionThatCannotBeSetUpIsClosedAlone) {
   std::atomic<int> calls{0};
   tcp::ConnectionMaker failFirst = [&](std::vector<tcp::Fd> fds, const std::string& peer,
                                        int max_requests, uint64_t min_stripe,
-                                       int64_t io_timeout_ms, std::unique_ptr<Connection>* out) {
+                                       int64_t io_timeout_ms, bool inline_sends,
+                                       std::unique_ptr<Connection>* out) {
     if (calls.fetch_add(1) == 0) {
       return Status::system("cannot start TCP helper threads: Resource temporarily unavailable");
     }
     return tcp::makeConnection(std::move(fds), peer, max_requests, min_stripe, io_timeout_ms,
-                               out);
+                               inline_sends, out);
   };
   tcp::SockAddr addr;
   ASSERT_TRUE(tcp::resolve("127.0.0.1", 0, true, &addr).isOk());
@@ -255,7 +256,7 @@ TEST(TcpListener, AConnectionThatCannotBeSetUpIsClosedAlone) {
   WarnCounter warns("Resource temporarily unavailable");
 
   tcp::TcpOptions options;
-  options.connect_timeout_ms = 5000;
+  options.timeouts.connect_ms = 5000;
   ConnectionOptions conn_options;
   conn_options.sockets = 2;
   std::unique_ptr<Connection> refused;

@@ -23,7 +23,7 @@ constexpr int64_t kIoTimeoutMs = 300;
 tcp::TcpOptions shortTimeout() {
   tcp::TcpOptions o;
   o.sockets = 1;
-  o.io_timeout_ms = kIoTimeoutMs;
+  o.timeouts.io_ms = kIoTimeoutMs;
   return o;
 }
 

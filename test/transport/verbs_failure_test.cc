@@ -18,7 +18,7 @@ class VerbsFailureTest : public ::testing::Test {
     resetFakeVerbs(config);
     verbs::VerbsOptions options;
     options.side_ifname = "lo";
-    options.io_timeout_ms = io_timeout_ms;
+    options.timeouts.io_ms = io_timeout_ms;
     Status status = verbs::createNetworkWith(fakeVerbsApi(), options, &network_);
     ASSERT_TRUE(status.isOk()) << status.toString();
     status = verbsPair(network_.get(), {}, &a_, &b_);

@@ -56,7 +56,7 @@ class VerbsFlushFailure : public ::testing::Test {
  protected:
   void start(const FakeVerbsConfig& config, int64_t io_timeout_ms = 300000) {
     verbs::VerbsOptions options;
-    options.io_timeout_ms = io_timeout_ms;
+    options.timeouts.io_ms = io_timeout_ms;
     ASSERT_NO_FATAL_FAILURE(makeFakePair(config, options, &pair_));
     ASSERT_TRUE(
         pair_.server->registerMemory(buffer_.data(), buffer_.size(), MemoryType::kCuda, &mr_)

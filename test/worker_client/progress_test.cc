@@ -183,7 +183,7 @@ TEST_P(ProgressTest, ChecksumOn) {
 TEST_P(ProgressTest, ReducerThatDiesMidCallFailsTheCall) {
   auto servers = startServers(2);
   CollOptions o = options(servers);
-  o.timeout_ms = 20000;
+  o.timeouts.io_ms = 20000;
   std::vector<std::unique_ptr<CollClient>> clients;
   auto st = connectAll(std::vector<CollOptions>(2, o), &clients);
   for (auto& s : st) ASSERT_TRUE(s.isOk()) << s.toString();

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "tools/driver/plugin_library.h"
-#include "transport/tcp/tcp.h"
+#include "transport/network.h"
 
 namespace tally::commands::doctor {
 namespace {
@@ -140,19 +140,19 @@ LinkSpeed workerLinkSpeed(const Params& params, const std::string& sys_class_net
   LinkSpeed out;
   const std::string spec =
       params.socketIfname.empty() ? params.ncclSocketIfname : params.socketIfname;
-  std::vector<transport::tcp::Interface> ifaces;
-  Status st = transport::tcp::findInterfaces(spec, &ifaces);
+  std::vector<transport::Interface> ifaces;
+  Status st = transport::findInterfaces(spec, &ifaces);
   if (!st.isOk() || ifaces.empty()) {
     out.source = st.isOk() ? "no interface" : st.message();
     return out;
   }
-  const transport::tcp::Interface& iface = ifaces.front();
+  const transport::Interface& iface = ifaces.front();
   if (iface.loopback) {
     out.source = iface.name + " (loopback)";
     return out;
   }
   out.source = iface.name + " (" + sys_class_net + "/" + iface.name + "/speed)";
-  const int mbps = transport::tcp::linkSpeedMbps(iface.name, sys_class_net);
+  const int mbps = transport::linkSpeedMbps(iface.name, sys_class_net);
   if (mbps > 0) out.gbps = static_cast<double>(mbps) / 1000.0;
   return out;
 }

@@ -14,7 +14,7 @@
 
 #include "common/sizes.h"
 #include "protocol/wire.h"
-#include "transport/select.h"
+#include "transport/network.h"
 
 namespace tally::commands::doctor {
 namespace {
@@ -144,7 +144,7 @@ CheckResult checkTransport(const Params& params, int64_t connect_timeout_ms,
   Status st = transport::networkConfigFromParams(params, &config);
   // A reducer that cannot be reached fails with the network's reason (refused, unreachable),
   // which comes out only when its connect timeout ends with the probe's.
-  config.connect_timeout_ms = connect_timeout_ms;
+  config.timeouts.connect_ms = connect_timeout_ms;
   std::string why;
   if (st.isOk()) st = transport::openNetwork(config, network, &why);
   if (!st.isOk()) {
@@ -164,8 +164,7 @@ ReducerConnection connectOne(const std::string& address, const ProbeOptions& opt
   co.reducers = {address};
   co.slice_bytes = options.slice_bytes;
   co.window = options.window;
-  co.connect_timeout_ms = options.timeout_ms;
-  co.timeout_ms = options.timeout_ms;
+  co.timeouts = {options.timeout_ms, options.timeout_ms};
   co.job_token = options.job_token;
   co.job_token_file = options.job_token_file;
   co.checksum = options.checksum;

@@ -7,6 +7,7 @@
 
 #include "common/strings.h"
 #include "tools/commands/launch_env.h"
+#include "transport/network.h"
 
 namespace tally::commands {
 namespace {

@@ -42,7 +42,7 @@ Status finish(std::unique_ptr<Endpoint> endpoint, std::unique_ptr<side::SideChan
   TALLY_RETURN_IF_ERROR(decodeSetup(channel->peerSetup(), channel->peerName(), &peer));
   TALLY_RETURN_IF_ERROR(checkProvider(peer, *endpoint->domain(), channel->peerName()));
   return makeConnection(std::move(endpoint), std::move(channel), peer, max_requests,
-                        context.options.io_timeout_ms, out);
+                        context.options.timeouts.io_ms, out);
 }
 
 enum class ConnectState { kStart, kSetup, kDone };

@@ -117,7 +117,7 @@ class OfiMemoryRegion final : public MemoryRegion {
 struct CoreParams {
   std::string peer;                // for log lines and errors
   int max_requests = 256;          // in flight per direction
-  int64_t io_timeout_ms = 300000;  // 0: none
+  int64_t io_timeout_ms = 0;       // OfiOptions::timeouts.io_ms; 0: none
   uint64_t chunk_bytes = 0;        // agreed with the peer
   size_t inline_bytes = 0;         // largest payload carried in the control message
   size_t slot_bytes = 0;           // this side's control slot size

@@ -104,9 +104,8 @@ Status createNetwork(const OfiOptions& options, std::shared_ptr<Network>* out) {
 
   auto context = std::make_shared<ConnectContext>();
   context->options = options;
-  context->side.connect_timeout_ms = options.connect_timeout_ms;
-  context->side.setup_timeout_ms = options.connect_timeout_ms;
-  context->side.io_timeout_ms = options.io_timeout_ms;
+  context->side.timeouts = options.timeouts;
+  context->side.setup_timeout_ms = options.timeouts.connect_ms;
 
   std::vector<std::shared_ptr<Device>> devices;
   std::string names;

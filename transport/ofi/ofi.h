@@ -31,10 +31,9 @@ struct OfiOptions {
   // Numeric address Device::listen puts its side channel on when the domain's own address is
   // not an IP address (efa, verbs): empty picks the first interface tcp::findInterfaces offers.
   std::string side_address;
-  int64_t connect_timeout_ms = 120000;  // TALLY_CONNECT_TIMEOUT_MS: connect and setup
-  // TALLY_TIMEOUT_MS: an in-flight message that makes no progress for this long fails the
-  // connection with kTimeout; idle time between messages is fine. 0: never.
-  int64_t io_timeout_ms = 300000;
+  // connect_ms bounds connect and setup; io_ms: an in-flight message that makes no progress for
+  // this long fails the connection with kTimeout (idle time between messages is fine).
+  Timeouts timeouts;
   int max_requests = 256;  // default in-flight requests per direction
   // Largest payload chunk; 0: the provider's max_msg_size, capped at 1 GiB. Tests lower it to
   // cover message splitting.

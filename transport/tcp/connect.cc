@@ -37,13 +37,15 @@ uint64_t randomConnectionId() {
 class TcpPendingConnection final : public PendingConnection {
  public:
   TcpPendingConnection(const SockAddr& addr, std::string peer, int streams, int max_requests,
-                       uint64_t min_stripe, int64_t timeout_ms, int64_t io_timeout_ms)
+                       uint64_t min_stripe, int64_t timeout_ms, int64_t io_timeout_ms,
+                       bool inline_sends)
       : addr_(addr),
         peer_(std::move(peer)),
         max_requests_(max_requests),
         min_stripe_(min_stripe),
         timeout_ms_(timeout_ms),
         io_timeout_ms_(io_timeout_ms),
+        inline_sends_(inline_sends),
         streams_(static_cast<size_t>(streams)) {}
 
   // Re-entry contract: call until *conn is set or an error comes back. Each call does one
@@ -112,7 +114,7 @@ class TcpPendingConnection final : public PendingConnection {
         streams_.clear();
         state_ = ConnectState::kDone;
         return makeConnection(std::move(fds), peer_, max_requests_, min_stripe_, io_timeout_ms_,
-                              conn);
+                              inline_sends_, conn);
       }
       case ConnectState::kDone:
         return Status::internal("connect to peer " + peer_ +
@@ -188,6 +190,7 @@ class TcpPendingConnection final : public PendingConnection {
   const uint64_t min_stripe_;
   const int64_t timeout_ms_;
   const int64_t io_timeout_ms_;
+  const bool inline_sends_;
   ConnectState state_ = ConnectState::kStart;
   Clock::time_point deadline_{};
   std::vector<StreamState> streams_;
@@ -208,8 +211,8 @@ Status makePendingConnection(const SockAddr& addr, const std::string& peer,
   int max_requests =
       conn_options.max_requests > 0 ? conn_options.max_requests : options.max_requests;
   *out = std::make_unique<TcpPendingConnection>(addr, peer, streams, max_requests,
-                                                options.min_stripe, options.connect_timeout_ms,
-                                                options.io_timeout_ms);
+                                                options.min_stripe, options.timeouts.connect_ms,
+                                                options.timeouts.io_ms, options.inline_sends);
   return Status::ok();
 }
 

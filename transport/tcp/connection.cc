@@ -79,12 +79,7 @@ struct Stream {
 constexpr uint64_t kEagerBytes = 64 * 1024;
 // How long a clean EOF waits for sends whose bytes may all be out already (Core::fail).
 constexpr int64_t kEofSendGraceMs = 100;
-// Whether this thread may write a one-stripe send itself (allowInlineSends). Off by default: a
-// caller that polls many requests (a ring step) loses more by doing the write than the hand-off
-// to the send thread costs; a thread with nothing else to do (a reducer's engine) gains.
-thread_local bool t_inline_sends = false;
-
-// The sockets' SO_RCVTIMEO/SO_SNDTIMEO (TcpOptions::io_timeout_ms): a blocking call that moved no
+// The sockets' SO_RCVTIMEO/SO_SNDTIMEO (TcpOptions::timeouts.io_ms): a blocking call that moved no
 // byte for that long fails with EAGAIN.
 bool timedOut(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
 
@@ -150,10 +145,12 @@ Status readFull(int fd, uint8_t* data, uint64_t length, const std::string& peer,
 
 class Core : public std::enable_shared_from_this<Core> {
  public:
-  Core(std::vector<Fd> fds, std::string peer, int max_requests, uint64_t min_stripe)
+  Core(std::vector<Fd> fds, std::string peer, int max_requests, uint64_t min_stripe,
+       bool inline_sends)
       : peer_(std::move(peer)),
         max_requests_(max_requests),
         min_stripe_(min_stripe),
+        inline_sends_(inline_sends),
         streams_(fds.size()) {
     for (size_t i = 0; i < fds.size(); ++i) streams_[i].fd = std::move(fds[i]);
   }
@@ -230,6 +227,8 @@ class Core : public std::enable_shared_from_this<Core> {
   const std::string peer_;
   const int max_requests_;
   const uint64_t min_stripe_;
+  // A small send may be written by the posting thread (TcpOptions::inline_sends).
+  const bool inline_sends_;
 
   std::mutex close_mu_;  // serializes close(), the start and takeSocket(); taken before mu_
   bool joined_ = false;  // guarded by close_mu_
@@ -305,7 +304,7 @@ Status Core::isend(const void* data, size_t size, int tag, std::unique_ptr<Reque
     return Status::ok();
   }
   Stream& first = streams_[0];
-  if (t_inline_sends && n == 1 && first.sends.empty() && !first.writing) {
+  if (inline_sends_ && n == 1 && first.sends.empty() && !first.writing) {
     // Nothing queued ahead on stream 0: try the socket from this thread, without waking the
     // stream's send thread. What the socket does not take at once goes to that thread, first.
     first.writing = true;
@@ -667,11 +666,8 @@ void Core::stripeLoop(size_t index) {
 
 }  // namespace
 
-// Declared where it is used for now (reducer/server_internal.h); it belongs in tcp.h.
-void allowInlineSends(bool allow) { t_inline_sends = allow; }
-
 Status makeConnection(std::vector<Fd> fds, const std::string& peer, int max_requests,
-                      uint64_t min_stripe, int64_t io_timeout_ms,
+                      uint64_t min_stripe, int64_t io_timeout_ms, bool inline_sends,
                       std::unique_ptr<Connection>* out) {
   if (fds.empty() || fds.size() > static_cast<size_t>(kMaxStreams)) {
     return Status::internal("a TCP connection needs 1 to " + std::to_string(kMaxStreams) +
@@ -684,7 +680,8 @@ Status makeConnection(std::vector<Fd> fds, const std::string& peer, int max_requ
   }
   int streams = static_cast<int>(fds.size());
   auto core =
-      std::make_shared<Core>(std::move(fds), peer, max_requests > 0 ? max_requests : 1, min_stripe);
+      std::make_shared<Core>(std::move(fds), peer, max_requests > 0 ? max_requests : 1, min_stripe,
+                             inline_sends);
   TALLY_INFO(log::kNet, "tcp: connected to peer %s over %d socket(s)", peer.c_str(), streams);
   *out = std::make_unique<TcpConnection>(std::move(core));
   return Status::ok();

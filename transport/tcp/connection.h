@@ -9,7 +9,7 @@
 //   reads straight into the user buffer. One exception: a message of at most 64 KiB that
 //   arrives before its receive is posted is read into a connection buffer and copied when the
 //   receive comes, so a header and its payload cost no extra thread wake-ups. A request is done
-//   when all its stripes are. A thread that called allowInlineSends(true) (tcp.h) writes a
+//   when all its stripes are. With TcpOptions::inline_sends the posting thread writes a
 //   small send itself when nothing is queued.
 //
 // Threads and locks
@@ -31,8 +31,9 @@ namespace tally::transport::tcp {
 
 // Builds a Connection over connected sockets, fds[i] being stream i (its helper threads start
 // with the first isend or irecv; until then a one-socket connection can hand its socket over). On error the sockets are closed and *out is untouched.
-// io_timeout_ms is TcpOptions::io_timeout_ms.
+// io_timeout_ms and inline_sends are TcpOptions::timeouts.io_ms and TcpOptions::inline_sends.
 Status makeConnection(std::vector<Fd> fds, const std::string& peer, int max_requests,
-                      uint64_t min_stripe, int64_t io_timeout_ms, std::unique_ptr<Connection>* out);
+                      uint64_t min_stripe, int64_t io_timeout_ms, bool inline_sends,
+                      std::unique_ptr<Connection>* out);
 
 }  // namespace tally::transport::tcp

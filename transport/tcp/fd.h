@@ -1,36 +1,10 @@
-// A small owner for a file descriptor: closes it when destroyed. Move-only.
+// The TCP backend names the descriptor owner (common/fd.h) as its own.
 #pragma once
 
-#include <unistd.h>
-
-#include <utility>
+#include "common/fd.h"
 
 namespace tally::transport::tcp {
 
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) reset(std::exchange(other.fd_, -1));
-    return *this;
-  }
-  ~Fd() { reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  // Gives up ownership without closing.
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
+using ::tally::Fd;
 
 }  // namespace tally::transport::tcp

@@ -1,4 +1,5 @@
-#include "transport/tcp/frames.h"
+// The raw stream framing (transport/raw_stream.h): the TCP backend's message header (wire.h).
+#include "transport/raw_stream.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -9,9 +10,19 @@
 #include <chrono>
 #include <cstring>
 
+#include "transport/tcp/socket.h"
+#include "transport/tcp/wire.h"
 #include "transport/transport.h"
 
-namespace tally::transport::tcp {
+namespace tally::transport {
+
+using tcp::decodeHeader;
+using tcp::encodeHeader;
+using tcp::Header;
+using tcp::kHeaderBytes;
+using tcp::kHeaderMagic;
+static_assert(kHeaderBytes == kFrameHeaderBytes, "raw stream frames carry the TCP header");
+
 namespace {
 
 // Staged reads take up to this much per recv; a body of at least half of it is read in place.
@@ -106,11 +117,12 @@ Status FrameReader::read(int fd, Event* event) {
     const size_t staged = end_ - begin_;
     if (state_ == State::kHeader) {
       if (staged >= kHeaderBytes) {
-        header_ = decodeHeader(stage_.get() + begin_);
-        if (header_.magic != kHeaderMagic) {
+        const Header header = decodeHeader(stage_.get() + begin_);
+        if (header.magic != kHeaderMagic) {
           return protocolViolation(StatusCode::kRemote,
                                    "peer " + peer_ + " sent garbage instead of a message header");
         }
+        header_ = FrameHeader{header.tag, header.size};
         begin_ += kHeaderBytes;
         state_ = State::kAwaitBody;
         *event = Event::kHeader;
@@ -276,4 +288,8 @@ Status recvFrame(int fd, int tag, void* body, size_t capacity, size_t* size, int
   return Status::ok();
 }
 
-}  // namespace tally::transport::tcp
+Status setStreamNonBlocking(int fd, bool non_blocking) {
+  return tcp::setNonBlocking(fd, non_blocking);
+}
+
+}  // namespace tally::transport

@@ -116,10 +116,15 @@ Status listInterfaces(std::vector<Interface>* out) {
   return Status::ok();
 }
 
+}  // namespace tally::transport::tcp
+
+namespace tally::transport {
+
+// The network layer's interface choice (network.h) is TCP's.
 Status findInterfaces(const std::string& spec, std::vector<Interface>* out) {
   std::vector<Interface> candidates;
-  TALLY_RETURN_IF_ERROR(listInterfaces(&candidates));
-  return selectInterfaces(spec, candidates, out);
+  TALLY_RETURN_IF_ERROR(tcp::listInterfaces(&candidates));
+  return tcp::selectInterfaces(spec, candidates, out);
 }
 
 int linkSpeedMbps(const std::string& name, const std::string& sys_class_net) {
@@ -129,4 +134,4 @@ int linkSpeedMbps(const std::string& name, const std::string& sys_class_net) {
   return speed;
 }
 
-}  // namespace tally::transport::tcp
+}  // namespace tally::transport

@@ -23,7 +23,7 @@ Status makePendingConnection(const SockAddr& addr, const std::string& peer,
 // arguments are makeConnection's (connection.h).
 using ConnectionMaker =
     std::function<Status(std::vector<Fd> fds, const std::string& peer, int max_requests,
-                         uint64_t min_stripe, int64_t io_timeout_ms,
+                         uint64_t min_stripe, int64_t io_timeout_ms, bool inline_sends,
                          std::unique_ptr<Connection>* out)>;
 
 // A listener bound to `addr` (port 0: an ephemeral port). `make` is makeConnection unless a test

@@ -348,21 +348,22 @@ class TcpListener final : public Listener {
     grouped_sockets_ -= done.fds.size();
     std::unique_ptr<Connection> conn;
     TALLY_RETURN_IF_ERROR(make_(std::move(done.fds), done.peer, options_.max_requests,
-                                done.min_stripe, options_.io_timeout_ms, &conn));
+                                done.min_stripe, options_.timeouts.io_ms,
+                                options_.inline_sends, &conn));
     ready_.push_back(std::move(conn));
     return Status::ok();
   }
 
   // Drops sockets and partial connections that did not complete within the connect timeout.
   void expire() {
-    auto limit = Clock::now() - std::chrono::milliseconds(options_.connect_timeout_ms);
+    auto limit = Clock::now() - std::chrono::milliseconds(options_.timeouts.connect_ms);
     for (size_t i = 0; i < incoming_.size();) {
       if (incoming_[i].since < limit) {
         uint64_t count = 0;
         if (expired_.note(&count)) {
           TALLY_WARN("tcp: dropping peer %s on %s: no hello within %" PRId64
                      " ms; %" PRIu64 " dropped so since the last report",
-                     incoming_[i].peer.c_str(), address_.c_str(), options_.connect_timeout_ms,
+                     incoming_[i].peer.c_str(), address_.c_str(), options_.timeouts.connect_ms,
                      count);
         }
         incoming_.erase(incoming_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -379,7 +380,7 @@ class TcpListener final : public Listener {
           TALLY_WARN("tcp: dropping a connection on %s: %d of %zu streams within %" PRId64
                      " ms; %" PRIu64 " dropped so since the last report",
                      address_.c_str(), it->second.arrived, it->second.fds.size(),
-                     options_.connect_timeout_ms, count);
+                     options_.timeouts.connect_ms, count);
         }
         grouped_sockets_ -= static_cast<size_t>(it->second.arrived);
         it = groups_.erase(it);

@@ -186,7 +186,7 @@ class Handshake {
   }
 
   Status checkDeadline() const {
-    const int64_t limit = device_->options().connect_timeout_ms;
+    const int64_t limit = device_->options().timeouts.connect_ms;
     if (limit <= 0 || Clock::now() - start_ < std::chrono::milliseconds(limit)) {
       return Status::ok();
     }
@@ -249,10 +249,10 @@ class VerbsAcceptedSetup final : public AcceptedSetup {
 
 side::SideOptions sideOptions(const VerbsOptions& options) {
   side::SideOptions side;
-  side.connect_timeout_ms = options.connect_timeout_ms;
-  side.setup_timeout_ms = options.connect_timeout_ms;
+  side.timeouts.connect_ms = options.timeouts.connect_ms;
+  side.setup_timeout_ms = options.timeouts.connect_ms;
   // The side channel carries nothing after setup, so no I/O timeout applies to it.
-  side.io_timeout_ms = 0;
+  side.timeouts.io_ms = 0;
   side.max_message_bytes = 64;
   return side;
 }
@@ -264,8 +264,7 @@ Status makePendingConnection(std::shared_ptr<DeviceContext> device, const std::s
   tcp::TcpOptions tcp;
   tcp.sockets = 1;
   tcp.max_requests = 4;
-  tcp.connect_timeout_ms = side.connect_timeout_ms;
-  tcp.io_timeout_ms = side.io_timeout_ms;
+  tcp.timeouts = side.timeouts;
   ConnectionOptions tcp_conn;
   tcp_conn.sockets = 1;
   tcp_conn.max_requests = 4;

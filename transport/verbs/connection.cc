@@ -234,7 +234,7 @@ Status Core::iflush(int n, void* const* data, const size_t* sizes, MemoryRegion*
     }
     if (!flush_) {
       TALLY_RETURN_IF_ERROR(FlushQp::create(device_, max_requests_ * kMaxRecvs,
-                                            options_.io_timeout_ms, peer_, &flush_));
+                                            options_.timeouts.io_ms, peer_, &flush_));
     }
     flush = flush_;
   }

@@ -367,8 +367,8 @@ void Core::watchPeer() {
 }
 
 void Core::checkTimeoutsLocked() {
-  if (options_.io_timeout_ms <= 0) return;
-  const auto limit = Clock::now() - std::chrono::milliseconds(options_.io_timeout_ms);
+  if (options_.timeouts.io_ms <= 0) return;
+  const auto limit = Clock::now() - std::chrono::milliseconds(options_.timeouts.io_ms);
   for (const auto& op : writing_) {
     if (!op->done && op->posted_at < limit) {
       return failLocked(Status::timeout("peer " + peer_ + " did not take a message of " +

@@ -24,11 +24,10 @@ struct VerbsOptions {
   std::string hca;
   int qps_per_connection = 2;           // TALLY_IB_QPS_PER_CONNECTION, 1..16
   int max_requests = 256;               // in-flight requests per direction, by default
-  int64_t connect_timeout_ms = 120000;  // TALLY_CONNECT_TIMEOUT_MS
-  // TALLY_TIMEOUT_MS: a send whose data the device has not delivered, or a receive that got part
-  // of its data and then nothing, for this long fails the connection. Waiting for the peer to
-  // post a receive or to send is idle time and never times out. 0: no limit.
-  int64_t io_timeout_ms = 300000;
+  // connect_ms bounds connect and setup. io_ms: a send whose data the device has not delivered,
+  // or a receive that got part of its data and then nothing, for this long fails the connection.
+  // Waiting for the peer to post a receive or to send is idle time and never times out.
+  Timeouts timeouts;
   // TALLY_SOCKET_IFNAME syntax: the interface whose address Device::listen's side channel binds.
   std::string side_ifname;
   int gid_index = -1;  // RoCE GID table index; -1 picks one (ports.h chooseGidIndex)

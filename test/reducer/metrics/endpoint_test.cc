@@ -85,8 +85,8 @@ TEST(MetricsEndpointTest, ScrapesExactCountsOfARealRun) {
   worker_client::CollOptions o;
   o.reducers = {reducer};
   o.slice_bytes = 64 * 1024;
-  o.connect_timeout_ms = 10000;
-  o.timeout_ms = 10000;
+  o.timeouts.connect_ms = 10000;
+  o.timeouts.io_ms = 10000;
   std::vector<std::unique_ptr<worker_client::CollClient>> clients;
   auto st = reducer::test::connectAll(std::vector<worker_client::CollOptions>(kRanks, o), &clients);
   for (auto& s : st) ASSERT_TRUE(s.isOk()) << s.toString();

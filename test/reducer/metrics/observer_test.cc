@@ -9,7 +9,7 @@
 #include "protocol/wire.h"
 #include "test/support/counting_observer.h"
 #include "test/support/harness.h"
-#include "transport/tcp/tcp.h"
+#include "transport/network.h"
 
 namespace tally::reducer::test {
 // The protocol and the worker-side client, as the tests drive both ends.
@@ -25,7 +25,6 @@ std::unique_ptr<ReducerServer> startObserved(ServerObserver* observer) {
   ServerOptions o;
   o.listen = "127.0.0.1:0";
   o.threads = 2;
-  o.tcp.sockets = 1;
   o.observer = observer;
   std::unique_ptr<ReducerServer> s;
   Status st = ReducerServer::start(o, &s);
@@ -37,10 +36,10 @@ std::unique_ptr<ReducerServer> startObserved(ServerObserver* observer) {
 class RawWorker {
  public:
   Status connect(const std::string& address) {
-    transport::tcp::TcpOptions tcp;
-    tcp.sockets = 1;
-    tcp.connect_timeout_ms = 5000;
-    return transport::tcp::connectBlocking(address, tcp, transport::ConnectionOptions{}, &conn_);
+    transport::NetworkConfig net;
+    net.tcp.sockets = 1;
+    net.timeouts.connect_ms = 5000;
+    return transport::connectDefault(address, net, transport::ConnectionOptions{}, &conn_);
   }
   Status send(const void* data, size_t size) {
     std::unique_ptr<transport::Request> req;

@@ -84,8 +84,7 @@ struct Server {
     o.listen = "127.0.0.1:0";
     o.threads = 2;
     o.window = 4;
-    o.tcp.sockets = 1;
-    o.tcp.connect_timeout_ms = 2000;  // half-open raw sessions are dropped after this
+    o.timeouts.connect_ms = 2000;  // half-open raw sessions are dropped after this
     o.pool_cache_bytes = 8 << 20;
     o.job_token = token;
     o.observer = &counter;

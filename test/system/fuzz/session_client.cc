@@ -1,20 +1,22 @@
 #include "session_client.h"
 
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
+#include <cstring>
 #include <chrono>
+#include <string>
 #include <vector>
 
 #include "common/strings.h"
 #include "protocol/opening.h"
 #include "protocol/slicing.h"
 #include "protocol/wire.h"
-#include "transport/tcp/socket.h"
-#include "transport/tcp/tcp.h"
+#include "transport/network.h"
 
 namespace tally::fuzz::session {
 namespace {
@@ -26,10 +28,10 @@ constexpr int64_t kStepMs = 5000;  // health check: each step's deadline
 }  // namespace
 
 Status Client::connect(const std::string& address) {
-  transport::tcp::TcpOptions tcp;
-  tcp.sockets = 1;
-  tcp.connect_timeout_ms = kStepMs;
-  Status st = transport::tcp::connectBlocking(address, tcp, transport::ConnectionOptions{}, &conn_);
+  transport::NetworkConfig net;
+  net.tcp.sockets = 1;
+  net.timeouts.connect_ms = kStepMs;
+  Status st = transport::connectDefault(address, net, transport::ConnectionOptions{}, &conn_);
   if (!st.isOk()) dead_ = true;
   return st;
 }
@@ -78,16 +80,21 @@ Status Client::recv(void* data, size_t capacity, int tag, int64_t timeout_ms, si
 void sendRaw(const std::string& address, const uint8_t* data, size_t size) {
   std::string host;
   uint16_t port = 0;
-  transport::tcp::SockAddr addr;
-  if (!splitHostPort(address, &host, &port).isOk() ||
-      !transport::tcp::resolve(host, port, false, &addr).isOk()) {
-    return;
-  }
-  const int fd = ::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (!splitHostPort(address, &host, &port).isOk()) return;
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return;
+  sockaddr_storage addr{};
+  const socklen_t addr_length = found->ai_addrlen;
+  std::memcpy(&addr, found->ai_addr, found->ai_addrlen);
+  const int family = found->ai_family;
+  ::freeaddrinfo(found);
+  const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return;
   timeval send_timeout{1, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
-  if (::connect(fd, addr.get(), addr.length) == 0) {
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), addr_length) == 0) {
     size_t sent = 0;
     while (sent < size) {
       ssize_t n = ::send(fd, data + sent, size - sent, MSG_NOSIGNAL);

@@ -40,7 +40,7 @@
 #include "test/support/raw_streams.h"
 #include "test/support/reducer_child.h"
 #include "test/system/reliability/reliability_support.h"
-#include "transport/tcp/frames.h"
+#include "transport/raw_stream.h"
 
 namespace tally::reliability {
 namespace {
@@ -254,8 +254,8 @@ enum class Stall { kMidPayload, kNotReading };
 // Joins a one-rank communicator over `streams` sockets, then stalls: stops 100 bytes into a
 // slice's payload, or sends slices and never reads their results until the socket takes no more.
 void stallMember(const std::string& address, int streams, Stall stall, uint64_t id,
-                 std::vector<tcp::Fd>* out) {
-  std::vector<tcp::Fd> fds = connectStreams(address, streams, id);
+                 std::vector<Fd>* out) {
+  std::vector<Fd> fds = connectStreams(address, streams, id);
   ASSERT_EQ(fds.size(), static_cast<size_t>(streams));
   const int fd = fds[0].get();
   ASSERT_NO_FATAL_FAILURE(join(fd, helloFor(id, 1, kSliceBytes), true));
@@ -277,7 +277,7 @@ TEST(Pressure, A_StalledMembersAreReleasedAtTheIoTimeout) {
   PressuredReducer r;
   Status st = r.start({});
   ASSERT_TRUE(st.isOk()) << st.toString();
-  std::vector<std::vector<tcp::Fd>> held;
+  std::vector<std::vector<Fd>> held;
   uint64_t id = 0;
   for (int streams : {1, 2}) {
     for (Stall stall : {Stall::kMidPayload, Stall::kNotReading}) {
@@ -315,7 +315,7 @@ TEST(Pressure, B_RunningOutOfDescriptors) {
   });
   ASSERT_TRUE(st.isOk()) << st.toString();
   const int port = reducer::test::portOf(r.address());
-  std::vector<tcp::Fd> held;
+  std::vector<Fd> held;
   for (int i = 0; i < 300; ++i) {
     held.push_back(rawConnect(port));
     ASSERT_TRUE(held.back().valid());
@@ -342,7 +342,7 @@ TEST(Pressure, D_SquattedCommunicatorsAreFreedAtTheJoinTimeout) {
   PressuredReducer r;
   Status st = r.start({"--max-memory", "1G"});
   ASSERT_TRUE(st.isOk()) << st.toString();
-  std::vector<std::vector<tcp::Fd>> held;
+  std::vector<std::vector<Fd>> held;
   for (uint64_t id = 1; id <= 4; ++id) {
     held.push_back(connectStreams(r.address(), 1, id));
     ASSERT_EQ(held.back().size(), 1u);
@@ -382,7 +382,7 @@ pid_t startSquatter(const std::string& address, int count) {
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::close(ready[0]);
-    std::vector<std::vector<tcp::Fd>> held;
+    std::vector<std::vector<Fd>> held;
     for (int i = 0; i < count; ++i) {
       held.push_back(connectStreams(address, 1, 0x5100 + static_cast<uint64_t>(i)));
       if (held.back().empty()) _exit(1);
@@ -454,17 +454,17 @@ TEST(Pressure, F_JunkIsDroppedAndCountedByCause) {
   Status st = r.start({});
   ASSERT_TRUE(st.isOk()) << st.toString();
   const int port = reducer::test::portOf(r.address());
-  tcp::Fd bad_hello = rawConnect(port);
+  Fd bad_hello = rawConnect(port);
   std::array<uint8_t, tcp::kHelloBytes> junk;
   junk.fill(0x5a);
   ASSERT_EQ(::send(bad_hello.get(), junk.data(), junk.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(junk.size()));
-  tcp::Fd no_hello = rawConnect(port);
+  Fd no_hello = rawConnect(port);
   ASSERT_TRUE(no_hello.valid());
 
   std::array<uint8_t, wire::kMaxHeaderBytes> buf;
   size_t got = 0;
-  std::vector<tcp::Fd> bad_magic = connectStreams(r.address(), 1, 0xf1);
+  std::vector<Fd> bad_magic = connectStreams(r.address(), 1, 0xf1);
   ASSERT_EQ(bad_magic.size(), 1u);
   ASSERT_TRUE(recvMsg(bad_magic[0].get(), &buf, &got).isOk());  // the Challenge
   std::array<uint8_t, tcp::kHeaderBytes + 8> garbage;
@@ -472,15 +472,15 @@ TEST(Pressure, F_JunkIsDroppedAndCountedByCause) {
   ASSERT_EQ(::send(bad_magic[0].get(), garbage.data(), garbage.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(garbage.size()));
 
-  std::vector<tcp::Fd> oversized = connectStreams(r.address(), 2, 0xf2);
+  std::vector<Fd> oversized = connectStreams(r.address(), 2, 0xf2);
   ASSERT_EQ(oversized.size(), 2u);
   ASSERT_TRUE(recvMsg(oversized[0].get(), &buf, &got).isOk());
   std::vector<uint8_t> big(32 * 1024, 0x11);
-  EXPECT_TRUE(tcp::sendFrame(oversized[0].get(), wire::kTagHeader, big.data(), big.size(),
+  EXPECT_TRUE(transport::sendFrame(oversized[0].get(), wire::kTagHeader, big.data(), big.size(),
                              kWaitMs, "reducer")
                   .isOk());
 
-  std::vector<tcp::Fd> bad_slice = connectStreams(r.address(), 1, 0xf3);
+  std::vector<Fd> bad_slice = connectStreams(r.address(), 1, 0xf3);
   ASSERT_EQ(bad_slice.size(), 1u);
   ASSERT_NO_FATAL_FAILURE(join(bad_slice[0].get(), helloFor(3, 1, kSliceBytes), true));
   wire::SliceHeader h;

@@ -35,7 +35,6 @@ const std::string kOtherToken = "tally-test-other-job-token-93b1";
 std::unique_ptr<ReducerServer> startServer(const std::string& token, CountingObserver* obs) {
   ServerOptions o;
   o.threads = 2;
-  o.tcp.sockets = 1;
   o.job_token = auth::JobToken(token);
   o.observer = obs;
   std::unique_ptr<ReducerServer> s;
@@ -49,8 +48,8 @@ CollOptions optionsFor(const std::vector<ReducerServer*>& servers, const std::st
   for (auto* s : servers) o.reducers.push_back(s->address());
   o.slice_bytes = 64 * 1024;
   o.window = 8;
-  o.connect_timeout_ms = 5000;
-  o.timeout_ms = 10000;
+  o.timeouts.connect_ms = 5000;
+  o.timeouts.io_ms = 10000;
   o.job_token = token;
   return o;
 }
@@ -150,11 +149,11 @@ TEST(AuthTest, SilentConnectionsLoseTheirSlotsAtTheAuthTimeout) {
     o.observer = &obs;
     std::unique_ptr<ReducerServer> server;
     ASSERT_TRUE(ReducerServer::start(o, &server).isOk());
-    transport::tcp::TcpOptions tcp;
-    tcp.sockets = sockets;
+    transport::NetworkConfig net;
+    net.tcp.sockets = sockets;
     std::vector<std::unique_ptr<transport::Connection>> silent(4);
     for (auto& c : silent) {
-      ASSERT_TRUE(transport::tcp::connectBlocking(server->address(), tcp, {}, &c).isOk());
+      ASSERT_TRUE(transport::connectDefault(server->address(), net, {}, &c).isOk());
     }
     ASSERT_TRUE(waitUntil([&] { return obs.peak_connections.load() == 4; }));
     const auto start = std::chrono::steady_clock::now();
@@ -344,9 +343,13 @@ TEST(AuthTest, ReplayedAnswerIsRefused) {
 class Impostor {
  public:
   explicit Impostor(bool require_token) {
-    transport::tcp::TcpOptions tcp;
-    tcp.sockets = 1;
-    EXPECT_TRUE(transport::tcp::listenAt("127.0.0.1:0", tcp, &listener_).isOk());
+    transport::NetworkConfig net;
+    net.tcp.sockets = 1;
+    std::shared_ptr<transport::Network> network;
+    EXPECT_TRUE(transport::openDefaultNetwork(net, &network).isOk());
+    if (network) {
+      EXPECT_TRUE(network->listenAt("127.0.0.1:0", &listener_).isOk());
+    }
     thread_ = std::thread([this, require_token] { run(require_token); });
   }
   ~Impostor() { join(); }
@@ -398,7 +401,7 @@ TEST(AuthTest, ImpostorReducerGetsNoSlice) {
   auto impostor = std::make_unique<Impostor>(/*require_token=*/true);
   CollOptions o;
   o.reducers = {impostor->address()};
-  o.connect_timeout_ms = 5000;
+  o.timeouts.connect_ms = 5000;
   o.job_token = kToken;
   auto st = reducer::test::connectAll({o}, &clients);
   EXPECT_FALSE(st[0].isOk());
@@ -417,7 +420,7 @@ TEST(AuthTest, ImpostorWithoutTokenIsToldWhy) {
   auto impostor = std::make_unique<Impostor>(/*require_token=*/false);
   CollOptions o;
   o.reducers = {impostor->address()};
-  o.connect_timeout_ms = 5000;
+  o.timeouts.connect_ms = 5000;
   o.job_token = kToken;
   auto st = reducer::test::connectAll({o}, &clients);
   EXPECT_FALSE(st[0].isOk());

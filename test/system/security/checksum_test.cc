@@ -57,7 +57,6 @@ class ChecksumTest : public ::testing::Test {
   void SetUp() override {
     ServerOptions o;
     o.threads = 2;
-    o.tcp.sockets = 1;
     o.observer = &obs_;
     ASSERT_TRUE(ReducerServer::start(o, &server_).isOk());
     proxy_ = FlipProxy::start(server_->address());
@@ -102,8 +101,8 @@ class ChecksumTest : public ::testing::Test {
     CollOptions o;
     o.reducers = {proxy_->address()};
     o.slice_bytes = 64 * 1024;
-    o.connect_timeout_ms = 5000;
-    o.timeout_ms = 5000;
+    o.timeouts.connect_ms = 5000;
+    o.timeouts.io_ms = 5000;
     o.checksum = checksum;
     std::vector<std::unique_ptr<CollClient>> clients;
     Outcome out;
@@ -209,7 +208,7 @@ TEST_F(ChecksumTest, FlippedResultIsAnErrorNeverAWrongSum) {
 TEST_F(ChecksumTest, RanksThatDisagreeAreRefused) {
   CollOptions on;
   on.reducers = {server_->address()};
-  on.connect_timeout_ms = 1500;
+  on.timeouts.connect_ms = 1500;
   on.checksum = true;
   CollOptions off = on;
   off.checksum = false;

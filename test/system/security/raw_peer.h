@@ -9,7 +9,7 @@
 #include <string>
 
 #include "protocol/wire.h"
-#include "transport/tcp/tcp.h"
+#include "transport/network.h"
 
 namespace tally::security_test {
 
@@ -24,12 +24,12 @@ class RawPeer {
   ~RawPeer() { conn_->close(); }
 
   static Status connect(const std::string& address, std::unique_ptr<RawPeer>* out) {
-    transport::tcp::TcpOptions tcp;
-    tcp.sockets = 1;
-    tcp.connect_timeout_ms = kWaitMs;
+    transport::NetworkConfig net;
+    net.tcp.sockets = 1;
+    net.timeouts.connect_ms = kWaitMs;
     std::unique_ptr<transport::Connection> conn;
     TALLY_RETURN_IF_ERROR(
-        transport::tcp::connectBlocking(address, tcp, transport::ConnectionOptions{}, &conn));
+        transport::connectDefault(address, net, transport::ConnectionOptions{}, &conn));
     *out = std::make_unique<RawPeer>(std::move(conn));
     return Status::ok();
   }

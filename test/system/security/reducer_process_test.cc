@@ -121,7 +121,7 @@ class TokenProcessTest : public ::testing::Test {
                            const std::string& token_file = "") {
     worker_client::CollOptions o;
     o.reducers = {reducer};
-    o.connect_timeout_ms = 5000;
+    o.timeouts.connect_ms = 5000;
     o.job_token = token;
     o.job_token_file = token_file;
     std::vector<std::unique_ptr<worker_client::CollClient>> clients;

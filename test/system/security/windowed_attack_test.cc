@@ -19,7 +19,6 @@ using reducer::ReducerServer;
 std::unique_ptr<ReducerServer> startServer() {
   reducer::ServerOptions o;
   o.threads = 2;
-  o.tcp.sockets = 1;
   std::unique_ptr<ReducerServer> s;
   Status st = ReducerServer::start(o, &s);
   EXPECT_TRUE(st.isOk()) << st.toString();

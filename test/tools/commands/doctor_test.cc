@@ -24,7 +24,7 @@
 #include "tools/commands/doctor_host.h"
 #include "tools/commands/doctor_probe.h"
 #include "tools/driver/process.h"
-#include "transport/tcp/tcp.h"
+#include "transport/network.h"
 
 namespace tally::commands::doctor {
 namespace {
@@ -246,8 +246,8 @@ TEST(DoctorHost, LinkSpeedFromSys) {
   EXPECT_FALSE(lo.gbps.has_value());
   EXPECT_NE(lo.source.find("loopback"), std::string::npos) << lo.source;
 
-  std::vector<transport::tcp::Interface> ifaces;
-  ASSERT_TRUE(transport::tcp::findInterfaces("", &ifaces).isOk());
+  std::vector<transport::Interface> ifaces;
+  ASSERT_TRUE(transport::findInterfaces("", &ifaces).isOk());
   if (ifaces.empty() || ifaces[0].loopback) GTEST_SKIP() << "no interface but loopback";
   std::unique_ptr<driver::TempDir> dir;
   ASSERT_TRUE(driver::TempDir::create("doctor-sys", &dir).isOk());

@@ -1,6 +1,8 @@
-// The TCP backend's framing (wire.h: a Header, then the message body) on one socket that the
-// caller drives itself, for event loops that own sockets handed over by Connection::takeSocket:
-// the reducer's loops and the worker's progress thread. One stream, so no stripes.
+// A raw stream: the one socket of a connection handed over by Connection::takeSocket, which the
+// caller then drives itself in the connection's own framing (a header of kFrameHeaderBytes with
+// the tag and size, then the message body), for event loops that own many sockets: the reducer's
+// loops and the worker's progress thread. One stream, so no stripes. Only the TCP backend hands
+// sockets over; the framing is its own, implemented beside it.
 //
 // FrameReader and FrameQueue do non-blocking I/O and say when the socket has nothing more to
 // give or take (wait for EPOLLIN / EPOLLOUT then). sendFrame and recvFrame block up to a timeout,
@@ -16,9 +18,21 @@
 
 #include "common/small_pool.h"
 #include "common/status.h"
-#include "transport/tcp/wire.h"
+#include "common/fd.h"
 
-namespace tally::transport::tcp {
+namespace tally::transport {
+
+// Bytes of a frame's header on the stream.
+inline constexpr size_t kFrameHeaderBytes = 16;
+
+// A frame's header as read: the tag its sender gave it and the size of the body that follows.
+struct FrameHeader {
+  int32_t tag = 0;
+  uint64_t size = 0;
+};
+
+// Sets a handed-over socket non-blocking (for FrameReader and FrameQueue) or back to blocking.
+Status setStreamNonBlocking(int fd, bool non_blocking);
 
 // Reads messages with as few recv calls as it can: headers and small bodies come through a
 // staging buffer, several per call; a large body is read straight into its destination, and
@@ -38,7 +52,7 @@ class FrameReader {
   // Reads until an event or until the socket has nothing more. Errors: the peer closed (kRemote;
   // cleanEof() tells whether between messages), garbage instead of a header, a failed recv.
   Status read(int fd, Event* event);
-  const Header& header() const { return header_; }
+  const FrameHeader& header() const { return header_; }
   // Where the body of header() goes: header().size bytes, which the caller checked fit.
   void setBody(uint8_t* body);
   // The last error was an EOF between two messages (how a peer normally ends).
@@ -58,7 +72,7 @@ class FrameReader {
   size_t begin_ = 0;  // unread staged bytes are [begin_, end_)
   size_t end_ = 0;
   State state_ = State::kHeader;
-  Header header_{};
+  FrameHeader header_{};
   uint8_t* body_ = nullptr;
   uint64_t body_got_ = 0;
   bool clean_eof_ = false;
@@ -86,7 +100,7 @@ class FrameQueue {
 
  private:
   struct Message {
-    uint8_t header[kHeaderBytes];
+    uint8_t header[kFrameHeaderBytes];
     const uint8_t* body;
     uint64_t size;
     uint64_t sent;  // bytes of header and body written
@@ -102,4 +116,4 @@ Status sendFrame(int fd, int tag, const void* body, size_t size, int64_t timeout
 Status recvFrame(int fd, int tag, void* body, size_t capacity, size_t* size, int64_t timeout_ms,
                  const std::string& peer);
 
-}  // namespace tally::transport::tcp
+}  // namespace tally::transport
