@@ -4,6 +4,7 @@
 //
 // Core needs: sync() (a RequestSync<Op> for CoreRequest); for CoreConnection also isend, irecv,
 // registerMemory, registerDmaBuf and iflush with Connection's signatures, close() and peer().
+// CoreBase gives sync() and peer().
 #pragma once
 
 #include <chrono>
@@ -103,6 +104,28 @@ Status waitOp(const RequestSync<Op>& sync, const Op& op, int64_t timeout_ms, siz
   copySizesLocked(sync, op, sizes);
   return Status::ok();
 }
+
+// The part every RDMA backend's Core shares: the lock its requests finish under, the condition
+// variable signalled when an Op finishes or the connection fails, the sticky error, the peer's
+// name, and the sync() and peer() that CoreRequest and CoreConnection call. `send_size` names the
+// Op field holding a send's size.
+template <class Op, uint64_t Op::*send_size>
+class CoreBase {
+ public:
+  // What its requests (CoreRequest) test and wait under.
+  RequestSync<Op> sync() { return {mu_, done_cv_, failed_, error_, peer_, send_size}; }
+  const std::string& peer() const { return peer_; }
+
+ protected:
+  explicit CoreBase(std::string peer) : peer_(std::move(peer)) {}
+  ~CoreBase() = default;
+
+  const std::string peer_;
+  std::mutex mu_;
+  std::condition_variable done_cv_;
+  bool failed_ = false;  // mu_; set once, with error_
+  Status error_;         // mu_; the first failure wins
+};
 
 template <class Core, class Op>
 class CoreRequest final : public Request {

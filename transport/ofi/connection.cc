@@ -28,7 +28,10 @@ std::shared_ptr<Op> newOp() { return std::allocate_shared<Op>(PoolAllocator<Op>(
 
 Core::Core(std::unique_ptr<Endpoint> endpoint, std::unique_ptr<side::SideChannel> side,
            const CoreParams& params)
-    : endpoint_(std::move(endpoint)), side_(std::move(side)), params_(params) {}
+    : CoreBase(params.peer),
+      endpoint_(std::move(endpoint)),
+      side_(std::move(side)),
+      params_(params) {}
 
 Core::~Core() { close(); }
 
@@ -163,7 +166,7 @@ Status Core::iflush(int n, void* const* data, const size_t* sizes, MemoryRegion*
 Status Core::registerDmaBuf(void* /*data*/, size_t size, int fd, uint64_t /*offset*/,
                             std::unique_ptr<MemoryRegion>* /*mr*/) {
   return Status::invalidUsage("ofi provider " + endpoint_->domain()->provider +
-                              " connection to peer " + params_.peer + ": registering " +
+                              " connection to peer " + peer_ + ": registering " +
                               std::to_string(size) + " bytes of dma-buf fd " + std::to_string(fd) +
                               " is not supported by Tally's ofi transport (use regMr)");
 }
@@ -229,11 +232,10 @@ void Core::fail(Status status, bool quiet) {
   // Dropping the side channel is how the peer learns: its connection fails at once too.
   side_->close();
   if (quiet && idle) {
-    TALLY_INFO(log::kNet, "ofi: connection to peer %s ended: %s", params_.peer.c_str(),
+    TALLY_INFO(log::kNet, "ofi: connection to peer %s ended: %s", peer_.c_str(),
                status.toString().c_str());
   } else {
-    TALLY_WARN("ofi: connection to peer %s failed: %s", params_.peer.c_str(),
-               status.toString().c_str());
+    TALLY_WARN("ofi: connection to peer %s failed: %s", peer_.c_str(), status.toString().c_str());
   }
 }
 
@@ -260,7 +262,7 @@ void Core::close() {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failed_) {
       failed_ = true;
-      error_ = Status::remote("connection to peer " + params_.peer + " was closed");
+      error_ = Status::remote("connection to peer " + peer_ + " was closed");
     }
     new_ops_.clear();
     done_cv_.notify_all();
@@ -302,10 +304,9 @@ Status makeConnection(std::unique_ptr<Endpoint> endpoint, std::unique_ptr<side::
     core->close();
     return status;
   }
-  TALLY_INFO(log::kNet,
-             "ofi: connection to peer %s on %s domain %s (payloads inline up to %zu bytes)",
-             params.peer.c_str(), domain.provider.c_str(), domain.name.c_str(),
-             params.inline_bytes);
+  TALLY_INFO(
+      log::kNet, "ofi: connection to peer %s on %s domain %s (payloads inline up to %zu bytes)",
+      params.peer.c_str(), domain.provider.c_str(), domain.name.c_str(), params.inline_bytes);
   *out = std::make_unique<OfiConnection>(std::move(core));
   return Status::ok();
 }

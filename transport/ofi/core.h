@@ -109,21 +109,20 @@ class OfiMemoryRegion final : public MemoryRegion {
   // Whether [data, data+length) lies inside the registration.
   bool covers(const void* data, size_t length) const {
     const auto* bytes = static_cast<const uint8_t*>(data);
-    return bytes >= base && length <= size &&
-           bytes - base <= static_cast<ptrdiff_t>(size - length);
+    return bytes >= base && length <= size && bytes - base <= static_cast<ptrdiff_t>(size - length);
   }
 };
 
 struct CoreParams {
-  std::string peer;                // for log lines and errors
-  int max_requests = 256;          // in flight per direction
-  int64_t io_timeout_ms = 0;       // OfiOptions::timeouts.io_ms; 0: none
-  uint64_t chunk_bytes = 0;        // agreed with the peer
-  size_t inline_bytes = 0;         // largest payload carried in the control message
-  size_t slot_bytes = 0;           // this side's control slot size
+  std::string peer;           // for log lines and errors
+  int max_requests = 256;     // in flight per direction
+  int64_t io_timeout_ms = 0;  // OfiOptions::timeouts.io_ms; 0: none
+  uint64_t chunk_bytes = 0;   // agreed with the peer
+  size_t inline_bytes = 0;    // largest payload carried in the control message
+  size_t slot_bytes = 0;      // this side's control slot size
 };
 
-class Core : public std::enable_shared_from_this<Core> {
+class Core : public CoreBase<Op, &Op::size>, public std::enable_shared_from_this<Core> {
  public:
   Core(std::unique_ptr<Endpoint> endpoint, std::unique_ptr<side::SideChannel> side,
        const CoreParams& params);
@@ -145,10 +144,7 @@ class Core : public std::enable_shared_from_this<Core> {
   // (Domain::rma_read); nullptr when the domain cannot read.
   Status iflush(int n, void* const* data, const size_t* sizes, MemoryRegion* const* mrs,
                 std::unique_ptr<Request>* req);
-  // What its requests (CoreRequest) test and wait under.
-  RequestSync<Op> sync() { return {mu_, done_cv_, failed_, error_, params_.peer, &Op::size}; }
   void close();
-  const std::string& peer() const { return params_.peer; }
 
   // How long the helper thread sleeps at most, and so how soon it sees a dead peer or a timeout.
   static constexpr int64_t kWatchMs = 50;
@@ -197,16 +193,12 @@ class Core : public std::enable_shared_from_this<Core> {
   std::mutex close_mu_;
   bool closed_ = false;  // close_mu_
 
-  std::mutex mu_;
-  std::condition_variable done_cv_;
   std::deque<std::shared_ptr<Op>> new_ops_;
   uint64_t next_send_seq_ = 0;
   int sends_in_flight_ = 0;
   int recvs_in_flight_ = 0;
   bool stop_ = false;
   bool sleeping_ = false;
-  bool failed_ = false;
-  Status error_;
   int event_fd_ = -1;
 
   // Helper thread only (and close() once it has joined).
@@ -234,7 +226,7 @@ class Core : public std::enable_shared_from_this<Core> {
   uint64_t delivered_ = 0;                   // messages landed in receive buffers
   bool peer_closed_ = false;
   uint64_t peer_sent_ = 0;
-  Clock::time_point farewell_at_{};  // the farewell, or the last progress after it
+  Clock::time_point farewell_at_{};     // the farewell, or the last progress after it
   uint64_t delivered_at_farewell_ = 0;  // delivered_ when farewell_at_ was last set
   Clock::time_point next_watch_{};
   Clock::time_point next_timeout_check_{};

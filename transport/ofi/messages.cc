@@ -16,7 +16,7 @@ void Core::queueFlush(const std::shared_ptr<Op>& op) {
 void Core::queueSend(const std::shared_ptr<Op>& op) {
   if (free_send_slots_.empty()) {
     // submit() caps sends in flight at max_requests, the number of slots.
-    return fail(Status::internal("ofi connection to peer " + params_.peer + ": no send slot"));
+    return fail(Status::internal("ofi connection to peer " + peer_ + ": no send slot"));
   }
   const uint32_t slot = free_send_slots_.back();
   free_send_slots_.pop_back();
@@ -98,7 +98,7 @@ bool Core::processHeaders() {
 
 bool Core::matchHeader(uint64_t seq, uint32_t slot, size_t length) {
   const uint8_t* bytes = recv_arena_.get() + slot * params_.slot_bytes;
-  const std::string& peer = params_.peer;
+  const std::string& peer = peer_;
   const Header header = length >= kHeaderBytes ? decodeHeader(bytes) : Header{0, 0, 0, 0, 0};
   const bool inline_payload = (header.flags & kInline) != 0;
   const bool consistent =

@@ -138,7 +138,7 @@ bool Core::postQueued() {
     if (ret != 0) {
       const char* call = read ? "fi_read" : send ? "fi_tsend" : "fi_trecv";
       fail(Status::system(endpoint_->domain()->errorText(call, static_cast<int>(ret)) +
-                          " (peer " + params_.peer + ")"));
+                          " (peer " + peer_ + ")"));
       return false;
     }
     to_post_.pop_front();
@@ -188,7 +188,7 @@ void Core::handleError() {
                      : piece->kind == Piece::kChunkRecv || piece->kind == Piece::kControlRecv
                          ? "receive"
                          : "send";
-  fail(Status::remote("ofi " + std::string(what) + " with peer " + params_.peer +
+  fail(Status::remote("ofi " + std::string(what) + " with peer " + peer_ +
                       " failed: " + endpoint_->domain()->api->errorText(-entry.err) +
                       (detail != nullptr ? std::string(" (") + detail + ")" : std::string())));
 }
@@ -206,7 +206,7 @@ void Core::handleCompletion(Piece* piece, size_t length) {
       return finishPiece(piece->op, -1);
     case Piece::kChunkRecv:
       if (length != piece->length) {
-        return fail(Status::remote("peer " + params_.peer + " sent a chunk of " +
+        return fail(Status::remote("peer " + peer_ + " sent a chunk of " +
                                    std::to_string(length) + " bytes where " +
                                    std::to_string(piece->length) + " were due"));
       }
@@ -243,11 +243,11 @@ void Core::watchPeer() {
     case side::PeerState::kOpen:
       return;
     case side::PeerState::kLost:
-      return fail(Status::remote("lost peer " + params_.peer + ": " + why.message()));
+      return fail(Status::remote("lost peer " + peer_ + ": " + why.message()));
     case side::PeerState::kFarewell:
       if (!peer_closed_) {
         if (!decodeFarewell(farewell, &peer_sent_)) {
-          return fail(Status::remote("peer " + params_.peer + " sent a bad farewell"));
+          return fail(Status::remote("peer " + peer_ + " sent a bad farewell"));
         }
         peer_closed_ = true;
         farewell_at_ = now;
@@ -261,7 +261,7 @@ void Core::watchPeer() {
     sending = sending || op->is_send;
     receiving = receiving || !op->is_send;
   }
-  const std::string closed = "peer " + params_.peer + " closed the connection";
+  const std::string closed = "peer " + peer_ + " closed the connection";
   if (!sending && delivered_ >= peer_sent_) return fail(Status::remote(closed), /*quiet=*/true);
   // The grace runs only while a request of ours waits and nothing lands: a caller that posts
   // its receives slowly still gets every message the peer sent before it closed.
@@ -287,14 +287,14 @@ void Core::checkTimeouts() {
                               std::to_string(params_.io_timeout_ms) + " ms)";
     if (op->is_flush) {
       return fail(Status::timeout("ofi read-back (iflush) on the connection to peer " +
-                                  params_.peer + " did not complete" + limit));
+                                  peer_ + " did not complete" + limit));
     }
     if (op->is_send) {
-      return fail(Status::timeout("peer " + params_.peer + " took none of a " +
+      return fail(Status::timeout("peer " + peer_ + " took none of a " +
                                   std::to_string(op->size) + "-byte message" + limit +
                                   ": it is stuck or not receiving"));
     }
-    return fail(Status::timeout("peer " + params_.peer +
+    return fail(Status::timeout("peer " + peer_ +
                                 " began a message and sent nothing "
                                 "more" +
                                 limit));

@@ -143,11 +143,11 @@ Status readFull(int fd, uint8_t* data, uint64_t length, const std::string& peer,
   return Status::ok();
 }
 
-class Core : public std::enable_shared_from_this<Core> {
+class Core : public CoreBase<Op, &Op::send_size>, public std::enable_shared_from_this<Core> {
  public:
   Core(std::vector<Fd> fds, std::string peer, int max_requests, uint64_t min_stripe,
        bool inline_sends)
-      : peer_(std::move(peer)),
+      : CoreBase(std::move(peer)),
         max_requests_(max_requests),
         min_stripe_(min_stripe),
         inline_sends_(inline_sends),
@@ -167,8 +167,7 @@ class Core : public std::enable_shared_from_this<Core> {
     try {
       for (size_t i = 0; i < streams_.size(); ++i) {
         streams_[i].send_thread = std::thread([this, i] { sendLoop(i); });
-        streams_[i].recv_thread =
-            std::thread([this, i] { i == 0 ? headerLoop() : stripeLoop(i); });
+        streams_[i].recv_thread = std::thread([this, i] { i == 0 ? headerLoop() : stripeLoop(i); });
       }
     } catch (const std::system_error& e) {
       Status st = Status::system(std::string("cannot start TCP helper threads: ") + e.what());
@@ -200,10 +199,7 @@ class Core : public std::enable_shared_from_this<Core> {
   Status isend(const void* data, size_t size, int tag, std::unique_ptr<Request>* req);
   Status irecv(int n, void* const* data, const size_t* sizes, const int* tags,
                std::unique_ptr<Request>* req);
-  // What its requests (CoreRequest) test and wait under.
-  RequestSync<Op> sync() { return {mu_, done_cv_, failed_, error_, peer_, &Op::send_size}; }
   void close();
-  const std::string& peer() const { return peer_; }
 
  private:
   void sendLoop(size_t index);
@@ -224,7 +220,6 @@ class Core : public std::enable_shared_from_this<Core> {
   // Why a message cannot land in the posted receive; capacity < 0: no buffer has its tag.
   std::string mismatch(const Header& header, int64_t capacity) const;
 
-  const std::string peer_;
   const int max_requests_;
   const uint64_t min_stripe_;
   // A small send may be written by the posting thread (TcpOptions::inline_sends).
@@ -234,8 +229,6 @@ class Core : public std::enable_shared_from_this<Core> {
   bool joined_ = false;  // guarded by close_mu_
   std::atomic<bool> started_{false};  // the helper threads were started (under close_mu_)
 
-  std::mutex mu_;
-  std::condition_variable done_cv_;
   std::vector<Stream> streams_;
   // Stripes handed to streams 1.. and not yet read, guarded by mu_. A clean EOF on stream 0
   // waits for them: the peer may close right after its last send completed.
@@ -249,8 +242,6 @@ class Core : public std::enable_shared_from_this<Core> {
   std::unique_ptr<uint8_t[]> early_data_;
   int sends_in_flight_ = 0;
   int recvs_in_flight_ = 0;
-  bool failed_ = false;
-  Status error_;
 };
 
 using TcpRequest = CoreRequest<Core, Op>;
@@ -371,7 +362,8 @@ Status Core::irecv(int n, void* const* data, const size_t* sizes, const int* tag
     std::string why;
     if (!takeEarlyLocked(*op, &why)) {
       lock.unlock();
-      fail(protocolViolation(StatusCode::kInternal, why));  // the request reports it, as when the message comes later
+      fail(protocolViolation(StatusCode::kInternal,
+                             why));  // the request reports it, as when the message comes later
       *req = std::move(request);
       return Status::ok();
     }
@@ -482,8 +474,7 @@ void Core::fail(Status status, bool quiet_if_idle) {
     TALLY_INFO(log::kNet, "tcp: connection to peer %s ended: %s", peer_.c_str(),
                status.toString().c_str());
   } else {
-    TALLY_WARN("tcp: connection to peer %s failed: %s", peer_.c_str(),
-               status.toString().c_str());
+    TALLY_WARN("tcp: connection to peer %s failed: %s", peer_.c_str(), status.toString().c_str());
   }
 }
 
@@ -679,9 +670,8 @@ Status makeConnection(std::vector<Fd> fds, const std::string& peer, int max_requ
     if (io_timeout_ms > 0) TALLY_RETURN_IF_ERROR(setIoTimeout(fd.get(), io_timeout_ms));
   }
   int streams = static_cast<int>(fds.size());
-  auto core =
-      std::make_shared<Core>(std::move(fds), peer, max_requests > 0 ? max_requests : 1, min_stripe,
-                             inline_sends);
+  auto core = std::make_shared<Core>(std::move(fds), peer, max_requests > 0 ? max_requests : 1,
+                                     min_stripe, inline_sends);
   TALLY_INFO(log::kNet, "tcp: connected to peer %s over %d socket(s)", peer.c_str(), streams);
   *out = std::make_unique<TcpConnection>(std::move(core));
   return Status::ok();

@@ -52,7 +52,7 @@ bool VerbsMemoryRegion::covers(const void* addr, size_t size) const {
 
 Core::Core(std::unique_ptr<Endpoint> endpoint, std::unique_ptr<side::SideChannel> side,
            std::string peer, const VerbsOptions& options)
-    : peer_(std::move(peer)),
+    : CoreBase(std::move(peer)),
       options_(options),
       device_(endpoint->deviceShared()),
       max_requests_(endpoint->maxRequests()),
@@ -304,8 +304,8 @@ Status makeConnection(std::unique_ptr<Endpoint> endpoint, std::unique_ptr<side::
     core->close();
     return status;
   }
-  TALLY_INFO(log::kNet, "verbs: connection to peer %s over %d data queue pair(s)",
-             peer.c_str(), data_qps);
+  TALLY_INFO(log::kNet, "verbs: connection to peer %s over %d data queue pair(s)", peer.c_str(),
+             data_qps);
   *out = std::make_unique<VerbsConnection>(std::move(core));
   return Status::ok();
 }

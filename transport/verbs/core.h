@@ -81,7 +81,7 @@ struct ControlMessage {
   bool notice = false;  // a mismatch notice: the side channel stays open until it went out
 };
 
-class Core : public std::enable_shared_from_this<Core> {
+class Core : public CoreBase<Op, &Op::send_size>, public std::enable_shared_from_this<Core> {
  public:
   Core(std::unique_ptr<Endpoint> endpoint, std::unique_ptr<side::SideChannel> side,
        std::string peer, const VerbsOptions& options);
@@ -101,10 +101,7 @@ class Core : public std::enable_shared_from_this<Core> {
   // Reads back from each kCuda buffer through flush_ (flush.h).
   Status iflush(int n, void* const* data, const size_t* sizes, MemoryRegion* const* mrs,
                 std::unique_ptr<Request>* req);
-  // What its requests (CoreRequest) test and wait under.
-  RequestSync<Op> sync() { return {mu_, done_cv_, failed_, error_, peer_, &Op::send_size}; }
   void close();
-  const std::string& peer() const { return peer_; }
 
  private:
   // connection.cc
@@ -135,7 +132,6 @@ class Core : public std::enable_shared_from_this<Core> {
   void checkTimeoutsLocked();
   int qpIndex(uint32_t qp_num) const;
 
-  const std::string peer_;
   const VerbsOptions options_;
   const std::shared_ptr<DeviceContext> device_;  // registrations, outside the lock
   const int max_requests_;
@@ -148,8 +144,6 @@ class Core : public std::enable_shared_from_this<Core> {
   std::mutex flush_mu_;
   std::shared_ptr<FlushQp> flush_;  // guarded by flush_mu_
 
-  std::mutex mu_;
-  std::condition_variable done_cv_;
   std::unique_ptr<Endpoint> endpoint_;  // reset by close() after the helper thread stopped
   std::unique_ptr<side::SideChannel> side_;
   std::thread thread_;
@@ -176,10 +170,8 @@ class Core : public std::enable_shared_from_this<Core> {
   uint64_t chunks_arrived_ = 0;    // the peer's writes that completed here
   Clock::time_point farewell_at_{};
   uint64_t farewell_chunks_ = 0;
-  bool failed_ = false;
   bool closing_ = false;  // close() owns the side channel now (it says farewell)
   bool side_closed_ = false;
-  Status error_;
 };
 
 }  // namespace tally::transport::verbs
