@@ -31,13 +31,13 @@
 
 namespace tally::reducer::server {
 namespace wire = protocol::wire;
-using protocol::Span;
 using protocol::pieceOf;
+using protocol::Span;
 
 namespace {
 
 struct Key {
-  const Comm* comm;
+  const Communicator* comm;
   uint64_t seq;
   uint32_t slice;
   bool operator<(const Key& o) const {
@@ -47,7 +47,7 @@ struct Key {
 
 // The inputs gathered so far for one (communicator, call, slice).
 struct Pending {
-  std::shared_ptr<Comm> comm;
+  std::shared_ptr<Communicator> comm;
   wire::SliceHeader header;  // from the first rank that sent it
   Span slice;                // the whole slice (an all-gather input is only part of it)
   int first_rank = 0;
@@ -139,7 +139,7 @@ struct Engine::Shard {
 
 PendingMap::node_type Engine::Shard::fileLocked(SliceInput in, std::string* fail_reason,
                                                 PendingMap::iterator* fold) {
-  Comm& comm = *in.comm;
+  Communicator& comm = *in.comm;
   if (comm.failed()) {
     in.data.reset();
     in.peer->releaseCredit();
@@ -348,7 +348,7 @@ void Engine::stop() {
 
 void Engine::submit(int shard, SliceInput in) {
   Shard& s = *shards_[shard];
-  std::shared_ptr<Comm> comm = in.comm;
+  std::shared_ptr<Communicator> comm = in.comm;
   std::string fail_reason;
   try {
     PendingMap::node_type done;
@@ -376,8 +376,8 @@ int Engine::shardOf(const wire::CommId& comm, uint32_t slice) const {
 
 BufferPool& Engine::pool(int shard) { return *shards_[shard]->pool; }
 
-void Engine::dropComm(const std::shared_ptr<Comm>& comm) {
-  const Comm* key = comm.get();
+void Engine::dropCommunicator(const std::shared_ptr<Communicator>& comm) {
+  const Communicator* key = comm.get();
   for (auto& s : shards_) {
     PendingMap dropped;
     {

@@ -26,10 +26,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/fd.h"
 #include "protocol/opening.h"
 #include "reducer/server_internal.h"
 #include "reducer/session.h"
-#include "common/fd.h"
 #include "transport/raw_stream.h"
 
 namespace tally::reducer::server {
@@ -102,7 +102,7 @@ class LoopPeer final : public Member, public std::enable_shared_from_this<LoopPe
   transport::FrameReader reader_;
   opening::ReducerSide side_;
   std::array<uint8_t, wire::kMaxHeaderBytes> header_{};
-  std::shared_ptr<Comm> comm_;
+  std::shared_ptr<Communicator> comm_;
   int rank_ = -1;
   wire::SliceHeader slice_{};
   Buffer payload_;

@@ -185,7 +185,7 @@ class ServerImpl final : public ReducerServer {
 
   server::ServerContext ctx_;
   server::Engine engine_;
-  server::CommRegistry registry_;
+  server::CommunicatorRegistry registry_;
   server::EventLoops loops_;
   std::shared_ptr<transport::Network> network_;
   std::unique_ptr<transport::Listener> listener_;
@@ -207,15 +207,13 @@ Status ReducerServer::start(const ServerOptions& options, std::unique_ptr<Reduce
                                 std::to_string(options.threads));
   }
   if (options.window < 1 || options.window > static_cast<int>(wire::kMaxWindow)) {
-    return Status::invalidUsage("reducer window must be 1 to " +
-                                std::to_string(wire::kMaxWindow) + ", not " +
-                                std::to_string(options.window));
+    return Status::invalidUsage("reducer window must be 1 to " + std::to_string(wire::kMaxWindow) +
+                                ", not " + std::to_string(options.window));
   }
   auto server = std::make_unique<ServerImpl>(options);
   TALLY_RETURN_IF_ERROR(server->listen());
   TALLY_INFO(log::kInit, "reducer: listening on %s (%s), %d threads, window %d",
-             server->address().c_str(), server->transportName(), options.threads,
-             options.window);
+             server->address().c_str(), server->transportName(), options.threads, options.window);
   *out = std::move(server);
   return Status::ok();
 }

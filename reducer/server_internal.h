@@ -1,14 +1,15 @@
-// Inside the ReducerServer (server.h): connections (Peer, peer.cc), communicators (Comm,
-// CommRegistry, comm.cc) and the engine (Engine, engine.cc); the event loops that serve TCP
-// connections are in loop.h. Not a public interface.
+// Inside the ReducerServer (server.h): connections (Peer, peer.cc), communicators (Communicator,
+// CommunicatorRegistry, communicator.cc) and the engine (Engine, engine.cc); the event loops that
+// serve TCP connections are in loop.h. Not a public interface.
 //
 // Ownership: the server owns every Peer until its threads are joined. A Peer that joined holds
-// its Comm; a Comm holds its members until the last one leaves (then the registry forgets it and
-// the cycle is broken). Engine entries hold the Comm and the Peers of their inputs.
+// its Communicator; a Communicator holds its members until the last one leaves (then the registry
+// forgets it and the cycle is broken). Engine entries hold the Communicator and the Peers of their
+// inputs.
 //
-// Lock order: CommRegistry::mu_ -> Comm::mu_ -> Peer's queue and credit locks. Engine shard
-// queues are leaves. No lock is held across a transport wait, except a Peer's post_mu_ by its
-// writer (everyone else only try-locks it).
+// Lock order: CommunicatorRegistry::mu_ -> Communicator::mu_ -> Peer's queue and credit locks.
+// Engine shard queues are leaves. No lock is held across a transport wait, except a Peer's post_mu_
+// by its writer (everyone else only try-locks it).
 #pragma once
 
 #include <atomic>
@@ -24,12 +25,12 @@
 
 #include "common/log.h"
 #include "common/small_pool.h"
+#include "protocol/slicing.h"
+#include "protocol/wire.h"
 #include "reducer/buffer_pool.h"
 #include "reducer/observer.h"
 #include "reducer/opening_budget.h"
-#include "protocol/slicing.h"
 #include "reducer/server.h"
-#include "protocol/wire.h"
 #include "transport/transport.h"
 
 namespace tally::reducer::server {
@@ -37,21 +38,21 @@ namespace wire = protocol::wire;
 using protocol::SlicePlan;
 using protocol::Span;
 
-class CommRegistry;
+class CommunicatorRegistry;
 class Engine;
-class Comm;
+class Communicator;
 
 // WARN lines that any peer can cause at will, one line per second each (common/log.h).
 struct PeerWarnings {
-  log::RateLimitedLog refused;     // refused at accept, evicted from the opening budget
-  log::RateLimitedLog rejected;    // a Hello or the job token's Answer refused
-  log::RateLimitedLog dropped;     // closed before joining: timeouts, protocol errors, EOF
-  log::RateLimitedLog transport;   // the transport's hello failed or timed out
+  log::RateLimitedLog refused;    // refused at accept, evicted from the opening budget
+  log::RateLimitedLog rejected;   // a Hello or the job token's Answer refused
+  log::RateLimitedLog dropped;    // closed before joining: timeouts, protocol errors, EOF
+  log::RateLimitedLog transport;  // the transport's hello failed or timed out
 };
 
 struct ServerContext {
   ServerOptions options;
-  CommRegistry* registry = nullptr;
+  CommunicatorRegistry* registry = nullptr;
   Engine* engine = nullptr;
   ServerObserver* observer = nullptr;  // options.observer, or nullServerObserver(); never null
   std::atomic<bool> stopping{false};
@@ -62,8 +63,8 @@ struct ServerContext {
 // One message waiting in a Peer's writer queue.
 struct OutMsg {
   wire::Frame header;
-  Buffer payload;                // null: the header alone
-  size_t payload_offset = 0;     // where in `payload` the bytes sent start
+  Buffer payload;             // null: the header alone
+  size_t payload_offset = 0;  // where in `payload` the bytes sent start
   size_t payload_bytes = 0;
   bool releases_credit = false;  // a result: frees one window slot once sent (or dropped)
 };
@@ -153,7 +154,7 @@ class Peer final : public Member, public std::enable_shared_from_this<Peer> {
   std::atomic<bool> aborted_{false};
 
   // Reader-thread state.
-  std::shared_ptr<Comm> comm_;
+  std::shared_ptr<Communicator> comm_;
   int rank_ = -1;
   bool recv_failed_ = false;  // the reader ended because a receive failed (the peer is gone)
   bool counted_ = false;      // this connection's error was counted already (auth, checksum)
@@ -184,9 +185,9 @@ class Peer final : public Member, public std::enable_shared_from_this<Peer> {
 };
 
 // A communicator as seen by one reducer.
-class Comm : public std::enable_shared_from_this<Comm> {
+class Communicator : public std::enable_shared_from_this<Communicator> {
  public:
-  Comm(const wire::Hello& first, Engine* engine, ServerObserver* observer);
+  Communicator(const wire::Hello& first, Engine* engine, ServerObserver* observer);
 
   const wire::CommId id;
   const uint32_t nranks;
@@ -227,7 +228,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   std::string describe() const;
 
  private:
-  friend class CommRegistry;
+  friend class CommunicatorRegistry;
   Engine* engine_;
   ServerObserver* observer_;
   std::mutex mu_;
@@ -241,10 +242,10 @@ class Comm : public std::enable_shared_from_this<Comm> {
 };
 
 // Communicators by id. Used on join and leave only, never per slice.
-class CommRegistry {
+class CommunicatorRegistry {
  public:
   // Takes the window and the memory limits from `options`.
-  CommRegistry(Engine* engine, const ServerOptions& options, ServerObserver* observer)
+  CommunicatorRegistry(Engine* engine, const ServerOptions& options, ServerObserver* observer)
       : engine_(engine),
         window_(options.window),
         max_connection_bytes_(options.max_connection_bytes),
@@ -257,10 +258,11 @@ class CommRegistry {
   // failure the peer is not a member and the Status message is the reason to Reject it with;
   // *over_limit tells whether a server limit (members, memory) was the reason.
   Status join(const std::shared_ptr<Member>& peer, const wire::Hello& hello,
-              std::shared_ptr<Comm>* out, bool* over_limit);
+              std::shared_ptr<Communicator>* out, bool* over_limit);
   // The member `rank` is gone: after Bye when `graceful`; otherwise its loss fails the
   // communicator, with `why` in the Error the others get. The last leave frees the communicator.
-  void leave(const std::shared_ptr<Comm>& comm, int rank, bool graceful, const std::string& why);
+  void leave(const std::shared_ptr<Communicator>& comm, int rank, bool graceful,
+             const std::string& why);
   // Server stop: forgets every communicator (and the member references they hold).
   void clear();
   size_t size();
@@ -270,7 +272,7 @@ class CommRegistry {
   // (*created: this Hello made the communicator); *ready_to when it completed the group;
   // *reserved: the bytes it reserved, whether or not the Hello is accepted.
   Status addMember(const std::shared_ptr<Member>& peer, const wire::Hello& hello,
-                   std::shared_ptr<Comm>* comm_out, bool* created,
+                   std::shared_ptr<Communicator>* comm_out, bool* created,
                    std::vector<std::shared_ptr<Member>>* ready_to, bool* over_limit,
                    uint64_t* reserved);
 
@@ -279,7 +281,7 @@ class CommRegistry {
   // reservation (mu_ held).
   Status admitLocked(const wire::Hello& hello, uint64_t* bytes) const;
   // Whether one more member's inputs fit the memory left; *bytes: its reservation (mu_ held).
-  Status admitMemberLocked(const Comm& comm, uint64_t* bytes) const;
+  Status admitMemberLocked(const Communicator& comm, uint64_t* bytes) const;
 
   Engine* engine_;
   const int window_;
@@ -290,13 +292,13 @@ class CommRegistry {
   ServerObserver* observer_;
   std::mutex mu_;
   size_t members_ = 0;  // connections that joined and have not left, over all communicators
-  std::unordered_map<wire::CommId, std::shared_ptr<Comm>, wire::CommIdHash> comms_;
+  std::unordered_map<wire::CommId, std::shared_ptr<Communicator>, wire::CommIdHash> comms_;
   uint64_t reserved_bytes_ = 0;  // sum of the communicators' reservations (mu_)
 };
 
 // A slice input from one rank, handed to the engine by the thread that received it.
 struct SliceInput {
-  std::shared_ptr<Comm> comm;
+  std::shared_ptr<Communicator> comm;
   std::shared_ptr<Member> peer;
   int rank = 0;
   wire::SliceHeader header;
@@ -321,7 +323,7 @@ class Engine {
   // thread. Any thread; never throws (an internal error fails the input's communicator).
   void submit(int shard, SliceInput in);
   // Every shard forgets the communicator's buffered slices (after fail or the last leave).
-  void dropComm(const std::shared_ptr<Comm>& comm);
+  void dropCommunicator(const std::shared_ptr<Communicator>& comm);
 
   struct Shard;
 

@@ -26,7 +26,8 @@ std::string printable(const std::string& text) {
 }  // namespace
 
 Status acceptHello(ServerContext* ctx, const std::shared_ptr<Member>& self, const uint8_t* data,
-                   size_t size, std::shared_ptr<Comm>* comm, int* rank, wire::Frame* reject) {
+                   size_t size, std::shared_ptr<Communicator>* comm, int* rank,
+                   wire::Frame* reject) {
   wire::Hello hello;
   Status st = wire::decodeHello(data, size, &hello);
   if (st.isOk() && hello.checksum) {
@@ -51,7 +52,7 @@ Status acceptHello(ServerContext* ctx, const std::shared_ptr<Member>& self, cons
   return Status::ok();
 }
 
-Status acceptSliceHeader(Comm& comm, int rank, const uint8_t* data, size_t size,
+Status acceptSliceHeader(Communicator& comm, int rank, const uint8_t* data, size_t size,
                          wire::SliceHeader* h, size_t* bytes) {
   Status st = wire::decodeSlice(data, size, h);
   if (!st.isOk()) {
@@ -70,7 +71,7 @@ Status acceptSliceHeader(Comm& comm, int rank, const uint8_t* data, size_t size,
   return Status::ok();
 }
 
-bool payloadIntact(ServerContext* ctx, Comm& comm, int rank, const std::string& name,
+bool payloadIntact(ServerContext* ctx, Communicator& comm, int rank, const std::string& name,
                    const wire::SliceHeader& h, const uint8_t* data, size_t bytes, bool* counted) {
   if (!comm.checksum || bytes == 0) return true;
   // The library loaded when the Hello was admitted.
@@ -132,8 +133,8 @@ Status openingDeadline(ServerContext* ctx, const std::string& name,
   return Status::timeout("peer " + name + " " + why + " ms of connecting");
 }
 
-Status memberDeadline(ServerContext* ctx, Comm& comm, std::chrono::steady_clock::time_point now,
-                      bool* failed) {
+Status memberDeadline(ServerContext* ctx, Communicator& comm,
+                      std::chrono::steady_clock::time_point now, bool* failed) {
   // A failed communicator's members are let go once its Error is in their queues.
   *failed = comm.failureSent();
   if (comm.failed() || comm.formed()) return Status::ok();
@@ -166,7 +167,7 @@ std::string describeEnd(const Status& st) {
   return st.toString();
 }
 
-void reportEnd(ServerContext* ctx, const std::shared_ptr<Comm>& comm, int rank,
+void reportEnd(ServerContext* ctx, const std::shared_ptr<Communicator>& comm, int rank,
                const std::string& name, const Ending& e, bool stopping) {
   if (!e.graceful && !stopping && !e.counted) ctx->observer->error(causeOf(e));
   if (comm && !stopping) {

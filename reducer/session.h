@@ -11,8 +11,8 @@
 #include <string>
 
 #include "common/status.h"
-#include "reducer/server_internal.h"
 #include "protocol/wire.h"
+#include "reducer/server_internal.h"
 
 namespace tally::reducer::server {
 namespace wire = protocol::wire;
@@ -20,17 +20,18 @@ namespace wire = protocol::wire;
 // A Hello: decoded, checked and joined to its communicator. Ok with *comm set: a member as
 // *rank. Ok with *comm null: refused (logged and counted), send *reject and linger.
 Status acceptHello(ServerContext* ctx, const std::shared_ptr<Member>& self, const uint8_t* data,
-                   size_t size, std::shared_ptr<Comm>* comm, int* rank, wire::Frame* reject);
+                   size_t size, std::shared_ptr<Communicator>* comm, int* rank,
+                   wire::Frame* reject);
 
 // A slice header from `rank`, decoded and checked against its communicator; a header that does
 // not decode or does not fit fails the communicator (every member, this one too, gets an Error
 // with the reason). *bytes: the payload that follows (0: none follows).
-Status acceptSliceHeader(Comm& comm, int rank, const uint8_t* data, size_t size,
+Status acceptSliceHeader(Communicator& comm, int rank, const uint8_t* data, size_t size,
                          wire::SliceHeader* h, size_t* bytes);
 
 // With TALLY_CHECKSUM, checks a received payload before it can reach a sum. False: drop the
 // input (a mismatch fails the communicator; it was counted, and *counted is set).
-bool payloadIntact(ServerContext* ctx, Comm& comm, int rank, const std::string& name,
+bool payloadIntact(ServerContext* ctx, Communicator& comm, int rank, const std::string& name,
                    const wire::SliceHeader& h, const uint8_t* data, size_t bytes, bool* counted);
 
 // During the opening the worker sent a Reject (it refused this reducer) or an Answer this
@@ -54,8 +55,8 @@ Status openingDeadline(ServerContext* ctx, const std::string& name,
 // fails and frees what it reserved once its members are gone), or it failed already and its
 // Error is queued (ok with *failed set: the failure was reported where it happened). Ok with
 // *failed unset: keep it.
-Status memberDeadline(ServerContext* ctx, Comm& comm, std::chrono::steady_clock::time_point now,
-                      bool* failed);
+Status memberDeadline(ServerContext* ctx, Communicator& comm,
+                      std::chrono::steady_clock::time_point now, bool* failed);
 
 // How a connection ended, and what the reducer makes of it.
 // Counted as: internal; peer_lost for a worker's Error; timeout or protocol for a transport
@@ -71,7 +72,7 @@ struct Ending {
 };
 // Counts and logs the end, and tells the communicator (a member lost fails it). `stopping`:
 // the server is stopping, nothing is reported.
-void reportEnd(ServerContext* ctx, const std::shared_ptr<Comm>& comm, int rank,
+void reportEnd(ServerContext* ctx, const std::shared_ptr<Communicator>& comm, int rank,
                const std::string& name, const Ending& ending, bool stopping);
 
 }  // namespace tally::reducer::server

@@ -79,7 +79,7 @@ class EngineTest : public ::testing::Test {
     hello.slices_per_reducer = 1;
     hello.min_slice_bytes = 1 << 20;
     hello.window = 16;
-    comm_ = std::make_shared<Comm>(hello, &engine_, nullServerObserver());
+    comm_ = std::make_shared<Communicator>(hello, &engine_, nullServerObserver());
     members_.clear();
     for (int r = 0; r < nranks; ++r) members_.push_back(std::make_shared<Recorder>());
   }
@@ -126,7 +126,7 @@ class EngineTest : public ::testing::Test {
   }
 
   Engine engine_{2, 16 << 20, nullServerObserver()};
-  std::shared_ptr<Comm> comm_;
+  std::shared_ptr<Communicator> comm_;
   std::vector<std::shared_ptr<Recorder>> members_;
 };
 

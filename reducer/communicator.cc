@@ -4,18 +4,18 @@
 #include "common/crc32c.h"
 #include "common/log.h"
 #include "common/sizes.h"
-#include "reducer/server_internal.h"
 #include "protocol/slicing.h"
+#include "reducer/server_internal.h"
 
 namespace tally::reducer::server {
 namespace wire = protocol::wire;
-using protocol::sliceElements;
-using protocol::Span;
-using protocol::sliceSpan;
-using protocol::rankPart;
 using protocol::pieceOf;
+using protocol::rankPart;
+using protocol::sliceElements;
+using protocol::sliceSpan;
+using protocol::Span;
 
-Comm::Comm(const wire::Hello& first, Engine* engine, ServerObserver* observer)
+Communicator::Communicator(const wire::Hello& first, Engine* engine, ServerObserver* observer)
     : id(first.comm),
       nranks(first.nranks),
       nreducers(first.nreducers),
@@ -28,23 +28,23 @@ Comm::Comm(const wire::Hello& first, Engine* engine, ServerObserver* observer)
       members_(first.nranks),
       open_(first.nranks, false) {}
 
-uint32_t Comm::resultCrc(const void* data, size_t bytes) const {
+uint32_t Communicator::resultCrc(const void* data, size_t bytes) const {
   if (!checksum) return 0;
   // Peer::handleHello admits a checksumming Hello only when the library loaded.
   const crc32c::Crc32c* crc = crc32c::shared(nullptr);
   return crc != nullptr ? crc->compute(data, bytes) : 0;
 }
 
-std::string Comm::joinedText() {
+std::string Communicator::joinedText() {
   std::lock_guard<std::mutex> lock(mu_);
   return std::to_string(joined_) + " of " + std::to_string(nranks) + " ranks joined";
 }
 
-std::string Comm::describe() const {
+std::string Communicator::describe() const {
   return id.toString() + " (" + std::to_string(nranks) + " ranks)";
 }
 
-void Comm::fail(const std::string& reason) {
+void Communicator::fail(const std::string& reason) {
   std::vector<std::shared_ptr<Member>> notify;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -62,10 +62,10 @@ void Comm::fail(const std::string& reason) {
     p->send(std::move(m));
   }
   failure_sent_.store(true, std::memory_order_release);
-  engine_->dropComm(shared_from_this());
+  engine_->dropCommunicator(shared_from_this());
 }
 
-Status Comm::checkSlice(const wire::SliceHeader& h, int rank) const {
+Status Communicator::checkSlice(const wire::SliceHeader& h, int rank) const {
   // The worker cuts a call as protocol/slicing.h says; anything else means a different
   // TALLY_SLICE_BYTES or reducer list, or a broken client, and would pair up wrong inputs.
   const Span slice = sliceOf(h);
@@ -85,8 +85,8 @@ Status Comm::checkSlice(const wire::SliceHeader& h, int rank) const {
   }
   Span want = slice;
   if (h.kind == wire::CollKind::kAllGather) {
-    want = pieceOf(slice, rankPart(static_cast<uint64_t>(rank), h.rank_count, h.window_offset,
-                                   h.total_count));
+    want = pieceOf(
+        slice, rankPart(static_cast<uint64_t>(rank), h.rank_count, h.window_offset, h.total_count));
   }
   if (h.offset != want.offset || h.count != want.count) {
     return Status::remote("rank " + std::to_string(rank) + " sent " + wire::describeSlice(h) +
@@ -98,25 +98,23 @@ Status Comm::checkSlice(const wire::SliceHeader& h, int rank) const {
   return Status::ok();
 }
 
-Span Comm::sliceOf(const wire::SliceHeader& h) const {
-  const uint64_t per_slice =
-      sliceElements(h.total_count, dataTypeSize(h.type), plan, nreducers);
+Span Communicator::sliceOf(const wire::SliceHeader& h) const {
+  const uint64_t per_slice = sliceElements(h.total_count, dataTypeSize(h.type), plan, nreducers);
   return sliceSpan(h.total_count, per_slice, h.slice);
 }
 
-Span Comm::partOf(const wire::SliceHeader& h, uint32_t rank) const {
+Span Communicator::partOf(const wire::SliceHeader& h, uint32_t rank) const {
   return rankPart(rank, h.rank_count, h.window_offset, h.total_count);
 }
 
-Status CommRegistry::admitLocked(const wire::Hello& hello, uint64_t* bytes) const {
+Status CommunicatorRegistry::admitLocked(const wire::Hello& hello, uint64_t* bytes) const {
   // A connection buffers at most window slices (the reader stops there), each at most
   // slice_bytes; results take at most one more window's worth per communicator. Each member's
   // share is reserved as it joins, so a communicator that never forms holds little.
   const uint64_t per_connection = static_cast<uint64_t>(window_) * hello.slice_bytes;
-  const std::string what = "communicator " + hello.comm.toString() + " (" +
-                           std::to_string(hello.nranks) + " ranks, " +
-                           std::to_string(hello.slice_bytes) + "-byte slices, window " +
-                           std::to_string(window_) + ")";
+  const std::string what =
+      "communicator " + hello.comm.toString() + " (" + std::to_string(hello.nranks) + " ranks, " +
+      std::to_string(hello.slice_bytes) + "-byte slices, window " + std::to_string(window_) + ")";
   if (per_connection > max_connection_bytes_) {
     return Status::invalidUsage(what + " needs " + formatBytesApprox(per_connection) +
                                 " per connection, over this reducer's limit of " +
@@ -140,7 +138,7 @@ Status CommRegistry::admitLocked(const wire::Hello& hello, uint64_t* bytes) cons
   return Status::ok();
 }
 
-Status CommRegistry::admitMemberLocked(const Comm& comm, uint64_t* bytes) const {
+Status CommunicatorRegistry::admitMemberLocked(const Communicator& comm, uint64_t* bytes) const {
   const uint64_t per_connection = static_cast<uint64_t>(window_) * comm.slice_bytes;
   if (per_connection > max_memory_bytes_ - std::min(reserved_bytes_, max_memory_bytes_)) {
     return Status::system("reducer full: a member of communicator " + comm.describe() + " needs " +
@@ -153,10 +151,11 @@ Status CommRegistry::admitMemberLocked(const Comm& comm, uint64_t* bytes) const 
   return Status::ok();
 }
 
-Status CommRegistry::addMember(const std::shared_ptr<Member>& peer, const wire::Hello& hello,
-                               std::shared_ptr<Comm>* comm_out, bool* created,
-                               std::vector<std::shared_ptr<Member>>* ready_to, bool* over_limit,
-                               uint64_t* reserved) {
+Status CommunicatorRegistry::addMember(const std::shared_ptr<Member>& peer,
+                                       const wire::Hello& hello,
+                                       std::shared_ptr<Communicator>* comm_out, bool* created,
+                                       std::vector<std::shared_ptr<Member>>* ready_to,
+                                       bool* over_limit, uint64_t* reserved) {
   std::lock_guard<std::mutex> lock(mu_);
   if (max_members_ > 0 && members_ >= max_members_) {
     *over_limit = true;
@@ -172,7 +171,8 @@ Status CommRegistry::addMember(const std::shared_ptr<Member>& peer, const wire::
       *over_limit = true;
       return admitted;
     }
-    it = comms_.emplace(hello.comm, std::make_shared<Comm>(hello, engine_, observer_)).first;
+    it =
+        comms_.emplace(hello.comm, std::make_shared<Communicator>(hello, engine_, observer_)).first;
     it->second->reserved_bytes = reserve;
     reserved_bytes_ += reserve;
     *reserved = reserve;
@@ -180,11 +180,11 @@ Status CommRegistry::addMember(const std::shared_ptr<Member>& peer, const wire::
     TALLY_INFO(log::kColl, "reducer: communicator %s forming, %u ranks",
                hello.comm.toString().c_str(), hello.nranks);
   }
-  Comm* comm = it->second.get();
+  Communicator* comm = it->second.get();
   *comm_out = it->second;
   std::lock_guard<std::mutex> clock(comm->mu_);
-  const std::string who = "rank " + std::to_string(hello.rank) + " of communicator " +
-                          hello.comm.toString();
+  const std::string who =
+      "rank " + std::to_string(hello.rank) + " of communicator " + hello.comm.toString();
   if (comm->failed()) return Status::remote(who + ": the communicator has already failed");
   if (comm->formed_) return Status::remote(who + ": the communicator is already complete");
   if (hello.nranks != comm->nranks) {
@@ -243,10 +243,10 @@ Status CommRegistry::addMember(const std::shared_ptr<Member>& peer, const wire::
   return Status::ok();
 }
 
-Status CommRegistry::join(const std::shared_ptr<Member>& peer, const wire::Hello& hello,
-                          std::shared_ptr<Comm>* out, bool* over_limit) {
+Status CommunicatorRegistry::join(const std::shared_ptr<Member>& peer, const wire::Hello& hello,
+                                  std::shared_ptr<Communicator>* out, bool* over_limit) {
   std::vector<std::shared_ptr<Member>> ready_to;
-  std::shared_ptr<Comm> comm;
+  std::shared_ptr<Communicator> comm;
   bool created = false;
   uint64_t reserved = 0;
   *over_limit = false;
@@ -278,8 +278,8 @@ Status CommRegistry::join(const std::shared_ptr<Member>& peer, const wire::Hello
   return Status::ok();
 }
 
-void CommRegistry::leave(const std::shared_ptr<Comm>& comm, int rank, bool graceful,
-                         const std::string& why) {
+void CommunicatorRegistry::leave(const std::shared_ptr<Communicator>& comm, int rank, bool graceful,
+                                 const std::string& why) {
   bool fail_now = false;
   bool last = false;
   bool forgotten = false;
@@ -302,7 +302,7 @@ void CommRegistry::leave(const std::shared_ptr<Comm>& comm, int rank, bool grace
         released = comm->reserved_bytes;
         forgotten = true;
       }
-      comm->members_.clear();  // breaks the Peer <-> Comm cycle
+      comm->members_.clear();  // breaks the Peer <-> Communicator cycle
     }
   }
   if (fail_now) comm->fail(why);
@@ -310,12 +310,12 @@ void CommRegistry::leave(const std::shared_ptr<Comm>& comm, int rank, bool grace
   if (forgotten) observer_->communicatorClosed();
   if (last) {
     TALLY_INFO(log::kColl, "reducer: communicator %s closed", comm->describe().c_str());
-    engine_->dropComm(comm);
+    engine_->dropCommunicator(comm);
   }
 }
 
-void CommRegistry::clear() {
-  std::unordered_map<wire::CommId, std::shared_ptr<Comm>, wire::CommIdHash> comms;
+void CommunicatorRegistry::clear() {
+  std::unordered_map<wire::CommId, std::shared_ptr<Communicator>, wire::CommIdHash> comms;
   {
     std::lock_guard<std::mutex> lock(mu_);
     comms.swap(comms_);
@@ -333,7 +333,7 @@ void CommRegistry::clear() {
   }
 }
 
-size_t CommRegistry::size() {
+size_t CommunicatorRegistry::size() {
   std::lock_guard<std::mutex> lock(mu_);
   return comms_.size();
 }
