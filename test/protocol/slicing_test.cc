@@ -3,9 +3,7 @@
 
 #include <gtest/gtest.h>
 
-namespace tally::reducer {
-// The protocol and the worker-side client, as the tests drive both ends.
-using namespace ::tally::protocol;
+namespace tally::protocol {
 namespace {
 
 struct Case {
@@ -123,4 +121,4 @@ TEST(Slicing, PiecesOfASliceAndSlicesOfACall) {
 }
 
 }  // namespace
-}  // namespace tally::reducer
+}  // namespace tally::protocol

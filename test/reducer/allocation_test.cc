@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "test/support/harness.h"
 #include "protocol/slicing.h"
+#include "test/support/harness.h"
 
 namespace {
 
@@ -29,8 +29,9 @@ void* countedAlloc(std::size_t size, std::size_t align) {
     ++t_allocations;
   }
   if (size == 0) size = 1;
-  void* p = align <= alignof(std::max_align_t) ? std::malloc(size)
-                                                : std::aligned_alloc(align, (size + align - 1) / align * align);
+  void* p = align <= alignof(std::max_align_t)
+                ? std::malloc(size)
+                : std::aligned_alloc(align, (size + align - 1) / align * align);
   if (p == nullptr) throw std::bad_alloc();
   return p;
 }
@@ -69,15 +70,10 @@ void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::fre
 void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
 namespace tally::reducer::test {
-// The protocol and the worker-side client, as the tests drive both ends.
-namespace wire = protocol::wire;
-namespace opening = protocol::opening;
-using namespace ::tally::protocol;
-using namespace ::tally::worker_client;
 namespace {
 
 struct Counts {
-  uint64_t process = 0;  // every thread: callers, links, reducer readers, engine, writers
+  uint64_t process = 0;           // every thread: callers, links, reducer readers, engine, writers
   std::vector<uint64_t> callers;  // each rank's own thread: iallreduce and test
 };
 
@@ -152,7 +148,8 @@ void expectNoAllocations(const char* what, size_t count, int inflight) {
   const double slices = kRanks * rank_slices;
   std::printf("%s: %llu allocations in the process over %.0f slices (%.4f per slice)\n", what,
               static_cast<unsigned long long>(c.process), slices, c.process / slices);
-  // At most one allocation per 50 slices (was 21 per slice), in the callers' own threads and in the process.
+  // At most one allocation per 50 slices (was 21 per slice), in the callers' own threads and in the
+  // process.
   constexpr double kMaxPerSlice = 0.02;
   for (int r = 0; r < kRanks; ++r) {
     EXPECT_LE(c.callers[r], kMaxPerSlice * rank_slices)
@@ -164,9 +161,7 @@ void expectNoAllocations(const char* what, size_t count, int inflight) {
 
 TEST(HotPath, SingleSliceCallsAllocateNothing) { expectNoAllocations("4 KiB calls", 1024, 8); }
 
-TEST(HotPath, ManySliceCallsAllocateNothing) {
-  expectNoAllocations("1 MiB calls", 256 * 1024, 4);
-}
+TEST(HotPath, ManySliceCallsAllocateNothing) { expectNoAllocations("1 MiB calls", 256 * 1024, 4); }
 
 }  // namespace
 }  // namespace tally::reducer::test

@@ -11,9 +11,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -23,18 +23,13 @@
 #include <thread>
 #include <vector>
 
-#include "test/support/harness.h"
+#include "common/fd.h"
 #include "test/support/counting_observer.h"
+#include "test/support/harness.h"
 #include "test/support/raw_streams.h"
 #include "test/support/reducer_child.h"
-#include "common/fd.h"
 
 namespace tally::reducer::test {
-// The protocol and the worker-side client, as the tests drive both ends.
-namespace wire = protocol::wire;
-namespace opening = protocol::opening;
-using namespace ::tally::protocol;
-using namespace ::tally::worker_client;
 namespace {
 
 namespace tcp = transport::tcp;
@@ -147,7 +142,8 @@ Status checkedJob(const std::string& address, CollProgress progress) {
   for (int call = 0; call < 3; ++call) {
     std::vector<std::vector<float>> bufs(2, std::vector<float>(kCount));
     for (int r = 0; r < 2; ++r) {
-      for (size_t i = 0; i < kCount; ++i) bufs[r][i] = static_cast<float>((i % 251) * (r + 1) + call);
+      for (size_t i = 0; i < kCount; ++i)
+        bufs[r][i] = static_cast<float>((i % 251) * (r + 1) + call);
     }
     std::vector<Status> results(2);
     std::vector<std::thread> threads;

@@ -2,11 +2,6 @@
 #include "test/support/harness.h"
 
 namespace tally::reducer::test {
-// The protocol and the worker-side client, as the tests drive both ends.
-namespace wire = protocol::wire;
-namespace opening = protocol::opening;
-using namespace ::tally::protocol;
-using namespace ::tally::worker_client;
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -78,8 +73,9 @@ TEST(CollFailureTest, MismatchedCountsFailAllRanks) {
   // The error sticks: later calls fail at once.
   std::vector<float> v(10, 1.0f);
   CollRequest req;
-  EXPECT_FALSE(clients[0]->iallreduce(v.data(), v.data(), 10, DataType::kFloat32,
-                                      ReduceOp::kSum, &req).isOk());
+  EXPECT_FALSE(clients[0]
+                   ->iallreduce(v.data(), v.data(), 10, DataType::kFloat32, ReduceOp::kSum, &req)
+                   .isOk());
   for (auto& c : clients) c->close();
 }
 
@@ -153,8 +149,9 @@ TEST(CollFailureTest, LostRankFailsTheOthers) {
   clients[1]->close();
   std::vector<float> v(100, 1.0f);
   CollRequest req;
-  ASSERT_TRUE(post(clients[0].get(), v.data(), v.data(), 100, DataType::kFloat32, ReduceOp::kSum,
-                   &req).isOk());
+  ASSERT_TRUE(
+      post(clients[0].get(), v.data(), v.data(), 100, DataType::kFloat32, ReduceOp::kSum, &req)
+          .isOk());
   Status s = waitRequest(&req, nullptr, 15000);
   EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.toString();
   clients[0]->close();
@@ -174,8 +171,9 @@ TEST(CollFailureTest, RankThatGivesUpTellsTheOthersWhy) {
   // Rank 0 calls alone; rank 1 never joins, so rank 0 times out and gives up.
   std::vector<float> v(1000, 1.0f);
   CollRequest req;
-  ASSERT_TRUE(post(clients[0].get(), v.data(), v.data(), v.size(), DataType::kFloat32,
-                   ReduceOp::kSum, &req).isOk());
+  ASSERT_TRUE(
+      post(clients[0].get(), v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum, &req)
+          .isOk());
   Status mine = waitRequest(&req, nullptr, 10000);
   ASSERT_EQ(mine.code(), StatusCode::kTimeout) << mine.toString();
   // Rank 1 learns it from the reducers: its call fails with rank 0's cause.
@@ -199,8 +197,8 @@ TEST(CollFailureTest, CountZeroCompletesAtOnce) {
   auto st = connectAll({optionsFor(servers)}, &clients);
   ASSERT_TRUE(st[0].isOk()) << st[0].toString();
   CollRequest req;
-  ASSERT_TRUE(clients[0]->iallreduce(nullptr, nullptr, 0, DataType::kFloat32, ReduceOp::kSum,
-                                     &req).isOk());
+  ASSERT_TRUE(
+      clients[0]->iallreduce(nullptr, nullptr, 0, DataType::kFloat32, ReduceOp::kSum, &req).isOk());
   bool done = false;
   size_t bytes = 9;
   ASSERT_TRUE(req.test(&done, &bytes).isOk());

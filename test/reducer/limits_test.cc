@@ -9,17 +9,12 @@
 #include <thread>
 #include <vector>
 
-#include "test/support/harness.h"
 #include "protocol/wire.h"
 #include "test/support/counting_observer.h"
+#include "test/support/harness.h"
 #include "transport/network.h"
 
 namespace tally::reducer::test {
-// The protocol and the worker-side client, as the tests drive both ends.
-namespace wire = protocol::wire;
-namespace opening = protocol::opening;
-using namespace ::tally::protocol;
-using namespace ::tally::worker_client;
 namespace {
 
 // One in-process reducer with these limits.
@@ -65,8 +60,10 @@ void expectSum(std::vector<std::unique_ptr<CollClient>>& clients) {
                       ReduceOp::kSum, &req);
       if (s.isOk()) s = waitRequest(&req, nullptr);
       const int32_t want = static_cast<int32_t>(clients.size() * (clients.size() + 1) / 2);
-      if (!s.isOk()) errors[r] = s.toString();
-      else if (v[0] != want || v[999] != want) errors[r] = "wrong sum " + std::to_string(v[0]);
+      if (!s.isOk())
+        errors[r] = s.toString();
+      else if (v[0] != want || v[999] != want)
+        errors[r] = "wrong sum " + std::to_string(v[0]);
     });
   }
   for (auto& t : threads) t.join();
@@ -88,7 +85,8 @@ TEST(Limits, CommunicatorOverItsLimitIsRefusedWithTheReason) {
   EXPECT_FALSE(st.isOk());
   EXPECT_NE(st.message().find("per communicator"), std::string::npos) << st.toString();
   EXPECT_GE(observer.errorCount(ServerError::kLimit), 1u);
-  for (auto& c : clients) if (c) c->close();
+  for (auto& c : clients)
+    if (c) c->close();
 }
 
 TEST(Limits, SliceTooLargeForAConnectionIsRefused) {
@@ -101,7 +99,8 @@ TEST(Limits, SliceTooLargeForAConnectionIsRefused) {
   Status st = connectGroup(clientOptions(*server, 128 << 10), 2, &clients);
   EXPECT_FALSE(st.isOk());
   EXPECT_NE(st.message().find("per connection"), std::string::npos) << st.toString();
-  for (auto& c : clients) if (c) c->close();
+  for (auto& c : clients)
+    if (c) c->close();
 }
 
 TEST(Limits, FullReducerRefusesNewCommunicatorsUntilOneLeaves) {
@@ -115,11 +114,13 @@ TEST(Limits, FullReducerRefusesNewCommunicatorsUntilOneLeaves) {
   Status st = connectGroup(clientOptions(*server, 64 << 10), 2, &second);
   EXPECT_FALSE(st.isOk());
   EXPECT_NE(st.message().find("reducer full"), std::string::npos) << st.toString();
-  for (auto& c : second) if (c) c->close();
+  for (auto& c : second)
+    if (c) c->close();
   expectSum(first);  // the admitted job is untouched
   for (auto& c : first) c->close();
   // Its reservation comes back once its members have left.
-  ASSERT_TRUE(waitUntil([&] { return observer.communicators.load() == 0; }, std::chrono::milliseconds(5000)));
+  ASSERT_TRUE(waitUntil([&] { return observer.communicators.load() == 0; },
+                        std::chrono::milliseconds(5000)));
   ASSERT_TRUE(connectGroup(clientOptions(*server, 64 << 10), 2, &second).isOk());
   expectSum(second);
   for (auto& c : second) c->close();
@@ -137,7 +138,8 @@ TEST(Limits, ConnectionsOverTheLimitAreClosed) {
   CollOptions late = clientOptions(*server, 64 << 10);
   late.timeouts.connect_ms = 2000;
   EXPECT_FALSE(connectGroup(late, 1, &more).isOk());
-  EXPECT_TRUE(waitUntil([&] { return observer.errorCount(ServerError::kLimit) >= 1; }, std::chrono::milliseconds(5000)));
+  EXPECT_TRUE(waitUntil([&] { return observer.errorCount(ServerError::kLimit) >= 1; },
+                        std::chrono::milliseconds(5000)));
   expectSum(clients);  // the two admitted connections are untouched
   for (auto& c : clients) c->close();
 }
@@ -221,9 +223,11 @@ TEST(Limits, ConnectionThatNeverJoinsIsClosed) {
   std::unique_ptr<transport::Connection> idle;
   ASSERT_TRUE(transport::connectDefault(server->address(), {}, {}, &idle).isOk());
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_TRUE(waitUntil([&] { return observer.errorCount(ServerError::kTimeout) == 1; }, std::chrono::milliseconds(5000)));
+  EXPECT_TRUE(waitUntil([&] { return observer.errorCount(ServerError::kTimeout) == 1; },
+                        std::chrono::milliseconds(5000)));
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(200));
-  EXPECT_TRUE(waitUntil([&] { return observer.connections.load() == 0; }, std::chrono::milliseconds(5000)));
+  EXPECT_TRUE(
+      waitUntil([&] { return observer.connections.load() == 0; }, std::chrono::milliseconds(5000)));
   idle->close();
 }
 

@@ -10,16 +10,11 @@
 #include <thread>
 #include <vector>
 
-#include "test/support/harness.h"
 #include "test/support/counting_observer.h"
+#include "test/support/harness.h"
 #include "transport/network.h"
 
 namespace tally::reducer::test {
-// The protocol and the worker-side client, as the tests drive both ends.
-namespace wire = protocol::wire;
-namespace opening = protocol::opening;
-using namespace ::tally::protocol;
-using namespace ::tally::worker_client;
 namespace {
 
 int threadCount() {

@@ -13,11 +13,6 @@
 #include "test/support/harness.h"
 
 namespace tally::reducer::test {
-// The protocol and the worker-side client, as the tests drive both ends.
-namespace wire = protocol::wire;
-namespace opening = protocol::opening;
-using namespace ::tally::protocol;
-using namespace ::tally::worker_client;
 namespace {
 
 // Runs `rounds` rounds of `calls` single-slice calls per rank, all posted before any is waited

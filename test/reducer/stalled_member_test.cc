@@ -15,19 +15,14 @@
 #include <tuple>
 #include <vector>
 
-#include "test/support/harness.h"
+#include "common/fd.h"
 #include "protocol/wire.h"
 #include "test/support/counting_observer.h"
+#include "test/support/harness.h"
 #include "test/support/raw_streams.h"
-#include "common/fd.h"
 #include "transport/raw_stream.h"
 
 namespace tally::reducer::test {
-// The protocol and the worker-side client, as the tests drive both ends.
-namespace wire = protocol::wire;
-namespace opening = protocol::opening;
-using namespace ::tally::protocol;
-using namespace ::tally::worker_client;
 namespace {
 
 namespace tcp = transport::tcp;

@@ -12,15 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include "test/support/harness.h"
 #include "protocol/slicing.h"
+#include "test/support/harness.h"
 
 namespace tally::reducer::test {
-// The protocol and the worker-side client, as the tests drive both ends.
-namespace wire = protocol::wire;
-namespace opening = protocol::opening;
-using namespace ::tally::protocol;
-using namespace ::tally::worker_client;
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -12,11 +12,6 @@
 #include "transport/network.h"
 
 namespace tally::reducer::test {
-// The protocol and the worker-side client, as the tests drive both ends.
-namespace wire = protocol::wire;
-namespace opening = protocol::opening;
-using namespace ::tally::protocol;
-using namespace ::tally::worker_client;
 namespace {
 
 constexpr uint64_t kSliceBytes = 64 * 1024;
