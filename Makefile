@@ -3,7 +3,7 @@ BUILD ?= build
 PREFIX ?= $(CURDIR)/$(BUILD)/install
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build install test demo clean
+.PHONY: all deps build install test demo clean images
 
 all: build
 
@@ -27,6 +27,12 @@ demo: deps install
 
 clean:
 	rm -rf $(BUILD)
+
+# The container images from docker/, built from the packages and checked from the inside
+# (docs/packaging.md). With no Docker engine it uses buildah; where no registry answers, set
+# IMAGE_FLAGS="--bootstrap-base --pytorch-base docker.io/library/debian:bookworm".
+images:
+	scripts/build-images.sh $(IMAGE_FLAGS)
 
 # Sanitizer runs (docs/testing.md): the functional test folders, built in their own folder with
 # only the targets those tests need. Left out: system/packaging (builds a .deb and Docker files, no

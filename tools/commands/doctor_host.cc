@@ -2,8 +2,10 @@
 #include "tools/commands/doctor_host.h"
 
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "tools/commands/launch_env.h"
 #include "tools/driver/plugin_library.h"
 #include "transport/network.h"
 
@@ -97,18 +99,31 @@ CheckResult checkCluster(const ParamSource& source, ClusterEnv* env, int* coll_r
     r.detail = st.message() + " (fix the variable, or unset it outside a managed job)";
     return r;
   }
+  if (loaded.primary() == nullptr) {
+    // As tally launch: a JobSet's or a Slurm heterogeneous job's variables describe the pools.
+    std::optional<ClusterSpec> scheduled;
+    std::vector<std::string> notes;
+    st = schedulerCluster(source, &scheduled, &notes);
+    if (!st.isOk()) {
+      *env = ClusterEnv();
+      r.detail = st.message();
+      return r;
+    }
+    loaded.cluster_spec = std::move(scheduled);
+  }
   *env = loaded;
   const ClusterSpec* spec = env->primary();
   if (spec == nullptr) {
     r.severity = Severity::kWarn;
     r.detail =
-        "no cluster spec (neither CLUSTER_SPEC nor TF_CONFIG is set); assuming 1 CollNet "
-        "rank";
+        "no cluster spec (neither CLUSTER_SPEC nor TF_CONFIG is set, nor a JobSet's or a Slurm "
+        "heterogeneous job's variables); assuming 1 CollNet rank";
     return r;
   }
   *coll_ranks = std::max(1, spec->collRanks());
-  r.detail = spec->variable + ": " + spec->task_type + " index " + std::to_string(spec->index) +
-             " is the " + clusterRoleName(spec->role());
+  r.detail = spec->variable + ": " + spec->task_type;
+  if (fromClusterVariable(*spec)) r.detail += " index " + std::to_string(spec->index);
+  r.detail += std::string(" is the ") + clusterRoleName(spec->role());
   if (spec->collRank() >= 0) {
     r.detail += ", CollNet rank " + std::to_string(spec->collRank()) + " of " +
                 std::to_string(spec->collRanks());

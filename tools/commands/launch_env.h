@@ -58,6 +58,12 @@ inline constexpr const char* kJobSetReducers = "TALLY_JOBSET_REDUCERS";
 inline constexpr const char* kJobSetSubdomain = "TALLY_JOBSET_SUBDOMAIN";
 inline constexpr const char* kSlurmHetGroup = "TALLY_SLURM_HET_GROUP";
 
+// Whether the spec came from CLUSTER_SPEC or TF_CONFIG rather than a scheduler's own variables,
+// whose task_type already names the task in full ("het group 0 node gpu08").
+inline bool fromClusterVariable(const ClusterSpec& spec) {
+  return spec.variable == "CLUSTER_SPEC" || spec.variable == "TF_CONFIG";
+}
+
 // The JobSet's cluster, or nullopt when TALLY_JOBSET_NAME is unset. spec.variable is "JobSet".
 Status jobSetCluster(const ParamSource& env, std::optional<ClusterSpec>* out);
 // The Slurm heterogeneous job's cluster, or nullopt when SLURM_HET_SIZE is unset.

@@ -53,12 +53,6 @@ std::string joinWords(const std::vector<std::string>& argv) {
   return text;
 }
 
-// Whether the spec came from CLUSTER_SPEC or TF_CONFIG rather than a scheduler's own variables
-// (launch_env.h), whose task_type already names the task in full.
-bool fromClusterVariable(const ClusterSpec& spec) {
-  return spec.variable == "CLUSTER_SPEC" || spec.variable == "TF_CONFIG";
-}
-
 // "(CLUSTER_SPEC workerpool1 index 1, trial 7)", "(JobSet workers pod 2)"
 std::string describeTask(const ClusterSpec& spec) {
   std::string text = "(" + spec.variable + " " + spec.task_type;

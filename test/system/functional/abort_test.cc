@@ -26,9 +26,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // NCCL wants closeColl (and deregMr, on its abort path) back within 100 ms. Asserted per call at
-// 250 ms: the workers share two cores with the reducers and other tests, under sanitizers. The
-// measured times are printed ("took N ms") and are a few ms on an idle machine.
+// 250 ms: the workers share two cores with the reducers and other tests. Under ASan or TSan,
+// 1000 ms: a clean-clone CI run saw 257 ms there (joining a link thread the loaded machine had
+// not yet scheduled). Either bound is far below the 20 s and 30 s timeouts an abort must not
+// wait for. The measured times are printed ("took N ms") and are a few ms on an idle machine.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr int64_t kCloseBoundMs = 1000;
+#else
 constexpr int64_t kCloseBoundMs = 250;
+#endif
 // A surviving rank's error must come from the abort, well before TALLY_TIMEOUT_MS (30 s here).
 constexpr int64_t kSurvivorErrorMs = 10000;
 constexpr int kVersion = 11;

@@ -301,6 +301,40 @@ TEST(DoctorHost, ClusterAndReducers) {
   EXPECT_EQ(checkReducers(Params::defaults(), env, &list).severity, F);
 }
 
+// Under a Slurm heterogeneous job (as tally launch runs the doctor from the sbatch script of
+// tally plan --format slurm) the cluster comes from Slurm's variables, as launch reads them.
+TEST(DoctorHost, ClusterFromASlurmHeterogeneousJob) {
+  std::map<std::string, std::string> slurm = {{"SLURM_JOB_ID", "4242"},
+                                              {"SLURM_HET_SIZE", "2"},
+                                              {"SLURM_JOB_NODELIST_HET_GROUP_0", "gpu[08-10]"},
+                                              {"SLURM_JOB_NODELIST_HET_GROUP_1", "cpu[1-2]"},
+                                              {"SLURM_LOCALID", "0"},
+                                              {"SLURMD_NODENAME", "gpu09"}};
+  ClusterEnv env;
+  int ranks = 0;
+  CheckResult r = checkCluster(MapParamSource(slurm), &env, &ranks);
+  EXPECT_EQ(r.severity, P) << formatResult(r);
+  EXPECT_EQ(ranks, 3);
+  EXPECT_EQ(r.detail, "Slurm: het group 0 node gpu09 is the worker, CollNet rank 1 of 3");
+  ReducerList list;
+  r = checkReducers(Params::defaults(), env, &list);
+  EXPECT_EQ(r.severity, P) << formatResult(r);
+  EXPECT_EQ(list.addresses, (std::vector<std::string>{"cpu1:2222", "cpu2:2222"}));
+
+  // A reducer node is no CollNet rank.
+  slurm["SLURMD_NODENAME"] = "cpu2";
+  r = checkCluster(MapParamSource(slurm), &env, &ranks);
+  EXPECT_EQ(r.severity, W) << formatResult(r);
+  EXPECT_NE(r.detail.find("no CollNet rank"), std::string::npos) << r.detail;
+
+  // Malformed: a FAIL that names the variable, as launch's exit 2 does.
+  slurm["SLURM_JOB_NODELIST_HET_GROUP_0"] = "gpu[08-10";
+  r = checkCluster(MapParamSource(slurm), &env, &ranks);
+  EXPECT_EQ(r.severity, F) << formatResult(r);
+  EXPECT_NE(r.detail.find("SLURM_JOB_NODELIST_HET_GROUP_0"), std::string::npos) << r.detail;
+  EXPECT_EQ(ranks, 1);
+}
+
 // ---- probing a real reducer --------------------------------------------------------------------
 
 // A port on 127.0.0.1 that nothing listens on: bound, noted, closed.
