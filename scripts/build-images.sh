@@ -15,12 +15,13 @@
 #   --no-pytorch              build the reducer image only
 #   --tag PREFIX              image names PREFIX-reducer, PREFIX-pytorch, PREFIX-pytorch-preload
 #                             (default localhost/tally)
+#   --check-only              build nothing: check the images already tagged so
 # Installs buildah (and debootstrap) with apt when run as root and they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-engine="" bootstrap=0 pytorch=1 pytorch_base="" prefix=localhost/tally
+engine="" bootstrap=0 pytorch=1 pytorch_base="" prefix=localhost/tally build_images=1
 while [ $# -gt 0 ]; do
   case $1 in
     --engine) engine=$2; shift 2 ;;
@@ -28,7 +29,8 @@ while [ $# -gt 0 ]; do
     --pytorch-base) pytorch_base=$2; shift 2 ;;
     --no-pytorch) pytorch=0; shift ;;
     --tag) prefix=$2; shift 2 ;;
-    -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --check-only) build_images=0; shift ;;
+    -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "build-images: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -92,7 +94,7 @@ bootstrapBase() {
 }
 ensureBase() {
   local image=$1
-  [ $engine = buildah ] || return 0
+  [ $engine = buildah ] && [ $build_images = 1 ] || return 0
   haveImage "$image" && return
   if timeout 120 buildah pull -q "$image" >/dev/null 2>&1; then return; fi
   [[ $image == debian:bookworm* || $image == docker.io/library/debian:bookworm* ]] && [ $bootstrap = 1 ] ||
@@ -101,15 +103,18 @@ ensureBase() {
 }
 
 # ---- the build context: the working tree's tracked and untracked, not ignored, files ----
-step "context from $root"
-mkdir "$work/context"
-git -C "$root" ls-files -z --cached --others --exclude-standard |
-  (cd "$root" && xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh) |
-  tar -C "$root" --null -T - -cf - | tar -C "$work/context" -xf -
+if [ $build_images = 1 ]; then
+  step "context from $root"
+  mkdir "$work/context"
+  git -C "$root" ls-files -z --cached --others --exclude-standard |
+    (cd "$root" && xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh) |
+    tar -C "$root" --null -T - -cf - | tar -C "$work/context" -xf -
+fi
 
 build() {  # build TAG DOCKERFILE [build args...]
   local tag=$1 file=$2
   shift 2
+  [ $build_images = 1 ] || return 0
   step "build $tag from $file $*"
   local start=$SECONDS
   if [ $engine = docker ]; then
@@ -196,7 +201,8 @@ if [ $pytorch = 1 ]; then
     build "$tag" docker/pytorch.Dockerfile --target "$target" "${args[@]}"
     checkCommon "$tag"
     check "$tag: no tally-reducer, so no prometheus-cpp" shellIn "$tag" \
-      '! dpkg-query -W tally-reducer 2>/dev/null && ! ls /usr/lib/*/libprometheus-cpp* 2>/dev/null'
+      '! dpkg-query -W -f "\${Status}" tally-reducer 2>/dev/null | grep -q "ok installed" &&
+       ! ls /usr/lib/*/libprometheus-cpp* 2>/dev/null'
     check "$tag: the plugin at /usr/lib/libnccl-net-tally.so" inside "$tag" \
       test -f /usr/lib/libnccl-net-tally.so
     env=$(inside "$tag" env)
