@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The Dockerfiles cannot be built here (no Docker engine), so this checks them against the
-# repository, so that they cannot rot unseen:
+# Building the images takes half an hour here (scripts/build-images.sh, `make images`, builds
+# and checks them without a Docker engine), too long for every test run; this checks the
+# Dockerfiles against the repository in a second, so that they cannot rot unseen:
 #   - every COPY source in the build context exists, and every COPY --from names an earlier stage;
 #   - every scripts/... path a RUN names exists, and every NAME_*.deb it names is a package that
 #     cmake/packaging.cmake builds; a GPU worker image (ARG BASE) installs no tally-reducer, whose
