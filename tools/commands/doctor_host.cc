@@ -2,7 +2,6 @@
 #include "tools/commands/doctor_host.h"
 
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "tools/commands/launch_env.h"
@@ -92,24 +91,14 @@ bool libraryIsTally(const std::string& library) {
 CheckResult checkCluster(const ParamSource& source, ClusterEnv* env, int* coll_ranks) {
   CheckResult r{Severity::kFail, "cluster", ""};
   *coll_ranks = 1;
+  // As tally launch reads it: CLUSTER_SPEC, TF_CONFIG, a JobSet's or a Slurm job's variables.
   ClusterEnv loaded;
-  Status st = ClusterEnv::load(source, &loaded);
+  std::vector<std::string> notes;
+  Status st = loadJobCluster(source, &loaded, &notes);
   if (!st.isOk()) {
     *env = ClusterEnv();
     r.detail = st.message() + " (fix the variable, or unset it outside a managed job)";
     return r;
-  }
-  if (loaded.primary() == nullptr) {
-    // As tally launch: a JobSet's or a Slurm heterogeneous job's variables describe the pools.
-    std::optional<ClusterSpec> scheduled;
-    std::vector<std::string> notes;
-    st = schedulerCluster(source, &scheduled, &notes);
-    if (!st.isOk()) {
-      *env = ClusterEnv();
-      r.detail = st.message();
-      return r;
-    }
-    loaded.cluster_spec = std::move(scheduled);
   }
   *env = loaded;
   const ClusterSpec* spec = env->primary();

@@ -70,10 +70,11 @@ Status jobSetCluster(const ParamSource& env, std::optional<ClusterSpec>* out);
 // spec.variable is "Slurm".
 Status slurmCluster(const ParamSource& env, std::optional<ClusterSpec>* out);
 
-// The first of jobSetCluster and slurmCluster that finds its variables. A plain (not
-// heterogeneous) Slurm job gives nullopt and a note that says why it is not used.
-Status schedulerCluster(const ParamSource& env, std::optional<ClusterSpec>* out,
-                        std::vector<std::string>* notes);
+// The job's cluster as tally launch and tally doctor read it: CLUSTER_SPEC or TF_CONFIG
+// (ClusterEnv::load), else the first of jobSetCluster and slurmCluster that finds its variables,
+// as out->cluster_spec. A malformed variable is an error that names it; a plain (not
+// heterogeneous) Slurm job gives no spec and a note that says why it is not used.
+Status loadJobCluster(const ParamSource& env, ClusterEnv* out, std::vector<std::string>* notes);
 
 // Parses a decimal integer in [min, max] from `name`'s value; kInvalidUsage naming the variable.
 Status parseEnvInt(const std::string& name, const std::string& value, int min, int max, int* out);

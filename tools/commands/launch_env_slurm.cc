@@ -116,12 +116,14 @@ Status slurmCluster(const ParamSource& env, std::optional<ClusterSpec>* out) {
   return Status::ok();
 }
 
-Status schedulerCluster(const ParamSource& env, std::optional<ClusterSpec>* out,
-                        std::vector<std::string>* notes) {
-  TALLY_RETURN_IF_ERROR(jobSetCluster(env, out));
-  if (*out) return Status::ok();
-  TALLY_RETURN_IF_ERROR(slurmCluster(env, out));
-  if (*out) return Status::ok();
+Status loadJobCluster(const ParamSource& env, ClusterEnv* out, std::vector<std::string>* notes) {
+  TALLY_RETURN_IF_ERROR(ClusterEnv::load(env, out));
+  if (out->primary() != nullptr) return Status::ok();
+  // No CLUSTER_SPEC nor TF_CONFIG: a JobSet's or Slurm's variables describe the same pools.
+  TALLY_RETURN_IF_ERROR(jobSetCluster(env, &out->cluster_spec));
+  if (out->cluster_spec) return Status::ok();
+  TALLY_RETURN_IF_ERROR(slurmCluster(env, &out->cluster_spec));
+  if (out->cluster_spec) return Status::ok();
   const std::optional<std::string> job = env.get("SLURM_JOB_ID");
   if (job && !job->empty()) {
     notes->push_back("Slurm job " + *job +

@@ -292,14 +292,8 @@ Status planLaunchFromEnvironment(const ParamSource& env, const std::string& plug
                                  const std::string& reducer_path,
                                  const std::vector<std::string>& command, LaunchPlan* out) {
   ClusterEnv cluster;
-  TALLY_RETURN_IF_ERROR(ClusterEnv::load(env, &cluster));
   std::vector<std::string> notes;
-  if (cluster.primary() == nullptr) {
-    // No CLUSTER_SPEC nor TF_CONFIG: a JobSet's or Slurm's variables describe the same pools.
-    std::optional<ClusterSpec> spec;
-    TALLY_RETURN_IF_ERROR(schedulerCluster(env, &spec, &notes));
-    cluster.cluster_spec = std::move(spec);
-  }
+  TALLY_RETURN_IF_ERROR(loadJobCluster(env, &cluster, &notes));
   LaunchPlan plan;
   TALLY_RETURN_IF_ERROR(planLaunch(cluster, env, plugin_path, reducer_path, command, &plan));
   plan.notes.insert(plan.notes.end(), notes.begin(), notes.end());

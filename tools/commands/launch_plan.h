@@ -66,8 +66,8 @@ Status planLaunch(const ClusterEnv& cluster, const ParamSource& env, const std::
                   const std::string& reducer_path, const std::vector<std::string>& command,
                   LaunchPlan* out);
 
-// ClusterEnv::load(env) followed by planLaunch: a malformed CLUSTER_SPEC or TF_CONFIG fails here
-// with the parser's message, which names the variable and the field.
+// loadJobCluster(env) followed by planLaunch: a malformed CLUSTER_SPEC, TF_CONFIG, JobSet or
+// Slurm variable fails here with a message that names the variable (and the field).
 Status planLaunchFromEnvironment(const ParamSource& env, const std::string& plugin_path,
                                  const std::string& reducer_path,
                                  const std::vector<std::string>& command, LaunchPlan* out);
