@@ -35,10 +35,12 @@ chmod 755 "$work"
 pids=()
 cleanup() {
   local status=$?
-  scancel --quiet --full 2>/dev/null || true
+  scancel --quiet --full --user root 2>/dev/null || true  # this private cluster's jobs only
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   sleep 0.5
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  # Any daemon whose pid file never came: each names a file of $work on its command line.
+  pkill -9 -f -- "$work/" 2>/dev/null || true
   if [ $status -ne 0 ] && [ $status -ne 77 ]; then
     for f in "$work"/*.log "$work"/job.out; do
       [ -f "$f" ] && { echo "---- $f"; tail -25 "$f"; }
@@ -109,11 +111,11 @@ AutoDetect=off
 NodeName=sn[1-2] Name=gpu File=$work/gpu[0-1]
 EOF
 
-slurmctld -i || skip "slurmctld does not start here"
+slurmctld -i -f "$work/etc-slurm/slurm.conf" || skip "slurmctld does not start here"
 pids+=("$(pidOf "$work/slurmctld.pid")") || skip "slurmctld wrote no pid file"
 for n in sn1 sn2 sn3 sn4; do
   mkdir -p "$work/spool-$n"
-  slurmd -N $n || skip "slurmd does not start here"
+  slurmd -f "$work/etc-slurm/slurm.conf" -N $n || skip "slurmd does not start here"
   pids+=("$(pidOf "$work/slurmd-$n.pid")") || skip "slurmd on $n wrote no pid file"
 done
 idle=""
