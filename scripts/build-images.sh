@@ -162,6 +162,7 @@ check() {  # check DESCRIPTION COMMAND...
   fi
 }
 equals() { [ "$1" = "$2" ] || { echo "got '$1', expected '$2'"; return 1; }; }
+hasLine() { grep -qx -- "$1" <<<"$2" || { echo "no line '$1' in:"; echo "$2"; return 1; }; }
 shellIn() { local image=$1; shift; inside "$image" sh -c "$*"; }
 
 checkCommon() {  # checkCommon IMAGE: what every image has
@@ -208,11 +209,12 @@ if [ $pytorch = 1 ]; then
     env=$(inside "$tag" env)
     if [ $target = plugin-path ]; then
       check "$tag: NCCL_NET_PLUGIN is the plugin's path" \
-        grep -qx NCCL_NET_PLUGIN=/usr/lib/libnccl-net-tally.so <<<"$env"
+        hasLine NCCL_NET_PLUGIN=/usr/lib/libnccl-net-tally.so "$env"
     else
-      check "$tag: LD_PRELOAD with NCCL_NET_PLUGIN=STATIC_PLUGIN" sh -c \
-        'grep -qx LD_PRELOAD=/usr/lib/libnccl-net-tally.so && echo "$0" | grep -qx NCCL_NET_PLUGIN=STATIC_PLUGIN' \
-        "$(grep ^NCCL_NET_PLUGIN= <<<"$env")" <<<"$env"
+      check "$tag: LD_PRELOAD is the plugin's path" \
+        hasLine LD_PRELOAD=/usr/lib/libnccl-net-tally.so "$env"
+      check "$tag: NCCL_NET_PLUGIN=STATIC_PLUGIN, as LD_PRELOAD needs" \
+        hasLine NCCL_NET_PLUGIN=STATIC_PLUGIN "$env"
       check "$tag: a process starts with the plugin preloaded" shellIn "$tag" \
         'grep -q libnccl-net-tally.so /proc/self/maps'
     fi
