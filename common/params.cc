@@ -142,6 +142,7 @@ std::vector<ParamProblem> Params::problems() const {
   range("TALLY_SOCKET_NSOCKS", socketNsocks, 1, kMaxSocketNsocks);
   oneOf("TALLY_TRANSPORT", transport, {"auto", "tcp", "ofi", "verbs"});
   range("TALLY_IB_QPS_PER_CONNECTION", ibQpsPerConnection, 1, kMaxIbQpsPerConnection);
+  range("TALLY_LINK_MBPS", linkMbps, 0, kMaxLinkMbps);
   range("TALLY_COLL_WINDOW", collWindow, 1, INT64_MAX);
   oneOf("TALLY_COLL_PROGRESS", collProgress, {"thread", "poll", "legacy"});
   range("TALLY_COLL_MAX_REQUESTS", collMaxRequests, 1, kMaxCollMaxRequests);

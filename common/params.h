@@ -61,7 +61,12 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
     "per slice limits), else 8 (where the link does). Every rank must agree on it.")            \
   X(kBytes, minSliceBytes, "TALLY_MIN_SLICE_BYTES", "0",                                        \
     "Smallest slice TALLY_SLICES_PER_REDUCER may cut down to. 0: 128K on loopback and links "   \
-    "of 25 Gbit/s or more, else 32K.")                                                          \
+    "of 25 Gbit/s or more; below that what the link carries in a millisecond, rounded up to "   \
+    "a power of two, 32K to 128K (32K when the speed is unknown).")                             \
+  X(kInt, linkMbps, "TALLY_LINK_MBPS", "0",                                                     \
+    "The link speed in Mb/s that the plugin reports to NCCL and cuts slices for, in place of "  \
+    "what the interface reports (virtual and cloud NICs often report none, or 10 Gbit/s "      \
+    "whatever they carry). 0: the interface's own. Every rank should agree on it.")             \
   X(kInt, collWindow, "TALLY_COLL_WINDOW", "16",                                                \
     "Slices a worker keeps in flight to each reducer; bounds the reducer's memory per "         \
     "connection to this many slices.")                                                          \
@@ -160,6 +165,7 @@ class MapParamSource : public ParamSource {
 inline constexpr int64_t kMaxSocketNsocks = 16;         // TALLY_SOCKET_NSOCKS
 inline constexpr int64_t kMaxIbQpsPerConnection = 16;   // TALLY_IB_QPS_PER_CONNECTION
 inline constexpr int64_t kMaxCollMaxRequests = 1 << 16;  // TALLY_COLL_MAX_REQUESTS
+inline constexpr int64_t kMaxLinkMbps = 10000000;      // TALLY_LINK_MBPS: 10 Tbit/s
 
 // A variable whose value cannot be used: `value` as set, `reason` what is expected instead.
 struct ParamProblem {

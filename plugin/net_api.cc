@@ -70,7 +70,8 @@ ncclResult_t fillProperties(const char* fn, int dev, uint64_t max_coll_bytes, bo
     p.ptrSupport = device_memory ? netPtrSupport(dp) : NCCL_PTR_HOST;
     p.regIsGlobal = 0;
     p.forceFlush = 0;
-    p.speed = dp.speed_mbps > 0 ? dp.speed_mbps : 10000;
+    const int speed = state->linkSpeedMbps(dp);
+    p.speed = speed > 0 ? speed : 10000;
     p.port = 0;
     p.latency = dp.latency_us;
     p.maxComms = kMaxComms;

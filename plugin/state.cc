@@ -124,7 +124,7 @@ PluginState::PluginState(Params params, ClusterInput cluster,
   const protocol::SlicePlan plan = protocol::choosePlan(
       params_.sliceBytes, static_cast<uint32_t>(std::max<int64_t>(0, params_.slicesPerReducer)),
       params_.minSliceBytes, link != nullptr && link->loopback,
-      link != nullptr ? link->speed_mbps : 0);
+      link != nullptr ? linkSpeedMbps(*link) : 0);
   coll_options_.slices_per_reducer = plan.per_reducer;
   coll_options_.min_slice_bytes = plan.min_slice_bytes;
   coll_options_.window = static_cast<int>(params_.collWindow);

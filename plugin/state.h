@@ -114,6 +114,11 @@ class PluginState {
               std::vector<std::shared_ptr<transport::Device>> devices);
 
   const Params& params() const { return params_; }
+  // The link speed NCCL is told and slices are cut for: TALLY_LINK_MBPS, else the device's own
+  // (0 when it reports none).
+  int linkSpeedMbps(const transport::DeviceProperties& device) const {
+    return params_.linkMbps > 0 ? static_cast<int>(params_.linkMbps) : device.speed_mbps;
+  }
   const ClusterInput& cluster() const { return cluster_; }
   // The reducers CollNet would use and where they came from (origin "none" when there are none).
   const ReducerList& reducers() const { return reducers_; }

@@ -17,9 +17,16 @@
 
 namespace tally::protocol {
 
-// The plan for links slower than kFastLinkMbps.
+// The plan for links slower than kFastLinkMbps: at least kSlicesPerReducer slices per reducer,
+// none under what the link carries in kSliceLinkMicros, rounded up to a power of two (so that
+// NCCL's power-of-two calls cut into equal slices) from kMinSliceBytes to kFastMinSliceBytes;
+// kMinSliceBytes when the speed is unknown. Each slice
+// costs both sides a few syscalls and wake-ups, tens of microseconds on a virtualized host, so
+// a slice that carries a millisecond of the link keeps that a small share of the link's time,
+// while the store-and-forward delay it adds stays about a millisecond.
 inline constexpr uint32_t kSlicesPerReducer = 8;
 inline constexpr uint64_t kMinSliceBytes = 32 * 1024;
+inline constexpr uint64_t kSliceLinkMicros = 1000;
 // The plan for fast links and loopback.
 inline constexpr uint32_t kFastSlicesPerReducer = 2;
 inline constexpr uint64_t kFastMinSliceBytes = 128 * 1024;
@@ -34,6 +41,15 @@ struct SlicePlan {
   bool operator==(const SlicePlan&) const = default;
 };
 
+// The smallest slice of the slow-link plan for a link of link_mbps (0: unknown).
+inline constexpr uint64_t slowLinkMinSliceBytes(int link_mbps) {
+  if (link_mbps <= 0) return kMinSliceBytes;
+  const uint64_t carried = static_cast<uint64_t>(link_mbps) * kSliceLinkMicros / 8;  // bytes
+  uint64_t bytes = kMinSliceBytes;
+  while (bytes < carried && bytes < kFastMinSliceBytes) bytes *= 2;
+  return bytes;
+}
+
 // The plan TALLY_SLICES_PER_REDUCER and TALLY_MIN_SLICE_BYTES ask for (0: chosen here from the
 // link: `loopback`, or its speed in Mb/s, 0 when unknown).
 inline SlicePlan choosePlan(uint64_t max_slice_bytes, uint32_t per_reducer,
@@ -42,8 +58,9 @@ inline SlicePlan choosePlan(uint64_t max_slice_bytes, uint32_t per_reducer,
   SlicePlan p;
   p.max_slice_bytes = max_slice_bytes;
   p.per_reducer = per_reducer != 0 ? per_reducer : fast ? kFastSlicesPerReducer : kSlicesPerReducer;
-  p.min_slice_bytes =
-      min_slice_bytes != 0 ? min_slice_bytes : fast ? kFastMinSliceBytes : kMinSliceBytes;
+  p.min_slice_bytes = min_slice_bytes != 0 ? min_slice_bytes
+                      : fast               ? kFastMinSliceBytes
+                                           : slowLinkMinSliceBytes(link_mbps);
   return p;
 }
 

@@ -61,6 +61,22 @@ TEST(PluginState, OptionsFollowParams) {
   EXPECT_EQ(state.connectionOptions().max_requests, kMaxSendRequests);
 }
 
+// TALLY_LINK_MBPS stands in for the speed an interface reports (a veth says 10 Gbit/s whatever
+// its qdisc lets through), both in what NCCL is told and in the slice plan.
+TEST(PluginState, LinkSpeedSettingOverridesTheInterface) {
+  std::unique_ptr<PluginState> own, set;
+  ASSERT_TRUE(PluginState::create(paramsFrom({{"TALLY_SOCKET_IFNAME", "lo"}}), &own).isOk());
+  ASSERT_TRUE(PluginState::create(
+                  paramsFrom({{"TALLY_SOCKET_IFNAME", "lo"}, {"TALLY_LINK_MBPS", "1000"}}), &set)
+                  .isOk());
+  const transport::DeviceProperties& lo = own->device(0)->properties();
+  EXPECT_EQ(own->linkSpeedMbps(lo), lo.speed_mbps);
+  EXPECT_EQ(set->linkSpeedMbps(set->device(0)->properties()), 1000);
+  EXPECT_NE(lo.speed_mbps, 1000);
+  // Loopback keeps the fast plan whatever the speed says.
+  EXPECT_EQ(set->collOptions().min_slice_bytes, protocol::kFastMinSliceBytes);
+}
+
 TEST(PluginState, BadValuesAreInvalidUsageNamingTheVariable) {
   std::unique_ptr<PluginState> state;
   Status st = PluginState::create(paramsFrom({{"TALLY_SOCKET_NSOCKS", "0"}}), &state);

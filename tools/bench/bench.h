@@ -70,6 +70,7 @@ struct BenchOptions {
   bool check = true;                                       // -c
   std::vector<Algo> algos = {Algo::kServer, Algo::kRing};  // --algo
   std::string emulate;                                     // --emulate RATE; empty: loopback
+  std::string emulate_cc = "cubic";  // --emulate-cc: the nodes' TCP congestion control; "host"
   std::string json_path;                                   // --json FILE
   std::string plot_path;                                   // --plot FILE.png
   int table_version = 0;                                   // 0: newest both tables export

@@ -132,6 +132,10 @@ commands::Subcommand addBenchCommand(CLI::App& parent) {
   cmd->add_option("--emulate", o.emulate,
                   "Run every worker and reducer in its own network namespace on a link of this "
                   "rate, e.g. 1gbit or 200mbit (needs root)");
+  cmd->add_option("--emulate-cc", o.emulate_cc,
+                  "With --emulate: the nodes' TCP congestion control, the same for every "
+                  "algorithm; host: whatever the host's new namespaces get")
+      ->capture_default_str();
   cmd->add_option("--json", o.json_path, "Write the options, the machine and every row here");
   cmd->add_option("--plot", o.plot_path, "Draw algbw against size into this PNG (gnuplot)");
   cmd->add_option("--plugin", o.plugin, "libnccl-net-tally.so (default: next to tally)");

@@ -228,6 +228,12 @@ Status validateOptions(const BenchOptions& o, bool* gloo_runs) {
   if (!o.emulate.empty()) {
     if (!validRate(o.emulate))
       return bad("--emulate: \"" + o.emulate + "\" is not a rate such as 200mbit or 1gbit");
+    if (o.emulate_cc.empty() ||
+        !std::all_of(o.emulate_cc.begin(), o.emulate_cc.end(), [](unsigned char c) {
+          return std::islower(c) || std::isdigit(c) || c == '_';
+        }))
+      return bad("--emulate-cc: \"" + o.emulate_cc +
+                 "\" is not a congestion control name such as cubic or bbr (or host)");
     std::string why;
     if (!driver::EmulatedCluster::canEmulate(&why)) return bad(why);
   }

@@ -44,6 +44,7 @@ ordered_json optionsJson(const BenchOptions& o) {
   j["algos"] = algos;
   j["check"] = o.check;
   j["emulate"] = o.emulate.empty() ? ordered_json(nullptr) : ordered_json(o.emulate);
+  j["emulate_cc"] = o.emulate.empty() ? ordered_json(nullptr) : ordered_json(o.emulate_cc);
   j["table_version"] = o.table_version;
   j["reducer_threads"] = o.reducer_threads;
   j["timeout_ms"] = o.timeout_ms;

@@ -114,7 +114,8 @@ void printHeader(const BenchOptions& o, const RunInfo& info) {
   const char* p = demo ? "" : "# ";
   std::string where = o.emulate.empty() ? "loopback"
                                         : "emulated cluster, every node on a " + o.emulate +
-                                              " link in its own network namespace";
+                                              " link in its own network namespace, TCP " +
+                                              o.emulate_cc;
   std::string reducers = has(o.algos, Algo::kServer)
                              ? std::to_string(o.reducers) +
                                    (o.reducers == 1 ? " reducer (" : " reducers (") +

@@ -171,6 +171,7 @@ int runBench(const BenchOptions& o, std::vector<BenchRow>* out_rows) {
     driver::EmulationOptions eo;
     eo.nodes = o.workers + (server ? o.reducers : 0);
     eo.rate = o.emulate;
+    eo.tcp_congestion = o.emulate_cc == "host" ? "" : o.emulate_cc;
     std::lock_guard<std::mutex> lock(guard->mutex());
     s = driver::EmulatedCluster::create(eo, &cluster);
     if (!s.isOk()) return fail(s);

@@ -11,6 +11,7 @@
 #include "common/store.h"
 #include "tools/bench/bench_internal.h"
 #include "tools/bench/cpu_cost.h"
+#include "tools/bench/link_rate.h"
 #include "tools/driver/coll_driver.h"
 #include "tools/driver/plugin_library.h"
 #include "tools/driver/reference.h"
@@ -131,6 +132,10 @@ int runBenchWorker(const WorkerPlan& plan, int rank) {
   if (!plan.reducer_list.empty()) ::setenv("TALLY_REDUCERS", plan.reducer_list.c_str(), 1);
   ::setenv("TALLY_SOCKET_IFNAME", plan.ifname.c_str(), 1);
   ::setenv("TALLY_CONNECT_TIMEOUT_MS", "30s", 0);
+  // A node's eth0 is a veth, which reports 10 Gbit/s whatever its qdisc lets through; a real NIC
+  // of the emulated rate would report that rate (a value the caller set wins).
+  if (plan.node != nullptr)
+    ::setenv("TALLY_LINK_MBPS", std::to_string(rateMbps(o.emulate)).c_str(), 0);
   if (o.verbose) driver::setPluginLogLevel(NCCL_LOG_INFO);
 
   std::unique_ptr<driver::PluginLibrary> lib;

@@ -176,7 +176,8 @@ Subcommand addDoctorCommand(CLI::App& parent) {
       ->check(CLI::Range(0.0, 60.0));
   cmd.app
       ->add_option("--worker-gbps", options->worker_gbps,
-                   "This worker's link speed in Gb/s (default: read from /sys/class/net)")
+                   "This worker's link speed in Gb/s (default: TALLY_LINK_MBPS, else "
+                   "/sys/class/net)")
       ->check(CLI::NonNegativeNumber);
   cmd.app->add_flag("--verbose", options->verbose, "Show Tally's own log lines on stderr");
   cmd.app->footer(

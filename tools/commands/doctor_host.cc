@@ -142,6 +142,11 @@ CheckResult checkReducers(const Params& params, const ClusterEnv& env, ReducerLi
 
 LinkSpeed workerLinkSpeed(const Params& params, const std::string& sys_class_net) {
   LinkSpeed out;
+  if (params.linkMbps > 0) {  // what the plugin tells NCCL, whatever the interface says
+    out.source = "TALLY_LINK_MBPS";
+    out.gbps = static_cast<double>(params.linkMbps) / 1000.0;
+    return out;
+  }
   const std::string spec =
       params.socketIfname.empty() ? params.ncclSocketIfname : params.socketIfname;
   std::vector<transport::Interface> ifaces;

@@ -198,6 +198,34 @@ void onCleanupSignal(int sig) {
   errno = saved;
 }
 
+// Writes `value` to the sysctl file `path` (under /proc/sys/net) of the network namespace named
+// by `netns_path`. /proc/sys/net shows the writing thread's namespace, so a thread of its own
+// enters the namespace and writes; the rest of the process stays where it was.
+Status writeNamespaceSysctl(const std::string& netns_path, const char* path,
+                            const std::string& value) {
+  int err = 0;
+  const char* step = "";
+  std::thread writer([&] {
+    err = EmulatedCluster::enterPath(netns_path.c_str());
+    step = "enter";
+    if (err != 0) return;
+    step = "open";
+    int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+      err = errno;
+      return;
+    }
+    step = "write";
+    const ssize_t n = ::write(fd, value.data(), value.size());
+    err = n == static_cast<ssize_t>(value.size()) ? 0 : n < 0 ? errno : EIO;
+    ::close(fd);
+  });
+  writer.join();
+  if (err == 0) return Status::ok();
+  return Status::fromErrno(std::string(step) + " " + path + " = " + value + " in " + netns_path,
+                           err);
+}
+
 }  // namespace
 
 bool EmulatedCluster::canEmulate(std::string* why) {
@@ -295,6 +323,14 @@ Status EmulatedCluster::build() {
     TALLY_RETURN_IF_ERROR(runCommand({"ip", "-n", ns, "link", "set", "eth0", "up"}));
     TALLY_RETURN_IF_ERROR(runCommand({"ip", "-n", ns, "link", "set", "lo", "up"}));
     TALLY_RETURN_IF_ERROR(runCommand(withTbf({"tc", "-n", ns, "qdisc", "add", "dev", "eth0"})));
+    if (!options_.tcp_congestion.empty()) {
+      Status cc = writeNamespaceSysctl(netnsPath(ns), "/proc/sys/net/ipv4/tcp_congestion_control",
+                                       options_.tcp_congestion);
+      if (!cc.isOk())
+        return Status::system("TCP congestion control " + options_.tcp_congestion +
+                              " (the kernel must have it; see tcp_available_congestion_control): " +
+                              cc.message());
+    }
     nodes_.push_back(std::move(node));
   }
   return Status::ok();

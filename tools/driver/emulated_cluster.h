@@ -40,6 +40,10 @@ struct EmulationOptions {
   std::string rate = "1gbit";    // tc rate syntax: 100mbit, 1gbit, 500kbit ... (checked by tc)
   std::string burst = "256kb";   // tbf burst
   std::string latency = "50ms";  // tbf latency (queue bound)
+  // Each node's default TCP congestion control (net.ipv4.tcp_congestion_control, a setting of
+  // every network namespace), so runs do not depend on what the host chose; Linux's own default
+  // unless asked otherwise. Empty: whatever new namespaces inherit from the host.
+  std::string tcp_congestion = "cubic";
 };
 
 struct EmulatedNode {

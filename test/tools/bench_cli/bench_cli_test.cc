@@ -125,6 +125,7 @@ TEST(BenchCli, BadOptionsExitTwo) {
       {{"-c", "2"}, "-c: expected 0 or 1"},
       {{"--timeout", "soon"}, "--timeout"},
       {{"--emulate", "fast"}, "--emulate: \"fast\" is not a rate"},
+      {{"--emulate", "1gbit", "--emulate-cc", "Cubic;"}, "is not a congestion control name"},
       {{"--workers", "1"}, "--workers"},
       {{"--no-such-flag"}, "no-such-flag"},
       {{"--plugin", "/nonexistent/libnccl-net-tally.so"}, "not found (use --plugin)"},

@@ -60,13 +60,15 @@ TEST(BenchEmulate, ShortRunOnCappedLinks) {
   TallyRun run = runTally(args, 90);
   ASSERT_FALSE(run.timed_out) << run.out << run.err;
   EXPECT_EQ(run.status, 0) << run.out << run.err;
-  EXPECT_NE(run.out.find("200mbit link in its own network namespace"), std::string::npos)
+  EXPECT_NE(run.out.find("200mbit link in its own network namespace, TCP cubic"),
+            std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find("(198.18."), std::string::npos) << run.out;  // reducers in their nodes
   EXPECT_EQ(namespacesOf(run.pid), "") << "left behind";
   json j = json::parse(readFile(path), nullptr, false);
   ASSERT_TRUE(j.is_object()) << readFile(path);
   EXPECT_EQ(j["options"]["emulate"], "200mbit");
+  EXPECT_EQ(j["options"]["emulate_cc"], "cubic");
   ASSERT_EQ(j["rows"].size(), expected_rows);
   for (const json& row : j["rows"]) {
     ASSERT_TRUE(row["present"].get<bool>()) << row;

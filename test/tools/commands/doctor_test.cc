@@ -245,6 +245,12 @@ TEST(DoctorHost, LinkSpeedFromSys) {
   LinkSpeed lo = workerLinkSpeed(params);
   EXPECT_FALSE(lo.gbps.has_value());
   EXPECT_NE(lo.source.find("loopback"), std::string::npos) << lo.source;
+  // The setting the plugin reports to NCCL wins over the interface.
+  params.linkMbps = 2500;
+  LinkSpeed set = workerLinkSpeed(params);
+  EXPECT_EQ(set.gbps.value_or(0), 2.5);
+  EXPECT_EQ(set.source, "TALLY_LINK_MBPS");
+  params.linkMbps = 0;
 
   std::vector<transport::Interface> ifaces;
   ASSERT_TRUE(transport::findInterfaces("", &ifaces).isOk());

@@ -73,6 +73,7 @@ TEST_F(EmulationTest, CreatesNamedNodesAndDestroyRemovesEverything) {
   EmulationOptions options;
   options.nodes = 2;
   options.rate = "500mbit";
+  options.tcp_congestion = "reno";  // built into every kernel, and not what hosts default to
   std::unique_ptr<EmulatedCluster> cluster;
   ASSERT_TRUE(EmulatedCluster::create(options, &cluster).isOk());
   ASSERT_EQ(cluster->nodes().size(), 2u);
@@ -93,6 +94,14 @@ TEST_F(EmulationTest, CreatesNamedNodesAndDestroyRemovesEverything) {
   EXPECT_NE(inside.find("198.18.0.2/15"), std::string::npos) << inside;
   EXPECT_NE(shell("tc -n " + runPrefix(me) + "1 qdisc show dev eth0").find("rate 500Mbit"),
             std::string::npos);
+
+  // Each node has the congestion control asked for; the host keeps its own.
+  const std::string host_cc = shell("cat /proc/sys/net/ipv4/tcp_congestion_control");
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(shell("ip netns exec " + runPrefix(me) + std::to_string(i) +
+                    " cat /proc/sys/net/ipv4/tcp_congestion_control"),
+              "reno\n");
+  EXPECT_EQ(shell("cat /proc/sys/net/ipv4/tcp_congestion_control"), host_cc);
 
   // One cluster per process.
   std::unique_ptr<EmulatedCluster> second;
@@ -126,6 +135,19 @@ TEST_F(EmulationTest, CreatesNamedNodesAndDestroyRemovesEverything) {
   int wstatus = waitChild(child, 10000);
   ASSERT_TRUE(WIFEXITED(wstatus)) << "status " << wstatus;
   EXPECT_EQ(WEXITSTATUS(wstatus), 0) << "3: no eth0 in the node, 5: eth0 outlived destroy()";
+}
+
+TEST_F(EmulationTest, UnknownCongestionControlFailsAndLeavesNothing) {
+  EmulationOptions options;
+  options.nodes = 2;
+  options.tcp_congestion = "nosuchcc";
+  std::unique_ptr<EmulatedCluster> cluster;
+  Status s = EmulatedCluster::create(options, &cluster);
+  EXPECT_EQ(s.code(), StatusCode::kSystem);
+  EXPECT_NE(s.message().find("TCP congestion control nosuchcc"), std::string::npos)
+      << s.toString();
+  EXPECT_EQ(cluster, nullptr);
+  EXPECT_FALSE(anyNamespaceOf(::getpid())) << shell("ip netns list");
 }
 
 TEST_F(EmulationTest, RejectsBadNodeCounts) {
