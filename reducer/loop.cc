@@ -107,8 +107,8 @@ void Loop::run() {
   };
   while (!stop_.load(std::memory_order_acquire)) {
     const auto now = std::chrono::steady_clock::now();
-    const auto wait =
-        std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - now).count();
+    // Rounded up: rounded down, the last millisecond before each tick polled in a busy loop.
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next_tick - now).count();
     const int n = ::epoll_wait(epoll_.get(), events.data(), kMaxEvents,
                                static_cast<int>(std::max<int64_t>(0, wait)));
     if (n < 0 && errno != EINTR) {
