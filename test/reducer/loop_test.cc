@@ -38,31 +38,43 @@ bool waitFor(const std::function<bool()>& done, int64_t ms = 10000) {
   return true;
 }
 
+// A reducer of `loops` event loops with `count` connections that never say anything: each
+// holds a socket on the reducer, not a thread.
+struct IdleReducer {
+  CountingObserver observer;
+  std::unique_ptr<ReducerServer> server;
+  std::vector<std::unique_ptr<transport::Connection>> idle;
+
+  void start(int loops, int count) {
+    ServerOptions o;
+    o.listen = "127.0.0.1:0";
+    o.threads = loops;
+    o.observer = &observer;
+    ASSERT_TRUE(ReducerServer::start(o, &server).isOk());
+    transport::NetworkConfig net;
+    net.tcp.sockets = 1;
+    net.timeouts.connect_ms = 5000;
+    transport::ConnectionOptions one;
+    one.sockets = 1;
+    idle.resize(static_cast<size_t>(count));
+    for (auto& c : idle) {
+      ASSERT_TRUE(transport::connectDefault(server->address(), net, one, &c).isOk());
+    }
+    ASSERT_TRUE(waitFor([&] { return observer.connections.load() == count; }))
+        << observer.connections.load() << " connections open";
+  }
+};
+
 TEST(EventLoops, ThreadsStayAtTheLoopCountWith256Connections) {
   constexpr int kLoops = 2;
   constexpr int kIdle = 256;
   const int before = threadCount();
   ASSERT_GT(before, 0);
-  CountingObserver observer;
-  ServerOptions o;
-  o.listen = "127.0.0.1:0";
-  o.threads = kLoops;
-  o.observer = &observer;
-  std::unique_ptr<ReducerServer> server;
-  ASSERT_TRUE(ReducerServer::start(o, &server).isOk());
-
-  // Connections that never say anything: each holds a socket on the reducer, not a thread.
-  transport::NetworkConfig net;
-  net.tcp.sockets = 1;
-  net.timeouts.connect_ms = 5000;
-  transport::ConnectionOptions one;
-  one.sockets = 1;
-  std::vector<std::unique_ptr<transport::Connection>> idle(kIdle);
-  for (auto& c : idle) {
-    ASSERT_TRUE(transport::connectDefault(server->address(), net, one, &c).isOk());
-  }
-  ASSERT_TRUE(waitFor([&] { return observer.connections.load() == kIdle; }))
-      << observer.connections.load() << " connections open";
+  IdleReducer reducer;
+  reducer.start(kLoops, kIdle);
+  if (HasFatalFailure()) return;
+  CountingObserver& observer = reducer.observer;
+  std::unique_ptr<ReducerServer>& server = reducer.server;
   // The loops and the accept thread; the idle clients' connections start no helper threads
   // until they post.
   EXPECT_LE(threadCount() - before, kLoops + 2) << "threads grew with connections";
@@ -99,7 +111,7 @@ TEST(EventLoops, ThreadsStayAtTheLoopCountWith256Connections) {
   for (auto& c : clients) c->close();
   clients.clear();
 
-  idle.clear();  // closes them: the reducer forgets every one
+  reducer.idle.clear();  // closes them: the reducer forgets every one
   EXPECT_TRUE(waitFor([&] { return observer.connections.load() == 0; }))
       << observer.connections.load() << " connections still open";
   server->stop();
@@ -119,23 +131,9 @@ double processCpuSeconds() {
 // 6 s benchmark.) The bound is a tenth of that for the whole process.
 TEST(EventLoops, AnIdleReducerDoesNotSpin) {
   constexpr int kLoops = 4;
-  CountingObserver observer;
-  ServerOptions o;
-  o.listen = "127.0.0.1:0";
-  o.threads = kLoops;
-  o.observer = &observer;
-  std::unique_ptr<ReducerServer> server;
-  ASSERT_TRUE(ReducerServer::start(o, &server).isOk());
-  transport::NetworkConfig net;
-  net.tcp.sockets = 1;
-  net.timeouts.connect_ms = 5000;
-  transport::ConnectionOptions one;
-  one.sockets = 1;
-  std::vector<std::unique_ptr<transport::Connection>> idle(kLoops);
-  for (auto& c : idle) {
-    ASSERT_TRUE(transport::connectDefault(server->address(), net, one, &c).isOk());
-  }
-  ASSERT_TRUE(waitFor([&] { return observer.connections.load() == kLoops; }));
+  IdleReducer reducer;
+  reducer.start(kLoops, kLoops);
+  if (HasFatalFailure()) return;
   constexpr double kSeconds = 2.0;
   const double cpu0 = processCpuSeconds();
   std::this_thread::sleep_for(std::chrono::duration<double>(kSeconds));
