@@ -18,15 +18,15 @@
 namespace tally::protocol {
 
 // The plan for links slower than kFastLinkMbps: at least kSlicesPerReducer slices per reducer,
-// none under what the link carries in kSliceLinkMicros, rounded up to a power of two (so that
-// NCCL's power-of-two calls cut into equal slices) from kMinSliceBytes to kFastMinSliceBytes;
-// kMinSliceBytes when the speed is unknown. Each slice
-// costs both sides a few syscalls and wake-ups, tens of microseconds on a virtualized host, so
-// a slice that carries a millisecond of the link keeps that a small share of the link's time,
-// while the store-and-forward delay it adds stays about a millisecond.
+// none under kMinSliceBytes, or kFastMinSliceBytes where a millisecond of the link carries more
+// than kSlowLinkSliceLimit (above 524 Mbit/s). Each slice costs both sides a few syscalls and
+// wake-ups, tens of microseconds on a virtualized host, so at 1 Gbit/s 128 KiB slices carry a
+// third more per CPU-second than 32 KiB (docs/performance.md). The step between, 64 KiB, is
+// skipped: it matched 32 KiB under cubic at 400 Mbit/s and stalled under BBR, where a 1 MiB
+// call with 64 KiB slices took twice as long (and 63 or 65 KiB did not).
 inline constexpr uint32_t kSlicesPerReducer = 8;
 inline constexpr uint64_t kMinSliceBytes = 32 * 1024;
-inline constexpr uint64_t kSliceLinkMicros = 1000;
+inline constexpr uint64_t kSlowLinkSliceLimit = 64 * 1024;
 // The plan for fast links and loopback.
 inline constexpr uint32_t kFastSlicesPerReducer = 2;
 inline constexpr uint64_t kFastMinSliceBytes = 128 * 1024;
@@ -43,11 +43,8 @@ struct SlicePlan {
 
 // The smallest slice of the slow-link plan for a link of link_mbps (0: unknown).
 inline constexpr uint64_t slowLinkMinSliceBytes(int link_mbps) {
-  if (link_mbps <= 0) return kMinSliceBytes;
-  const uint64_t carried = static_cast<uint64_t>(link_mbps) * kSliceLinkMicros / 8;  // bytes
-  uint64_t bytes = kMinSliceBytes;
-  while (bytes < carried && bytes < kFastMinSliceBytes) bytes *= 2;
-  return bytes;
+  const uint64_t per_millisecond = link_mbps > 0 ? uint64_t(link_mbps) * 1000 / 8 : 0;  // bytes
+  return per_millisecond > kSlowLinkSliceLimit ? kFastMinSliceBytes : kMinSliceBytes;
 }
 
 // The plan TALLY_SLICES_PER_REDUCER and TALLY_MIN_SLICE_BYTES ask for (0: chosen here from the

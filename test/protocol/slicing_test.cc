@@ -67,26 +67,25 @@ TEST(Slicing, FastLinksAndLoopbackGetFewerLargerSlices) {
   EXPECT_EQ(sliceElements(count * 64, 4, set, 1), kMax / 4);
 }
 
-// Below kFastLinkMbps a slice carries at least about a millisecond of the link, rounded up to a
-// power of two from 32 KiB to 128 KiB: 1 Gbit/s is 125,000 bytes a millisecond.
+// Below kFastLinkMbps: 32 KiB slices while a millisecond of the link is at most 64 KiB
+// (524 Mbit/s), 128 KiB above; 64 KiB is never chosen.
 TEST(Slicing, SlowLinkSlicesGrowWithTheLinkSpeed) {
   const struct {
     int mbps;
     uint64_t want;
-  } cases[] = {{0, 32 << 10},    {-5, 32 << 10},    {100, 32 << 10},   {262, 32 << 10},
-               {263, 64 << 10},  {400, 64 << 10},   {524, 64 << 10},   {525, 128 << 10},
-               {1000, 128 << 10}, {10000, 128 << 10}, {24999, 128 << 10}};
+  } cases[] = {{0, 32 << 10},     {-5, 32 << 10},     {100, 32 << 10},   {400, 32 << 10},
+               {524, 32 << 10},   {525, 128 << 10},   {1000, 128 << 10}, {10000, 128 << 10},
+               {24999, 128 << 10}};
   for (const auto& c : cases) {
     EXPECT_EQ(slowLinkMinSliceBytes(c.mbps), c.want) << c.mbps << " Mb/s";
     const SlicePlan p = choosePlan(256 << 10, 0, 0, false, c.mbps);
     EXPECT_EQ(p.min_slice_bytes, c.want) << c.mbps << " Mb/s";
     EXPECT_EQ(p.per_reducer, kSlicesPerReducer) << c.mbps << " Mb/s";
   }
-  // A 1 MiB float call over 4 reducers: 32 slices of 32 KiB at 200 Mbit/s, 16 of 64 KiB at
-  // 400 Mbit/s, 8 of 128 KiB at 1 Gbit/s.
+  // A 1 MiB float call over 4 reducers: 32 slices of 32 KiB at 400 Mbit/s, 8 of 128 KiB at
+  // 1 Gbit/s.
   const uint64_t count = (1 << 20) / 4;
-  EXPECT_EQ(sliceElements(count, 4, choosePlan(256 << 10, 0, 0, false, 200), 4), count / 32);
-  EXPECT_EQ(sliceElements(count, 4, choosePlan(256 << 10, 0, 0, false, 400), 4), count / 16);
+  EXPECT_EQ(sliceElements(count, 4, choosePlan(256 << 10, 0, 0, false, 400), 4), count / 32);
   EXPECT_EQ(sliceElements(count, 4, choosePlan(256 << 10, 0, 0, false, 1000), 4), count / 8);
 }
 
