@@ -206,8 +206,8 @@ Status writeNamespaceSysctl(const std::string& netns_path, const char* path,
   int err = 0;
   const char* step = "";
   std::thread writer([&] {
-    err = EmulatedCluster::enterPath(netns_path.c_str());
     step = "enter";
+    err = EmulatedCluster::enterPath(netns_path.c_str());
     if (err != 0) return;
     step = "open";
     int fd = ::open(path, O_WRONLY | O_CLOEXEC);
