@@ -49,7 +49,8 @@ Status parseOps(const std::string& text, std::vector<ReduceOp>* out);
 // -b .. -e by -f: min, min*f, ... while <= max. kInvalidUsage when min is 0, min > max or f < 2.
 Status sizeSeries(uint64_t min_bytes, uint64_t max_bytes, uint64_t factor,
                   std::vector<uint64_t>* out);
-// A tc rate: a number with bit, kbit, mbit, gbit or bps, kbps, mbps, gbps ("200mbit").
+// A tc rate: a number with bit, kbit, mbit, gbit or bps, kbps, mbps, gbps ("200mbit");
+// parseTcRate() (link_rate.h) is the grammar.
 bool validRate(const std::string& rate);
 
 // How the table is printed. kBench: nccl-tests shaped rows. kDemo: the `tally demo` table (human

@@ -11,6 +11,7 @@
 #include "common/strings.h"
 #include "tools/bench/bench.h"
 #include "tools/bench/bench_internal.h"
+#include "tools/bench/link_rate.h"
 #include "tools/driver/emulated_cluster.h"
 #include "tools/driver/reference.h"
 
@@ -137,26 +138,8 @@ Status sizeSeries(uint64_t min_bytes, uint64_t max_bytes, uint64_t factor,
 }
 
 bool validRate(const std::string& rate) {
-  size_t i = 0;
-  bool digits = false, dot = false;
-  for (; i < rate.size(); ++i) {
-    char c = rate[i];
-    if (std::isdigit(static_cast<unsigned char>(c))) {
-      digits = true;
-    } else if (c == '.' && !dot) {
-      dot = true;
-    } else {
-      break;
-    }
-  }
-  if (!digits) return false;
-  const std::string unit = toLower(rate.substr(i));
-  static const char* kUnits[] = {"bit", "kbit", "mbit", "gbit", "tbit",
-                                 "bps", "kbps", "mbps", "gbps", "tbps"};
-  for (const char* u : kUnits) {
-    if (unit == u) return std::strtod(rate.c_str(), nullptr) > 0;
-  }
-  return false;
+  double bits = 0;
+  return parseTcRate(rate, &bits);
 }
 
 uint64_t elementCount(uint64_t bytes, DataType type) {

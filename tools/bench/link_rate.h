@@ -1,5 +1,6 @@
-// A tc rate ("200mbit", "1gbit", "100mbps") as the Mb/s a NIC of that rate would report, for
-// TALLY_LINK_MBPS in an emulated cluster. Header-only, so its test needs no benchmark.
+// A tc rate ("200mbit", "1gbit", "100mbps"): the one grammar --emulate accepts, and the Mb/s a
+// NIC of that rate would report, for TALLY_LINK_MBPS in an emulated cluster. Header-only, so its
+// test needs no benchmark.
 #pragma once
 
 #include <algorithm>
@@ -10,27 +11,46 @@
 
 namespace tally::bench {
 
-// A rate validRate() accepts, in Mb/s as tc reads it (k, m, g, t are powers of 1000; the "bps"
-// units are bytes a second), rounded to the nearest and at least 1: "1gbit" is 1000, "100mbps"
-// 800.
-inline int64_t rateMbps(const std::string& rate) {
+// A number (digits, at most one dot) and one of tc's units, case-insensitive: bit, kbit, mbit,
+// gbit, tbit (k, m, g, t are powers of 1000) or bps, kbps, mbps, gbps, tbps (bytes a second).
+// False, leaving *bits_per_second alone, for anything else or a rate of 0.
+inline bool parseTcRate(const std::string& rate, double* bits_per_second) {
   size_t end = 0;
-  while (end < rate.size() &&
-         (std::isdigit(static_cast<unsigned char>(rate[end])) || rate[end] == '.'))
-    ++end;
+  bool digits = false, dot = false;
+  for (; end < rate.size(); ++end) {
+    const unsigned char c = static_cast<unsigned char>(rate[end]);
+    if (std::isdigit(c)) {
+      digits = true;
+    } else if (c == '.' && !dot) {
+      dot = true;
+    } else {
+      break;
+    }
+  }
+  if (!digits) return false;
   std::string unit = rate.substr(end);
   for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  double scale = 1;  // to bits a second
-  if (unit.size() >= 3 && unit.compare(unit.size() - 3, 3, "bps") == 0) scale = 8;
-  switch (unit.empty() ? 'b' : unit[0]) {
-    case 'k': scale *= 1e3; break;
-    case 'm': scale *= 1e6; break;
-    case 'g': scale *= 1e9; break;
-    case 't': scale *= 1e12; break;
-    default: break;
+  static const struct {
+    const char* name;
+    double bits;
+  } kUnits[] = {{"bit", 1},    {"kbit", 1e3}, {"mbit", 1e6}, {"gbit", 1e9}, {"tbit", 1e12},
+                {"bps", 8},    {"kbps", 8e3}, {"mbps", 8e6}, {"gbps", 8e9}, {"tbps", 8e12}};
+  for (const auto& u : kUnits) {
+    if (unit != u.name) continue;
+    const double value = std::strtod(rate.substr(0, end).c_str(), nullptr) * u.bits;
+    if (!(value > 0)) return false;
+    *bits_per_second = value;
+    return true;
   }
-  const double mbps = std::strtod(rate.substr(0, end).c_str(), nullptr) * scale / 1e6;
-  return std::max<int64_t>(1, static_cast<int64_t>(mbps + 0.5));
+  return false;
+}
+
+// A rate parseTcRate() accepts, in Mb/s rounded to the nearest and at least 1: "1gbit" is 1000,
+// "100mbps" 800. 0 for a rate it does not accept.
+inline int64_t rateMbps(const std::string& rate) {
+  double bits = 0;
+  if (!parseTcRate(rate, &bits)) return 0;
+  return std::max<int64_t>(1, static_cast<int64_t>(bits / 1e6 + 0.5));
 }
 
 }  // namespace tally::bench

@@ -19,5 +19,19 @@ TEST(LinkRate, TcRatesInMegabitsASecond) {
   for (const auto& c : cases) EXPECT_EQ(rateMbps(c.rate), c.mbps) << c.rate;
 }
 
+// What --emulate refuses: no number, two dots, an unknown or missing unit, a rate of 0.
+TEST(LinkRate, RefusesWhatTcWouldNot) {
+  for (const char* bad : {"", "fast", "mbit", "1.2.3mbit", "1mb", "100", "1 gbit", "0mbit",
+                          "0.0gbit", "-1gbit"}) {
+    double bits = -1;
+    EXPECT_FALSE(parseTcRate(bad, &bits)) << bad;
+    EXPECT_EQ(bits, -1) << bad;
+    EXPECT_EQ(rateMbps(bad), 0) << bad;
+  }
+  double bits = 0;
+  ASSERT_TRUE(parseTcRate("1.5GBit", &bits));
+  EXPECT_EQ(bits, 1.5e9);
+}
+
 }  // namespace
 }  // namespace tally::bench
