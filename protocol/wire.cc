@@ -1,5 +1,7 @@
 #include "protocol/wire.h"
 
+#include "protocol/codec.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -7,13 +9,20 @@
 
 
 namespace tally::protocol::wire {
+using codec::Reader;
+using codec::Writer;
+using codec::start;
+using codec::expect;
+
 namespace {
 
 // Body sizes (after the preamble) of each message type. Fixed per type: decode insists on them.
-// comm, 4 x u32, slice_bytes, slices_per_reducer, min_slice_bytes, window, flags
-constexpr size_t kHelloBody = 16 + 4 * 4 + 8 + 4 + 4 + 4 + 4;
+// comm, 4 x u32, slice_bytes, slices_per_reducer, min_slice_bytes, window, flags, epoch,
+// reserved
+constexpr size_t kHelloBody = 16 + 4 * 4 + 8 + 4 + 4 + 4 + 4 + 4 + 4;
 constexpr size_t kReadyBody = 16 + 4 + 4;
-constexpr size_t kReasonBody = 2 + 2 + kMaxReasonBytes;  // length, reserved, text
+// length, scope (Error; 0 for the others), text
+constexpr size_t kReasonBody = 2 + 2 + kMaxReasonBytes;
 // seq, slice, kind, reserved (3), offset, count, total_count, type, op, reserved (2), crc,
 // rank_count, window_offset.
 constexpr size_t kSliceBody = 8 + 4 + 1 + 3 + 8 + 8 + 8 + 1 + 1 + 2 + 4 + 8 + 8;
@@ -33,73 +42,24 @@ size_t bodySize(MsgType t) {
     case MsgType::kHello: return kHelloBody;
     case MsgType::kReady: return kReadyBody;
     case MsgType::kReject:
-    case MsgType::kError: return kReasonBody;
+    case MsgType::kError:
+    case MsgType::kDismiss: return kReasonBody;
     case MsgType::kSlice:
     case MsgType::kResult: return kSliceBody;
     case MsgType::kBye: return kByeBody;
     case MsgType::kChallenge: return kChallengeBody;
     case MsgType::kAnswer: return kAnswerBody;
     case MsgType::kProof: return kProofBody;
+    case MsgType::kAck:
+    case MsgType::kCommit:
+    case MsgType::kPing:
+    case MsgType::kPong:
+    case MsgType::kRelay: return codec::failoverBodySize(t);
   }
   return 0;
 }
 
-bool isKnownType(uint8_t t) { return t >= 1 && t <= 10; }
-
-// Appends little-endian fields to a Frame.
-class Writer {
- public:
-  explicit Writer(Frame* f) : f_(f) { f_->size = 0; }
-  void u8(uint8_t v) { f_->bytes[f_->size++] = v; }
-  void u16(uint16_t v) { uint(v, 2); }
-  void u32(uint32_t v) { uint(v, 4); }
-  void u64(uint64_t v) { uint(v, 8); }
-  void raw(const void* p, size_t n) {
-    std::memcpy(f_->bytes.data() + f_->size, p, n);
-    f_->size += n;
-  }
-  void zeros(size_t n) {
-    std::memset(f_->bytes.data() + f_->size, 0, n);
-    f_->size += n;
-  }
-
- private:
-  void uint(uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) f_->bytes[f_->size++] = static_cast<uint8_t>(v >> (8 * i));
-  }
-  Frame* f_;
-};
-
-// Reads little-endian fields; the caller has already checked the total size.
-class Reader {
- public:
-  explicit Reader(const uint8_t* p) : p_(p) {}
-  uint8_t u8() { return p_[pos_++]; }
-  uint16_t u16() { return static_cast<uint16_t>(uint(2)); }
-  uint32_t u32() { return static_cast<uint32_t>(uint(4)); }
-  uint64_t u64() { return uint(8); }
-  const uint8_t* take(size_t n) {
-    const uint8_t* r = p_ + pos_;
-    pos_ += n;
-    return r;
-  }
-
- private:
-  uint64_t uint(int n) {
-    uint64_t v = 0;
-    for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(p_[pos_++]) << (8 * i);
-    return v;
-  }
-  const uint8_t* p_;
-  size_t pos_ = 0;
-};
-
-void start(MsgType t, Writer* w) {
-  w->u32(kMagic);
-  w->u16(kVersion);
-  w->u8(static_cast<uint8_t>(t));
-  w->u8(0);
-}
+bool isKnownType(uint8_t t) { return t >= 1 && t <= 16; }
 
 void putComm(Writer* w, const CommId& id) {
   w->u64(id.hi);
@@ -112,13 +72,13 @@ CommId getComm(Reader* r) {
   return id;
 }
 
-Frame encodeReason(MsgType t, const Reason& m) {
+Frame encodeReason(MsgType t, const Reason& m, uint16_t scope = 0) {
   Frame f;
   Writer w(&f);
   start(t, &w);
   size_t n = std::min(m.text.size(), kMaxReasonBytes);
   w.u16(static_cast<uint16_t>(n));
-  w.u16(0);
+  w.u16(scope);
   w.raw(m.text.data(), n);
   w.zeros(kMaxReasonBytes - n);
   return f;
@@ -144,28 +104,21 @@ Frame encodeSliceAs(MsgType t, const SliceHeader& m) {
   return f;
 }
 
-// Checks the preamble, the size, and that the message is of type `want`.
-Status expect(const uint8_t* data, size_t size, MsgType want) {
-  MsgType got;
-  TALLY_RETURN_IF_ERROR(peekType(data, size, &got));
-  if (got != want) {
-    return Status::remote(std::string("expected a ") + msgTypeName(want) + " message, got " +
-                          msgTypeName(got));
-  }
-  return Status::ok();
-}
-
-Status decodeReason(const uint8_t* data, size_t size, MsgType t, Reason* out) {
+// `scope`: where an Error's scope goes (null: the field must be 0).
+Status decodeReason(const uint8_t* data, size_t size, MsgType t, Reason* out,
+                    ErrorScope* scope = nullptr) {
   TALLY_RETURN_IF_ERROR(expect(data, size, t));
   Reader r(data + kPreambleBytes);
   uint16_t n = r.u16();
-  uint16_t reserved = r.u16();
-  if (n > kMaxReasonBytes || reserved != 0) {
+  uint16_t field = r.u16();
+  const uint16_t max_field = scope != nullptr ? static_cast<uint16_t>(ErrorScope::kReducer) : 0;
+  if (n > kMaxReasonBytes || field > max_field) {
     return Status::remote(std::string("malformed ") + msgTypeName(t) + " message: text length " +
-                          std::to_string(n));
+                          std::to_string(n) + ", scope " + std::to_string(field));
   }
   const uint8_t* text = r.take(kMaxReasonBytes);
   out->text.assign(reinterpret_cast<const char*>(text), n);
+  if (scope != nullptr) *scope = static_cast<ErrorScope>(field);
   return Status::ok();
 }
 
@@ -212,6 +165,16 @@ Status decodeSliceAs(const uint8_t* data, size_t size, MsgType t, SliceHeader* o
 
 }  // namespace
 
+Status codec::expect(const uint8_t* data, size_t size, MsgType want) {
+  MsgType got;
+  TALLY_RETURN_IF_ERROR(peekType(data, size, &got));
+  if (got != want) {
+    return Status::remote(std::string("expected a ") + msgTypeName(want) + " message, got " +
+                          msgTypeName(got));
+  }
+  return Status::ok();
+}
+
 const char* msgTypeName(MsgType t) {
   switch (t) {
     case MsgType::kHello: return "Hello";
@@ -224,6 +187,12 @@ const char* msgTypeName(MsgType t) {
     case MsgType::kChallenge: return "Challenge";
     case MsgType::kAnswer: return "Answer";
     case MsgType::kProof: return "Proof";
+    case MsgType::kAck: return "Ack";
+    case MsgType::kCommit: return "Commit";
+    case MsgType::kPing: return "Ping";
+    case MsgType::kPong: return "Pong";
+    case MsgType::kRelay: return "Relay";
+    case MsgType::kDismiss: return "Dismiss";
   }
   return "unknown";
 }
@@ -249,6 +218,8 @@ Frame encodeHello(const Hello& m) {
   w.u32(m.min_slice_bytes);
   w.u32(m.window);
   w.u32(m.checksum ? kHelloChecksum : 0);
+  w.u32(m.epoch);
+  w.u32(0);
   return f;
 }
 
@@ -263,7 +234,10 @@ Frame encodeReady(const Ready& m) {
 }
 
 Frame encodeReject(const Reason& m) { return encodeReason(MsgType::kReject, m); }
-Frame encodeError(const Reason& m) { return encodeReason(MsgType::kError, m); }
+Frame encodeError(const Reason& m, ErrorScope scope) {
+  return encodeReason(MsgType::kError, m, static_cast<uint16_t>(scope));
+}
+Frame encodeDismiss(const Reason& m) { return encodeReason(MsgType::kDismiss, m); }
 Frame encodeSlice(const SliceHeader& m) { return encodeSliceAs(MsgType::kSlice, m); }
 Frame encodeResult(const SliceHeader& m) { return encodeSliceAs(MsgType::kResult, m); }
 
@@ -319,7 +293,9 @@ Status decodeHello(const uint8_t* data, size_t size, Hello* out) {
   m.min_slice_bytes = r.u32();
   m.window = r.u32();
   const uint32_t flags = r.u32();
-  if ((flags & ~kHelloChecksum) != 0) {
+  m.epoch = r.u32();
+  const uint32_t reserved = r.u32();
+  if ((flags & ~kHelloChecksum) != 0 || reserved != 0) {
     return Status::remote("malformed Hello: unknown flags " + std::to_string(flags));
   }
   m.checksum = (flags & kHelloChecksum) != 0;
@@ -367,8 +343,14 @@ Status decodeReady(const uint8_t* data, size_t size, Ready* out) {
 Status decodeReject(const uint8_t* data, size_t size, Reason* out) {
   return decodeReason(data, size, MsgType::kReject, out);
 }
-Status decodeError(const uint8_t* data, size_t size, Reason* out) {
-  return decodeReason(data, size, MsgType::kError, out);
+Status decodeError(const uint8_t* data, size_t size, Reason* out, ErrorScope* scope) {
+  ErrorScope s = ErrorScope::kCommunicator;
+  TALLY_RETURN_IF_ERROR(decodeReason(data, size, MsgType::kError, out, &s));
+  if (scope != nullptr) *scope = s;
+  return Status::ok();
+}
+Status decodeDismiss(const uint8_t* data, size_t size, Reason* out) {
+  return decodeReason(data, size, MsgType::kDismiss, out);
 }
 Status decodeSlice(const uint8_t* data, size_t size, SliceHeader* out) {
   return decodeSliceAs(data, size, MsgType::kSlice, out);

@@ -14,11 +14,17 @@
 //   Hello       join a communicator           Ready   every rank joined
 //   SliceHeader + payload (count elements)    Reject  this Hello is refused (reason)
 //   Bye         this member leaves            ResultHeader + payload (the reduced slice)
-//   Reject      (opening only) the worker     Error   the communicator failed (reason)
-//               refuses this reducer
+//   Reject      (opening only) the worker     Error   the communicator failed (reason), or
+//               refuses this reducer                  this reducer lost it (scope)
 //   Error       this member gives up (reason;
 //               the reducer fails the communicator
 //               and passes the reason on)
+//   Ack         results landed (calls, epoch) Commit  every rank's Ack passed (min of each)
+//   Ping        are you there                 Pong    the Ping's token back
+//   Relay       a failover message            Relay   the same, stamped with its sender's rank
+//               (docs/failover.md)                    (rank 0's to every rank, others' to 0)
+//   Dismiss     the communicator drops this
+//               reducer (reason)
 //
 // The opening (docs/security.md; MACs in common/auth.h). On accept the reducer sends Challenge:
 // its fresh nonce, and whether it requires the job token. A worker with a token answers a
@@ -56,8 +62,9 @@ inline constexpr uint32_t kMagic = 0x594c4154;  // bytes "TALY" on the wire
 // 2: slices cut as protocol/slicing.h says. 3: the authenticated opening (Challenge, Answer,
 // Proof), Hello.checksum and the slice CRC. 4: all-gather and reduce-scatter (SliceHeader::kind,
 // rank_count, window_offset; empty pieces). 5: the slice plan in Hello (slices_per_reducer,
-// min_slice_bytes).
-inline constexpr uint16_t kVersion = 5;
+// min_slice_bytes). 6: reducer failover (Ack, Commit, Ping, Pong, Relay, Dismiss; Hello.epoch;
+// the scope of an Error).
+inline constexpr uint16_t kVersion = 6;
 
 // Transport tags: a header, and the payload that follows a slice or result header.
 inline constexpr int kTagHeader = 0x7a11;
@@ -82,6 +89,12 @@ enum class MsgType : uint8_t {
   kChallenge = 8,
   kAnswer = 9,
   kProof = 10,
+  kAck = 11,
+  kCommit = 12,
+  kPing = 13,
+  kPong = 14,
+  kRelay = 15,
+  kDismiss = 16,
 };
 const char* msgTypeName(MsgType t);
 
@@ -111,6 +124,9 @@ struct Hello {
   uint32_t min_slice_bytes = static_cast<uint32_t>(kMinSliceBytes);
   uint32_t window = 0;         // slices the worker keeps in flight to this reducer
   bool checksum = false;       // TALLY_CHECKSUM: slices and results carry a CRC32C
+  // The communicator's epoch when this reducer joins it: 0 when the communicator forms, the
+  // epoch of the Join otherwise (docs/failover.md). Every rank sends the same.
+  uint32_t epoch = 0;
 };
 
 // The reducer's opening message.
@@ -136,9 +152,65 @@ struct Ready {
   uint32_t window = 0;  // the reducer's per-connection limit; the worker uses min(its own, this)
 };
 
-// Reject and Error carry a reason only.
+// Reject, Error and Dismiss carry a reason only.
 struct Reason {
   std::string text;
+};
+
+// What an Error from a reducer says has ended. kCommunicator: the communicator failed (ranks
+// disagree, a checksum mismatch, a rank gave up, an internal error); every rank fails it.
+// kReducer: this reducer can no longer serve it, because one member's connection ended without
+// a word (a lost link or a lost worker) or a member dismissed it; the workers treat this reducer
+// as lost (docs/failover.md), and a lost worker still fails the communicator, as every reducer
+// says the same.
+enum class ErrorScope : uint8_t { kCommunicator = 0, kReducer = 1 };
+
+// Ack (worker -> reducer): every normal slice this worker sent the reducer for calls below
+// `calls` has landed, and every recovery slice of epochs up to `recovery_epoch`.
+// Commit (reducer -> worker): the smallest of every rank's Ack, field by field.
+struct AckPoint {
+  uint64_t calls = 0;
+  uint32_t recovery_epoch = 0;
+  bool operator==(const AckPoint&) const = default;
+};
+
+// The body of a failover message (docs/failover.md), carried in a Relay.
+enum class ControlKind : uint8_t { kSuspect = 1, kPropose = 2, kReport = 3, kDecide = 4 };
+enum class Change : uint8_t {
+  kLost = 1,  // slot `slot` becomes empty
+  kJoin = 2,  // the reducer at `address` fills slot `slot`
+  kVoid = 3,  // (Decide) a join that did not happen: the epoch passes, nothing changes
+  kFail = 4,  // (Decide) too few reducers are left: every rank fails with `reason`
+};
+inline constexpr size_t kMaxControlAddressBytes = 64;
+inline constexpr size_t kMaxControlReasonBytes = 120;
+struct Control {
+  ControlKind kind = ControlKind::kSuspect;
+  Change change = Change::kLost;
+  uint32_t epoch = 0;  // the epoch proposed, reported on or decided (Suspect: the sender's)
+  uint32_t slot = 0;
+  // Report: the last Commit from the lost reducer, and the sender's next call number.
+  // Decide (Lost): the largest of the reported commits, and the boundary K.
+  AckPoint commit;
+  uint64_t next_call = 0;
+  bool ok = true;  // Report of a Join: the sender has joined the new reducer
+  std::string address;  // the reducer concerned, cut to kMaxControlAddressBytes
+  std::string reason;   // why (Suspect, Propose, Decide, a failed Report), cut likewise
+  bool operator==(const Control&) const = default;
+};
+const char* controlKindName(ControlKind k);
+const char* changeName(Change c);
+
+// A Relay: `from` is written by the reducer (the sender's rank in the communicator); a worker
+// sends 0.
+struct Relay {
+  uint32_t from = 0;
+  Control control;
+};
+
+// A Ping's token comes back in its Pong.
+struct Ping {
+  uint64_t token = 0;
 };
 
 // What a call computes. The values are the wire's.
@@ -185,7 +257,13 @@ Frame encodeReady(const Ready& m);
 Frame encodeReject(const Reason& m);  // text beyond kMaxReasonBytes is cut
 Frame encodeSlice(const SliceHeader& m);
 Frame encodeResult(const SliceHeader& m);
-Frame encodeError(const Reason& m);
+Frame encodeError(const Reason& m, ErrorScope scope = ErrorScope::kCommunicator);
+Frame encodeAck(const AckPoint& m);
+Frame encodeCommit(const AckPoint& m);
+Frame encodePing(const Ping& m);
+Frame encodePong(const Ping& m);
+Frame encodeRelay(const Relay& m);
+Frame encodeDismiss(const Reason& m);
 Frame encodeBye();
 Frame encodeChallenge(const Challenge& m);
 Frame encodeAnswer(const Answer& m);
@@ -201,7 +279,17 @@ Status decodeReady(const uint8_t* data, size_t size, Ready* out);
 Status decodeReject(const uint8_t* data, size_t size, Reason* out);
 Status decodeSlice(const uint8_t* data, size_t size, SliceHeader* out);
 Status decodeResult(const uint8_t* data, size_t size, SliceHeader* out);
-Status decodeError(const uint8_t* data, size_t size, Reason* out);
+// *scope (when non-null) says what ended (ErrorScope).
+Status decodeError(const uint8_t* data, size_t size, Reason* out, ErrorScope* scope = nullptr);
+Status decodeAck(const uint8_t* data, size_t size, AckPoint* out);
+Status decodeCommit(const uint8_t* data, size_t size, AckPoint* out);
+Status decodePing(const uint8_t* data, size_t size, Ping* out);
+Status decodePong(const uint8_t* data, size_t size, Ping* out);
+// Checks the kinds, the slot against kMaxReducers and the text lengths.
+Status decodeRelay(const uint8_t* data, size_t size, Relay* out);
+Status decodeDismiss(const uint8_t* data, size_t size, Reason* out);
+// The byte offset of Relay::from in an encoded Relay, where a reducer stamps the sender.
+inline constexpr size_t kRelayFromOffset = kPreambleBytes;
 Status decodeBye(const uint8_t* data, size_t size);
 Status decodeChallenge(const uint8_t* data, size_t size, Challenge* out);
 Status decodeAnswer(const uint8_t* data, size_t size, Answer* out);

@@ -28,6 +28,7 @@ Hello sampleHello() {
   m.reducer_index = 1;
   m.nreducers = 3;
   m.slice_bytes = 256 * 1024;
+  m.epoch = 7;
   m.slices_per_reducer = 3;
   m.min_slice_bytes = 96 * 1024;
   m.window = 16;
@@ -67,6 +68,7 @@ TEST(WireTest, HelloRoundTrip) {
   EXPECT_EQ(d.min_slice_bytes, 96u * 1024);
   EXPECT_EQ(d.window, 16u);
   EXPECT_TRUE(d.checksum);
+  EXPECT_EQ(d.epoch, 7u);
   m.checksum = false;
   f = encodeHello(m);
   ASSERT_TRUE(decodeHello(f.data(), f.size, &d).isOk());
@@ -90,21 +92,21 @@ TEST(WireTest, HelloWithoutASlicePlanIsRefused) {
   EXPECT_FALSE(decodeHello(f.data(), f.size, &d).isOk());
 }
 
-TEST(WireTest, VersionFive) {
-  EXPECT_EQ(kVersion, 5);
+TEST(WireTest, VersionSix) {
+  EXPECT_EQ(kVersion, 6);
   Frame f = encodeBye();
-  EXPECT_EQ(f.bytes[4], 5);
+  EXPECT_EQ(f.bytes[4], 6);
   EXPECT_EQ(f.bytes[5], 0);
-  // A peer of version 4 (before the slice plan in Hello), 3 (before all-gather and
-  // reduce-scatter) or 2 is refused with a message that names both versions.
-  for (uint8_t old : {uint8_t{4}, uint8_t{3}, uint8_t{2}}) {
+  // A peer of version 5 (before failover), 4 (before the slice plan in Hello), 3 (before
+  // all-gather and reduce-scatter) or 2 is refused with a message that names both versions.
+  for (uint8_t old : {uint8_t{5}, uint8_t{4}, uint8_t{3}, uint8_t{2}}) {
     f.bytes[4] = old;
     MsgType t;
     Status st = peekType(f.data(), f.size, &t);
     EXPECT_FALSE(st.isOk());
     EXPECT_NE(st.message().find("version " + std::to_string(old)), std::string::npos)
         << st.message();
-    EXPECT_NE(st.message().find("speaks 5"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("speaks 6"), std::string::npos) << st.message();
   }
 }
 
