@@ -86,6 +86,20 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
   X(kMillis, timeout, "TALLY_TIMEOUT_MS", "300000",                                             \
     "Milliseconds (or 30s, 5m) a started transfer or collective may make no progress before "   \
     "it fails with an error NCCL reports (a dead or stuck peer, worker or reducer).")            \
+  X(kMillis, reducerTimeout, "TALLY_REDUCER_TIMEOUT_MS", "10000",                               \
+    "Milliseconds (or 10s) a reducer may send nothing, not even an answer to a heartbeat, "     \
+    "while slices or a heartbeat are outstanding; then the communicator drops it and goes on "  \
+    "over the others (docs/failover.md). 0: only a failed connection drops a reducer.")          \
+  X(kInt, minReducers, "TALLY_MIN_REDUCERS", "1",                                               \
+    "Fewest reducers a CollNet communicator goes on with: losing more fails it, with an "       \
+    "error naming every lost reducer and why.")                                                  \
+  X(kString, spareReducers, "TALLY_SPARE_REDUCERS", "",                                         \
+    "Reducers, as `host:port,...`, that may take the place of a lost one when it does not "     \
+    "come back at its own address. Every rank must list the same.")                             \
+  X(kMillis, rejoinInterval, "TALLY_REJOIN_INTERVAL_MS", "1000",                                \
+    "How often rank 0 of a CollNet communicator that lost a reducer looks for one to take its " \
+    "place (its own address restarted, or a spare). 0: never; the communicator goes on with "   \
+    "the reducers it has.")                                                                      \
   X(kBool, abortOnError, "TALLY_ABORT_ON_ERROR", "0",                                           \
     "Abort the process at the first error, for a core dump.")                                   \
   X(kString, jobToken, "TALLY_JOB_TOKEN", "",                                                   \
@@ -165,6 +179,7 @@ class MapParamSource : public ParamSource {
 inline constexpr int64_t kMaxSocketNsocks = 16;         // TALLY_SOCKET_NSOCKS
 inline constexpr int64_t kMaxIbQpsPerConnection = 16;   // TALLY_IB_QPS_PER_CONNECTION
 inline constexpr int64_t kMaxCollMaxRequests = 1 << 16;  // TALLY_COLL_MAX_REQUESTS
+inline constexpr int64_t kMaxMinReducers = 4096;         // TALLY_MIN_REDUCERS (wire kMaxReducers)
 inline constexpr int64_t kMaxLinkMbps = 10000000;      // TALLY_LINK_MBPS: 10 Tbit/s
 
 // A variable whose value cannot be used: `value` as set, `reason` what is expected instead.

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "common/strings.h"
 #include "plugin/edge.h"
 
 namespace tally::plugin {
@@ -133,6 +134,10 @@ PluginState::PluginState(Params params, ClusterInput cluster,
   coll_options_.job_token = params_.jobToken;
   coll_options_.job_token_file = params_.jobTokenFile;
   coll_options_.checksum = params_.checksum;
+  coll_options_.reducer_timeout_ms = params_.reducerTimeout;
+  coll_options_.min_reducers = static_cast<int>(params_.minReducers);
+  coll_options_.spare_reducers = splitList(params_.spareReducers);
+  coll_options_.rejoin_interval_ms = params_.rejoinInterval;
   coll_options_.progress = params_.collProgress == "legacy" ? worker_client::CollProgress::kLegacy
                            : params_.collProgress == "poll"  ? worker_client::CollProgress::kPoll
                                                              : worker_client::CollProgress::kThread;

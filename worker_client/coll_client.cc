@@ -12,7 +12,9 @@
 #include "common/log.h"
 #include "worker_client/coll_client_impl.h"
 #include "worker_client/coll_connect.h"
+#include "worker_client/coll_link.h"
 #include "worker_client/coll_raw_link.h"
+#include "worker_client/coordinator.h"
 #include "protocol/opening.h"
 #include "protocol/slicing.h"
 #include "common/fd.h"
@@ -263,12 +265,15 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
   }
   chans.clear();
   auto impl = std::make_unique<CollClientImpl>(options, rank, nranks);
+  impl->setCommunicator(comm);
   Progress* progress = nullptr;
   for (size_t r = 0; r < nred; ++r) {
     const int window = std::min(options.window, windows[r]);
+    const uint32_t slot = static_cast<uint32_t>(r);
     if (!fds[r].valid()) {
-      impl->addLink(std::make_unique<ThreadedLink>(
-          impl.get(), options.reducers[r], std::move(conns[r]), window, options.timeouts.io_ms, crc));
+      impl->addLink(std::make_shared<ThreadedLink>(impl.get(), slot, options.reducers[r],
+                                                   std::move(conns[r]), window,
+                                                   options.timeouts.io_ms, crc));
       continue;
     }
     if (progress == nullptr) {
@@ -279,8 +284,9 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
       impl->setProgress(std::move(p));
     }
     const int fd = fds[r].get();
-    auto link = std::make_unique<RawLink>(impl.get(), options.reducers[r], std::move(fds[r]),
-                                          progress, window, options.timeouts.io_ms, crc);
+    auto link = std::make_shared<RawLink>(impl.get(), slot, options.reducers[r],
+                                          std::move(fds[r]), progress, window,
+                                          options.timeouts.io_ms, crc);
     Status st = progress->add(link.get(), fd);
     impl->addLink(std::move(link));
     if (!st.isOk()) return fail(st);
@@ -329,15 +335,47 @@ Status Call::test(bool* done) {
   return Status::ok();
 }
 
+bool Call::inPlace() const {
+  const size_t elt = dataTypeSize(type);
+  // Each side's bytes, at most: all-gather sends only this rank's part, reduce-scatter receives
+  // only it (no more than rank_count elements either way).
+  const uint8_t* send_lo = send;
+  const uint8_t* recv_lo = recv;
+  const size_t send_bytes = (kind == wire::CollKind::kAllGather ? rank_count : count) * elt;
+  const size_t recv_bytes = (kind == wire::CollKind::kReduceScatter ? rank_count : count) * elt;
+  if (send_lo == nullptr || recv_lo == nullptr) return false;
+  return send_lo < recv_lo + recv_bytes && recv_lo < send_lo + send_bytes;
+}
+
 CollClientImpl::CollClientImpl(const CollOptions& options, int rank, int nranks)
-    : options_(options), rank_(rank), nranks_(nranks) {}
+    : options_(options),
+      rank_(rank),
+      nranks_(nranks),
+      placement_(static_cast<uint32_t>(options.reducers.size())),
+      suspected_(options.reducers.size(), false),
+      lost_reasons_(options.reducers.size()),
+      ping_sent_ns_(options.reducers.size(), 0) {
+  if (rank == 0) {
+    coordinator_ = std::make_unique<Coordinator>(nranks, options.reducers, options.min_reducers);
+  }
+}
 
 CollClientImpl::~CollClientImpl() { close(); }
 
 Status CollClientImpl::start() {
   for (auto& l : links_) TALLY_RETURN_IF_ERROR(l->start());
   if (progress_) TALLY_RETURN_IF_ERROR(progress_->start());
+  try {
+    keeper_ = std::thread([this] { keeperLoop(); });
+  } catch (const std::system_error& e) {
+    return Status::system(std::string("cannot start the CollNet keeper thread: ") + e.what());
+  }
   return Status::ok();
+}
+
+std::vector<std::shared_ptr<Link>> CollClientImpl::linkSnapshot() {
+  std::lock_guard<std::mutex> lock(links_mu_);
+  return links_;
 }
 
 void CollClientImpl::setProgress(std::shared_ptr<Progress> progress) {
@@ -446,36 +484,87 @@ Status CollClientImpl::post(const CallSpec& spec, size_t result_bytes, CollReque
   const uint64_t per_slice = sliceElements(spec.count, elt, plan, links_.size());
   const uint64_t nslices = (spec.count + per_slice - 1) / per_slice;
   if (nslices > UINT32_MAX) return Status::invalidUsage("collective: too many slices");
-  if (shared_->calls_in_flight.load(std::memory_order_acquire) >= options_.max_requests) {
-    // No room: NCCL calls again. In poll mode, results that make room come in now.
-    if (shared_->poller != nullptr) shared_->poller->poll();
-    return Status::ok();
-  }
   const bool all_reduce = spec.kind == wire::CollKind::kAllReduce;
   const Span part = all_reduce ? Span{0, spec.count}
                                : rankPart(static_cast<uint64_t>(rank_), spec.rank_count,
                                           spec.window_offset, spec.count);
-  std::lock_guard<std::mutex> lock(post_mu_);
-  std::shared_ptr<Call> call = freeCallLocked();
-  static_cast<CallSpec&>(*call) = spec;
-  call->shared = shared_;
-  call->remaining.store(static_cast<uint32_t>(nslices), std::memory_order_relaxed);
-  call->seq = next_seq_++;
-  shared_->calls_in_flight.fetch_add(1, std::memory_order_acq_rel);
-  const size_t nlinks = links_.size();
-  for (uint64_t j = 0; j < nslices; ++j) {
-    SliceTask t;
-    t.call = call;
-    t.slice = static_cast<uint32_t>(j);
-    const Span slice = sliceSpan(spec.count, per_slice, j);
-    // Every rank sends every slice and gets a result for each (protocol/wire.h): pieces may be
-    // empty.
-    t.send = spec.kind == wire::CollKind::kAllGather ? pieceOf(slice, part) : slice;
-    t.recv = spec.kind == wire::CollKind::kReduceScatter ? pieceOf(slice, part) : slice;
-    links_[(call->seq + j) % nlinks]->post(std::move(t));
+  {
+    std::unique_lock<std::mutex> lock(post_mu_);
+    // A rank behind a membership change's boundary posts past max_requests until it reaches it
+    // (docs/failover.md, "Every rank reaches K"); while a change is agreed nobody posts.
+    const bool room =
+        next_seq_ < catch_up_until_ ||
+        shared_->calls_in_flight.load(std::memory_order_acquire) < options_.max_requests;
+    if (hold_ || !room) {
+      lock.unlock();
+      // No room: NCCL calls again. In poll mode, results that make room come in now.
+      if (shared_->poller != nullptr) shared_->poller->poll();
+      return Status::ok();
+    }
+    std::shared_ptr<Call> call = freeCallLocked();
+    static_cast<CallSpec&>(*call) = spec;
+    call->shared = shared_;
+    call->remaining.store(static_cast<uint32_t>(nslices), std::memory_order_relaxed);
+    call->seq = next_seq_++;
+    shared_->calls_in_flight.fetch_add(1, std::memory_order_acq_rel);
+    for (uint64_t j = 0; j < nslices; ++j) {
+      SliceTask t;
+      t.call = call;
+      t.slice = static_cast<uint32_t>(j);
+      const Span slice = sliceSpan(spec.count, per_slice, j);
+      // Every rank sends every slice and gets a result for each (protocol/wire.h): pieces may
+      // be empty.
+      t.send = spec.kind == wire::CollKind::kAllGather ? pieceOf(slice, part) : slice;
+      t.recv = spec.kind == wire::CollKind::kReduceScatter ? pieceOf(slice, part) : slice;
+      const Placement p = placement_.place(call->seq, j);
+      if (!p.placed) {
+        // Every slot is empty: the keeper is failing the communicator.
+        parked_[placement_.epoch()].push_back(std::move(t));
+      } else if (p.epoch != 0) {
+        // A recovery slice of an epoch whose boundary is still ahead (this call is below it):
+        // it goes out with that epoch's others, at the boundary.
+        parked_[p.epoch].push_back(std::move(t));
+      } else {
+        links_[p.slot]->post(std::move(t));
+      }
+    }
+    shared_->posted_through.store(next_seq_, std::memory_order_release);
+    flushBoundariesLocked();
+    *req = CollRequest(std::move(call), result_bytes);
   }
-  *req = CollRequest(std::move(call), result_bytes);
   return Status::ok();
+}
+
+void CollClientImpl::flushBoundariesLocked() {
+  while (!boundaries_.empty() && boundaries_.front().call <= next_seq_) {
+    const uint32_t epoch = boundaries_.front().epoch;
+    boundaries_.pop_front();
+    flushEpochLocked(epoch);
+    shared_->applied_epoch.store(epoch, std::memory_order_release);
+  }
+}
+
+void CollClientImpl::flushEpochLocked(uint32_t epoch) {
+  auto it = parked_.find(epoch);
+  if (it == parked_.end()) return;
+  std::vector<SliceTask> tasks = std::move(it->second);
+  parked_.erase(it);
+  // Every rank sends them in the same order: by call, then slice.
+  std::sort(tasks.begin(), tasks.end(), [](const SliceTask& a, const SliceTask& b) {
+    return a.call->seq != b.call->seq ? a.call->seq < b.call->seq : a.slice < b.slice;
+  });
+  for (SliceTask& t : tasks) {
+    const Placement p = placement_.place(t.call->seq, t.slice, epoch);
+    // Placed on a slot a later epoch lost: that epoch sends it, as the ranks that sent it there
+    // before they knew find it among that slot's orphans.
+    const uint32_t later = p.placed ? placement_.lostAfter(p.slot, epoch) : 0;
+    if (!p.placed || later != 0) {
+      parked_[later != 0 ? later : placement_.epoch()].push_back(std::move(t));
+      continue;
+    }
+    t.epoch = epoch;
+    links_[p.slot]->post(std::move(t));
+  }
 }
 
 std::shared_ptr<Call> CollClientImpl::freeCallLocked() {
@@ -497,20 +586,21 @@ std::shared_ptr<Call> CollClientImpl::freeCallLocked() {
 void CollClientImpl::fail(const Status& st, int64_t wait_ms) {
   std::lock_guard<std::mutex> lock(fail_mu_);
   if (shared_->failed.load(std::memory_order_acquire)) return;
+  const std::vector<std::shared_ptr<Link>> links = linkSnapshot();
   if (!closing()) {
     TALLY_WARN("CollNet rank %d: %s", rank_, st.toString().c_str());
     // Each reducer hears why, so the other ranks learn the cause (bounded: a reducer that does
     // not take the message in time is simply closed).
     const auto deadline = Clock::now() + std::chrono::milliseconds(wait_ms);
-    for (auto& l : links_) l->postAbort(st.toString());
+    for (auto& l : links) l->postAbort(st.toString());
     // A fail() found by a link thread gives way to an abort() on the owner's thread, which
     // waits on it; the abort's own short wait runs to its end.
     const bool yield_to_abort = wait_ms > kAbortWaitMs;
-    for (auto& l : links_) l->finishAbort(deadline, yield_to_abort);
+    for (auto& l : links) l->finishAbort(deadline, yield_to_abort);
   }
   // Close first: once requests report the error, the caller may free its buffers, and no receive
   // may still be writing into them.
-  for (auto& l : links_) l->closeConnection();
+  for (auto& l : links) l->closeConnection();
   {
     std::lock_guard<std::mutex> elock(shared_->mu);
     shared_->error = st;
@@ -524,10 +614,12 @@ void CollClientImpl::abortLocked(const Status& why) {
   hurry_.store(true, std::memory_order_release);
   fail(why, kAbortWaitMs);
   closing_.store(true, std::memory_order_release);
-  // The connections are closed, so the transport is out of the caller's buffers; joining the
-  // link threads (each may finish a CRC or a post first) and taking each send_mu_ once more
-  // (an iallreduce caller's tryPostNow) leaves nobody in them.
-  for (auto& l : links_) l->stopAndJoin();
+  // The keeper first: it may be retiring a link. The connections are closed, so the transport is
+  // out of the caller's buffers; joining the link threads (each may finish a CRC or a post
+  // first) and taking each send_mu_ once more (an iallreduce caller's tryPostNow) leaves nobody
+  // in them.
+  stopKeeper();
+  for (auto& l : linkSnapshot()) l->stopAndJoin();
 }
 
 void CollClientImpl::abort(const Status& why) {
@@ -550,11 +642,13 @@ void CollClientImpl::close() {
   closed_ = true;
   closing_.store(true, std::memory_order_release);
   hurry_.store(true, std::memory_order_release);
+  stopKeeper();
   // Nothing is queued or outstanding: Bye goes out at once, and the reducers see a clean leave.
   const auto deadline = Clock::now() + std::chrono::milliseconds(kByeWaitMs);
-  for (auto& l : links_) l->requestBye();
-  for (auto& l : links_) l->waitSenderDone(msLeft(deadline));
-  for (auto& l : links_) l->stopAndJoin();
+  const std::vector<std::shared_ptr<Link>> links = linkSnapshot();
+  for (auto& l : links) l->requestBye();
+  for (auto& l : links) l->waitSenderDone(msLeft(deadline));
+  for (auto& l : links) l->stopAndJoin();
   fail(Status::internal("the CollNet communicator was closed"));
 }
 

@@ -74,6 +74,15 @@ struct CollOptions {
   bool checksum = false;
   // kThread and kPoll apply to TCP only; other transports always use kLegacy's threaded links.
   CollProgress progress = CollProgress::kThread;
+  // Reducer failover (docs/failover.md). TALLY_REDUCER_TIMEOUT_MS: a reducer that sends nothing
+  // (not even a Pong) for this long while slices or a Ping are outstanding is dropped.
+  // TALLY_MIN_REDUCERS: fewer live reducers fail the communicator. TALLY_SPARE_REDUCERS: reducers
+  // that may fill a lost slot, besides the slot's own address. TALLY_REJOIN_INTERVAL_MS: how
+  // often rank 0 looks for a reducer for an empty slot (0: never).
+  int64_t reducer_timeout_ms = 10000;
+  int min_reducers = 1;
+  std::vector<std::string> spare_reducers;
+  int64_t rejoin_interval_ms = 1000;
   // The transport the reducers are reached over (the plugin's, from TALLY_TRANSPORT). Null: the
   // network layer's default (transport::openDefaultNetwork).
   std::shared_ptr<transport::Network> network;

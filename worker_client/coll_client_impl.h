@@ -1,35 +1,31 @@
-// Inside CollClient (coll_client.h): the client object (coll_client.cc: handles, connect,
-// iallreduce, close) and its per-reducer links, of two kinds behind one interface (Link):
-// ThreadedLink (coll_link.cc: a sender and a receiver thread over a transport::Connection, for
-// every transport; TALLY_COLL_PROGRESS=legacy) and RawLink (coll_raw_link.h: a TCP socket driven
-// by the posting thread and either one epoll progress thread per client, TALLY_COLL_PROGRESS=
-// thread, or the threads that test requests, TALLY_COLL_PROGRESS=poll).
-// Not a public interface.
+// Inside CollClient (coll_client.h): the client object (coll_client.cc: handles, connect, posts,
+// close; coll_failover.cc: the keeper thread and membership changes) and its per-reducer links
+// (link.h), of two kinds: ThreadedLink (coll_link.h) and RawLink (coll_raw_link.h). Not a public
+// interface.
 //
-// Data flow: iallreduce numbers the call (seq), cuts it into slices and queues slice j on link
-// (seq + j) % R, under post_mu_ so every link sees calls in seq order. A link's sender posts each
-// slice's header and payload straight from the user's buffer, with at most `window` slices
-// outstanding (sent, result not yet arrived). Its receiver reads a result header, then the
-// payload straight into the user's recv buffer at the slice's offset. A call is done when its
-// last slice's result has landed.
+// Data flow: a post numbers the call (seq), cuts it into slices and queues each on the slot the
+// placement gives (placement.h), under post_mu_ so every link sees calls in seq order. A link
+// sends each slice's header and payload straight from the user's buffer, with at most `window`
+// slices outstanding (sent, result not landed), and reads each result straight into the user's
+// recv buffer. A call is done when every slice is committed: every rank has landed it
+// (docs/failover.md, "Commit before done").
 //
-// Errors stick: the first one (an Error message, a lost connection, a timeout) closes every
-// connection (so the transport writes nothing more into user buffers) and is then returned by
-// every unfinished and later request.
+// Failover: a link that loses its reducer tells the client (linkLost); the keeper thread, one per
+// client, runs the membership changes with the other ranks through the reducers (Relay), places
+// the lost reducer's slices again and, on rank 0, decides (coordinator.h). It also sends Pings
+// on silent links and drops a reducer silent for TALLY_REDUCER_TIMEOUT_MS.
 //
-// Caller memory: only a posted call's slices touch its buffers, on the sender (CRC, isend from
-// the send buffer; also the iallreduce caller through tryPostNow, under send_mu_), the receiver
-// (irecv into and CRC of the recv buffer) and the transport's threads. A link thread may still be
-// in such a step for a moment after fail() closed its connection; abort() joins the link threads
-// (and takes send_mu_ once more) after closing, so when it returns nothing touches them.
+// Errors stick: the first error that fails the communicator (an Error of communicator scope, a
+// timeout, too few reducers left) closes every connection (so nothing more is written into user
+// buffers) and is then returned by every unfinished and later request.
 //
-// ThreadedLink: a slice is posted by the iallreduce caller itself when its link has nothing
-// queued, a free credit and no send under way (tryPostNow); otherwise the link's sender thread
-// posts it. Either way only the holder of send_mu_ posts, so a link sends its slices in queue
-// order.
+// Caller memory: only a posted call's slices touch its buffers, on a link's threads or under its
+// lock (see link.h); abort() joins the link threads after closing, and a retired link (a lost
+// reducer) is quiet before its slices are placed again, so nothing touches a buffer after the
+// request reported done or failed.
 //
-// Lock order: CollClientImpl::post_mu_ -> ThreadedLink::send_mu_ -> ThreadedLink::mu_ (RawLink::mu_
-// for a RawLink). Shared::mu is a leaf.
+// Lock order: post_mu_ -> links_mu_ -> a link's locks (ThreadedLink: send_mu_ -> mu_; RawLink:
+// mu_). inbox_mu_ and Shared::mu are leaves.
 #pragma once
 
 #include <array>
@@ -47,9 +43,13 @@
 #include <vector>
 
 #include "common/crc32c.h"
+#include "common/log.h"
 #include "common/small_pool.h"
+#include "worker_client/call.h"
 #include "worker_client/coll_client.h"
 #include "worker_client/coll_connect.h"
+#include "worker_client/ledger.h"
+#include "worker_client/placement.h"
 #include "protocol/slicing.h"
 #include "protocol/wire.h"
 #include "transport/transport.h"
@@ -59,223 +59,17 @@ namespace wire = protocol::wire;
 using protocol::Span;
 
 class Link;
-
-// Progress driven by the caller's own thread (TALLY_COLL_PROGRESS=poll): a request's test(), and
-// a post that finds no room, run one non-blocking round of it.
-class Poller {
- public:
-  virtual ~Poller() = default;
-  // Does what is ready now and returns; a no-op while another thread polls or once stopped.
-  virtual void poll() = 0;
-};
-
-// State shared by the client, its links and its requests (which may outlive the client).
-struct Shared {
-  std::atomic<bool> failed{false};
-  std::mutex mu;
-  Status error;  // set once, before `failed` turns true
-  std::atomic<int> calls_in_flight{0};
-  // Set by connect() before the first post, in poll mode only; kept alive by requests too.
-  std::shared_ptr<Poller> poller;
-
-  Status errorStatus() {
-    std::lock_guard<std::mutex> lock(mu);
-    return error;
-  }
-};
-
-// What a call computes and where its buffers are.
-struct CallSpec {
-  const uint8_t* send = nullptr;
-  uint8_t* recv = nullptr;
-  uint64_t count = 0;  // elements of the call (all-gather, reduce-scatter: of the window)
-  DataType type = DataType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;
-  wire::CollKind kind = wire::CollKind::kAllReduce;
-  uint64_t rank_count = 0;     // all-gather, reduce-scatter: CollWindow::rank_count
-  uint64_t window_offset = 0;  // all-gather, reduce-scatter: CollWindow::offset
-  // The window-relative element that send[0] and recv[0] hold: 0, except for the side that
-  // holds only this rank's part (all-gather's send, reduce-scatter's recv).
-  uint64_t send_origin = 0;
-  uint64_t recv_origin = 0;
-};
-
-// One posted call; records are reused (CollClientImpl::freeCallLocked).
-struct Call final : CollCall, CallSpec {
-  Status test(bool* done) override;
-
-  std::shared_ptr<Shared> shared;
-  uint64_t seq = 0;
-  std::atomic<uint32_t> remaining{0};  // slices whose result has not arrived
-};
-
-// One slice of a call on its link: the piece this rank sends and the piece of the result it
-// gets back (the same for all-reduce; either may be empty for all-gather and reduce-scatter,
-// then only a header travels).
-struct SliceTask {
-  std::shared_ptr<Call> call;
-  uint32_t slice = 0;
-  Span send;  // window-relative elements
-  Span recv;
-};
-
-// What goes out for a slice: its header (with the payload's CRC32C when `crc` is given) and
-// its payload, straight from the caller's send buffer (null and 0 for an empty piece).
-struct OutgoingSlice {
-  wire::SliceHeader header;
-  const void* payload = nullptr;
-  size_t bytes = 0;
-};
-inline OutgoingSlice outgoingSlice(const SliceTask& task, const crc32c::Crc32c* crc) {
-  const Call& call = *task.call;
-  const size_t elt = dataTypeSize(call.type);
-  OutgoingSlice out;
-  wire::SliceHeader& h = out.header;
-  h.seq = call.seq;
-  h.slice = task.slice;
-  h.kind = call.kind;
-  h.offset = task.send.offset;
-  h.count = task.send.count;
-  h.total_count = call.count;
-  h.type = call.type;
-  h.op = call.op;
-  h.rank_count = call.rank_count;
-  h.window_offset = call.window_offset;
-  // Zero copy: the payload goes from the user's buffer. Its result can only come back (and be
-  // written over this range, when send == recv) after the reducer has received all of it.
-  out.bytes = task.send.count * elt;
-  if (out.bytes > 0) {
-    out.payload = call.send + (task.send.offset - call.send_origin) * elt;
-    if (crc != nullptr) h.crc = crc->compute(out.payload, out.bytes);
-  }
-  return out;
-}
-
-// The steady clock in nanoseconds, for the links' progress timestamps.
-inline int64_t nowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-class CollClientImpl;
-
-// One reducer as the client drives it.
-class Link {
- public:
-  virtual ~Link() = default;
-
-  // Starts the link's own threads, if it has any; kSystem when they cannot be created (the
-  // client then closes).
-  virtual Status start() = 0;
-  // Sends the slice now or queues it behind earlier ones until a credit is free (called with the
-  // client's post_mu_ held, so slices arrive in seq order). A failed send fails the client.
-  virtual void post(SliceTask task) = 0;
-  // Asks for Bye after what is queued.
-  virtual void requestBye() = 0;
-  // Waits up to timeout_ms for the Bye to have gone out (or the link to have ended).
-  virtual bool waitSenderDone(int64_t timeout_ms) = 0;
-  // Best effort: tells the reducer why this worker gives up on the communicator (an Error
-  // message), so the reducer can pass the cause on to the other ranks. postAbort posts it;
-  // finishAbort waits until the deadline (with yield_to_abort, only until an abort() is under
-  // way, see CollClientImpl::hurrying) for it to be out, else closes the connection. Called by
-  // CollClientImpl::fail only, once.
-  virtual void postAbort(const std::string& reason) = 0;
-  virtual void finishAbort(Clock::time_point deadline, bool yield_to_abort) = 0;
-  // Closes the connection: pending transfers fail, the link's I/O ends soon. Any thread.
-  virtual void closeConnection() = 0;
-  // Closes the connection, then waits until no thread of the link touches caller memory (joins
-  // its threads). The owner's thread only.
-  virtual void stopAndJoin() = 0;
-
-  virtual const std::string& address() const = 0;
-};
-
-// One reducer over a transport::Connection: a sender thread and a receiver thread.
-class ThreadedLink final : public Link {
- public:
-  // `crc` (TALLY_CHECKSUM; null when off) checksums each slice sent and checks each result.
-  ThreadedLink(CollClientImpl* client, std::string address,
-               std::unique_ptr<transport::Connection> conn, int window, int64_t timeout_ms,
-               const crc32c::Crc32c* crc);
-  ~ThreadedLink() override;
-
-  Status start() override;
-  void post(SliceTask task) override;
-  // Asks the sender to send Bye after what is queued, then end.
-  void requestBye() override;
-  bool waitSenderDone(int64_t timeout_ms) override;
-  void postAbort(const std::string& reason) override;
-  void finishAbort(Clock::time_point deadline, bool yield_to_abort) override;
-  void closeConnection() override;
-  // Stops and joins both threads (closes the connection first).
-  void stopAndJoin() override;
-
-  const std::string& address() const override { return address_; }
-
- private:
-  // Queues a slice (called with the client's post_mu_ held).
-  void enqueue(SliceTask task);
-  // Posts the slice from this thread when nothing is queued or being sent and a credit is free
-  // (called with the client's post_mu_ held); false: enqueue it instead. A failed send fails
-  // the client, as on the sender thread.
-  bool tryPostNow(const SliceTask& task);
-  void senderLoop();
-  void receiverLoop();
-  // Waits for `req` in short steps; gives up when stopping or when no result has arrived for
-  // timeout_ms while slices are outstanding.
-  Status waitBounded(transport::Request* req, size_t* size);
-  Status sendSlice(const SliceTask& task);
-  // Registers `task` as outstanding (mu_ held).
-  void registerLocked(const SliceTask& task);
-  // Reports a send error of this link to the client (unless it is closing anyway).
-  void reportFailure(const Status& st);
-  // Drops completed sends from the front of sends_; with `block`, waits for the oldest first.
-  Status reapSends(bool block);
-  Status receiveResult(const uint8_t* header, size_t size);
-
-  CollClientImpl* client_;
-  const std::string address_;
-  std::unique_ptr<transport::Connection> conn_;
-  const int window_;
-  const int64_t timeout_ms_;
-  const crc32c::Crc32c* const crc_;
-  std::thread sender_;
-  std::thread receiver_;
-
-  std::mutex send_mu_;  // held while posting sends and reaping sends_
-  std::mutex mu_;
-  std::condition_variable cv_;
-  // Containers of the data path take their blocks from small_pool: no heap use per call.
-  using SliceKey = std::pair<uint64_t, uint32_t>;          // (call seq, slice)
-  std::deque<SliceTask, PoolAllocator<SliceTask>> queue_;  // not yet sent
-  std::map<SliceKey, SliceTask, std::less<SliceKey>,
-           PoolAllocator<std::pair<const SliceKey, SliceTask>>>
-      waiting_;  // sent, result not arrived
-  int outstanding_ = 0;
-  bool bye_ = false;
-  bool sender_done_ = false;
-  std::atomic<bool> stop_{false};
-  std::atomic<int64_t> last_progress_ns_{0};
-
-  // A send in flight: the header bytes must live until the transport is done with them.
-  struct Sent {
-    wire::Frame header;
-    std::unique_ptr<transport::Request> header_req;
-    std::unique_ptr<transport::Request> payload_req;
-  };
-  // Guarded by send_mu_; dropped only after the connection is closed (transport rule).
-  std::deque<std::unique_ptr<Sent>, PoolAllocator<std::unique_ptr<Sent>>> sends_;
-  std::vector<std::unique_ptr<Sent>> spare_sends_;  // finished, kept for reuse
-  // The receiver thread's header receive; a pending one is kept until the connection is closed.
-  std::array<uint8_t, wire::kMaxHeaderBytes> recv_header_;
-  std::unique_ptr<transport::Request> recv_req_;
-  // postAbort's message; like sends_, kept until the connection is closed.
-  wire::Frame abort_frame_;
-  std::unique_ptr<transport::Request> abort_req_;
-};
-
 class Progress;
+class Coordinator;
+
+// A failover event for the keeper thread.
+struct FailoverEvent {
+  enum class Kind { kLinkLost, kRelay };
+  Kind kind = Kind::kLinkLost;
+  uint32_t slot = 0;  // the link it came from
+  Status why;         // kLinkLost
+  wire::Relay relay;  // kRelay
+};
 
 class CollClientImpl final : public CollClient {
  public:
@@ -294,15 +88,20 @@ class CollClientImpl final : public CollClient {
   int nranks() const override { return nranks_; }
 
   // Links (and the progress thread RawLinks share, when there are any) are added by connect()
-  // before start().
-  void addLink(std::unique_ptr<Link> link) { links_.push_back(std::move(link)); }
+  // before start(), one per slot in slot order.
+  void addLink(std::shared_ptr<Link> link) { links_.push_back(std::move(link)); }
   void setProgress(std::shared_ptr<Progress> progress);
-  // Starts the links and the progress thread; fails as Link::start does.
+  void setCommunicator(const wire::CommId& comm) { comm_ = comm; }
+  // Starts the links, the progress thread and the keeper; fails as Link::start does.
   Status start();
   // Makes `st` the client's sticky error (the first one wins), after closing every connection.
   // Before closing, each reducer is sent an Error with the cause, waiting at most wait_ms (or
   // until abort() hurries) for them to go out.
   void fail(const Status& st, int64_t wait_ms = kFailWaitMs);
+  // A link lost its reducer (any thread, no lock of the link held): the keeper handles it.
+  void linkLost(uint32_t slot, const Status& why);
+  // A link received a relayed failover message (any thread, no lock of the link held).
+  void relayed(uint32_t slot, const wire::Relay& relay);
   bool closing() const { return closing_.load(std::memory_order_acquire); }
   // abort() is under way: a fail() on a link thread stops waiting for its Error messages.
   bool hurrying() const { return hurry_.load(std::memory_order_acquire); }
@@ -319,19 +118,45 @@ class CollClientImpl final : public CollClient {
   const CollOptions options_;
   const int rank_;
   const int nranks_;
+  wire::CommId comm_;
   std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
   // Declared before links_: RawLinks stop it in their destructors. Shared with shared_->poller
   // in poll mode.
   std::shared_ptr<Progress> progress_;
-  std::vector<std::unique_ptr<Link>> links_;
+  // By slot. A lost slot keeps its ended link until a join replaces it; replaced links are kept
+  // (retired_) until the client ends, as a progress thread may still hold an event for one.
+  std::vector<std::shared_ptr<Link>> links_;
+  std::vector<std::shared_ptr<Link>> retired_;
+  std::mutex links_mu_;  // replacing an entry of links_ (with post_mu_), and fail()'s reading
+  std::vector<std::shared_ptr<Link>> linkSnapshot();
+
+  // Posting (post_mu_).
   std::mutex post_mu_;
   uint64_t next_seq_ = 0;
+  PlacementMap placement_;
+  // A membership change is being agreed: posts wait (a NULL request) until its decision.
+  bool hold_ = false;
+  // Calls below this may pass max_requests: a rank that is behind must reach the boundary.
+  uint64_t catch_up_until_ = 0;
+  // Decided epochs whose recovery slices wait for their boundary, in epoch order, and the
+  // slices parked for each (docs/failover.md, steps 4 and 5).
+  struct Boundary {
+    uint32_t epoch = 0;
+    uint64_t call = 0;
+  };
+  std::deque<Boundary> boundaries_;
+  std::map<uint32_t, std::vector<SliceTask>> parked_;
   // Calls kept for reuse (guarded by post_mu_): one only this list holds is free again.
   std::vector<std::shared_ptr<Call>> calls_;
   std::shared_ptr<Call> freeCallLocked();
   // What every post shares: checks, numbering, cutting into slices, queueing. `result_bytes` is
   // what the request reports when done.
   Status post(const CallSpec& spec, size_t result_bytes, CollRequest* req);
+  // Queues the slices parked for every epoch whose boundary next_seq_ has reached (post_mu_).
+  void flushBoundariesLocked();
+  // Queues epoch `epoch`'s parked slices on their slots, in (call, slice) order; a slice whose
+  // slot a later epoch lost waits for that epoch instead (post_mu_).
+  void flushEpochLocked(uint32_t epoch);
   // Fails with `why`, then joins every link's threads (close_mu_ held).
   void abortLocked(const Status& why);
   std::mutex fail_mu_;
@@ -339,6 +164,52 @@ class CollClientImpl final : public CollClient {
   std::atomic<bool> hurry_{false};
   std::mutex close_mu_;
   bool closed_ = false;  // close() or abort() ran (guarded by close_mu_)
+
+  // The keeper thread (coll_failover.cc) and what it alone touches.
+  void keeperLoop();
+  void stopKeeper();
+  void handleEvent(FailoverEvent& ev);
+  void handleLinkLost(uint32_t slot, const Status& why);
+  void handleControl(uint32_t from, const wire::Control& c);
+  void onPropose(const wire::Control& c);
+  void onDecide(const wire::Control& c);
+  void onReport(uint32_t from, const wire::Control& c);
+  void applyLost(const wire::Control& c);
+  void heartbeat(int64_t now_ns);
+  void checkRounds(int64_t now_ns);
+  // Rank 0: sends the coordinator's next proposal, if one waits.
+  void proposeNext();
+  // Sends a failover message to rank 0 (from rank 0: handled here) or, from rank 0, to every
+  // rank (and handled here too), through every live link.
+  void sendToRankZero(const wire::Control& c);
+  void sendToAll(const wire::Control& c);
+  void broadcastRelay(const wire::Control& c);
+  // Fails the communicator for a failover reason, naming every reducer lost and why.
+  void failOver(const std::string& why);
+  uint32_t liveLinks();
+  // A membership change is being agreed (this rank dropped a reducer, reported, or, on rank 0,
+  // gathers reports).
+  bool changeUnderWay() const;
+
+  std::thread keeper_;
+  std::mutex inbox_mu_;
+  std::condition_variable inbox_cv_;
+  std::deque<FailoverEvent> inbox_;
+  bool keeper_stop_ = false;
+  // Keeper-thread state.
+  std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
+  uint32_t decided_epoch_ = 0;
+  uint32_t proposed_epoch_ = 0;  // the epoch of the proposal this rank reported on
+  int64_t waiting_since_ns_ = 0; // reported, waiting for the decision (0: not waiting)
+  int64_t round_since_ns_ = 0;   // rank 0: the round under way began
+  std::vector<bool> suspected_;  // by slot: this rank dropped it, the decision is pending
+  std::vector<std::string> lost_reasons_;  // by slot: why this rank dropped it
+  std::vector<std::string> lost_;  // "address (why)", every reducer lost, in order
+  // The books of the slot the proposal under way loses, taken when this rank froze.
+  std::vector<LedgerEntry> orphans_;
+  log::RateLimitedLog warnings_;  // refused failover messages
+  std::vector<int64_t> ping_sent_ns_;  // by slot: the first Ping since the reducer was heard
+  uint64_t ping_token_ = 0;
 };
 
 }  // namespace tally::worker_client

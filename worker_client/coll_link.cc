@@ -7,7 +7,7 @@
 #include <system_error>
 
 #include "common/log.h"
-#include "worker_client/coll_client_impl.h"
+#include "worker_client/coll_link.h"
 
 namespace tally::worker_client {
 namespace wire = protocol::wire;
@@ -20,10 +20,11 @@ constexpr size_t kMaxInflightSends = 64;
 
 }  // namespace
 
-ThreadedLink::ThreadedLink(CollClientImpl* client, std::string address,
+ThreadedLink::ThreadedLink(CollClientImpl* client, uint32_t slot, std::string address,
                            std::unique_ptr<transport::Connection> conn, int window,
                            int64_t timeout_ms, const crc32c::Crc32c* crc)
     : client_(client),
+      slot_(slot),
       address_(std::move(address)),
       conn_(std::move(conn)),
       window_(window),
@@ -34,6 +35,7 @@ ThreadedLink::~ThreadedLink() { stopAndJoin(); }
 
 Status ThreadedLink::start() {
   last_progress_ns_.store(nowNs());
+  last_heard_ns_.store(nowNs());
   try {
     sender_ = std::thread([this] { senderLoop(); });
     receiver_ = std::thread([this] { receiverLoop(); });
@@ -45,24 +47,15 @@ Status ThreadedLink::start() {
 }
 
 void ThreadedLink::post(SliceTask task) {
-  if (!tryPostNow(task)) enqueue(std::move(task));
-}
-
-void ThreadedLink::enqueue(SliceTask task) {
+  if (tryPostNow(task)) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(task));
+    ledger_.enqueue(std::move(task));
   }
   cv_.notify_all();
 }
 
-void ThreadedLink::registerLocked(const SliceTask& task) {
-  // Registered before the send is posted: the result may come back before isend returns.
-  waiting_.emplace(std::make_pair(task.call->seq, task.slice), task);
-  if (outstanding_++ == 0) last_progress_ns_.store(nowNs());
-}
-
-bool ThreadedLink::tryPostNow(const SliceTask& task) {
+bool ThreadedLink::tryPostNow(SliceTask& task) {
   std::unique_lock<std::mutex> send_lock(send_mu_, std::try_to_lock);
   if (!send_lock.owns_lock()) return false;  // the sender is posting: queue behind it
   Status st = reapSends(false);
@@ -71,19 +64,79 @@ bool ThreadedLink::tryPostNow(const SliceTask& task) {
   if (!st.isOk() || sends_.size() + 2 > kMaxInflightSends) return false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stop_.load() || bye_ || !queue_.empty() || outstanding_ >= window_) return false;
-    registerLocked(task);
+    if (stop_.load() || bye_ || !ledger_.queueEmpty() || outstanding_ >= window_) return false;
   }
-  st = sendSlice(task);
-  if (!st.isOk()) reportFailure(st);
+  st = sendControlLocked();
+  SliceTask sent;
+  if (st.isOk()) {
+    // Recorded before the send is posted: the result may come back before isend returns.
+    std::lock_guard<std::mutex> lock(mu_);
+    sent = ledger_.record(std::move(task), false).task;
+    if (outstanding_++ == 0) last_progress_ns_.store(nowNs());
+  }
+  if (st.isOk()) st = sendSlice(sent);
+  if (!st.isOk()) reportFailure(st, false);
   return true;
 }
 
-void ThreadedLink::reportFailure(const Status& st) {
+void ThreadedLink::sendControl(const wire::Frame& frame) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_.load()) return;
+    control_.push_back(frame);
+  }
+  std::unique_lock<std::mutex> send_lock(send_mu_, std::try_to_lock);
+  if (!send_lock.owns_lock()) {
+    cv_.notify_all();  // the sender holds it, and sends control frames before the next slice
+    return;
+  }
+  Status st = sendControlLocked();
+  send_lock.unlock();
+  if (!st.isOk()) reportFailure(st, false);
+}
+
+Status ThreadedLink::sendHeaderOnly(const wire::Frame& frame) {
+  std::unique_ptr<Sent> sent;
+  if (spare_sends_.empty()) {
+    sent = std::make_unique<Sent>();
+  } else {
+    sent = std::move(spare_sends_.back());
+    spare_sends_.pop_back();
+  }
+  sent->header = frame;
+  for (;;) {
+    TALLY_RETURN_IF_ERROR(conn_->isend(sent->header.data(), sent->header.size, wire::kTagHeader,
+                                       nullptr, &sent->header_req));
+    if (sent->header_req) break;
+    if (sends_.empty()) return Status::internal("transport has no room for a send");
+    TALLY_RETURN_IF_ERROR(reapSends(true));
+  }
+  sends_.push_back(std::move(sent));
+  return Status::ok();
+}
+
+Status ThreadedLink::sendControlLocked() {
+  for (;;) {
+    wire::Frame frame;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (control_.empty() || stop_.load()) return Status::ok();
+      frame = control_.front();
+      control_.pop_front();
+    }
+    TALLY_RETURN_IF_ERROR(sendHeaderOnly(frame));
+  }
+}
+
+void ThreadedLink::reportFailure(const Status& st, bool fatal) {
   if (client_->closing() || stop_.load()) return;
-  client_->fail(
-      Status(st.code() == StatusCode::kTimeout ? StatusCode::kTimeout : StatusCode::kRemote,
-             "reducer " + address_ + ": " + st.message()));
+  const Status why(st.code() == StatusCode::kTimeout ? StatusCode::kTimeout : StatusCode::kRemote,
+                   "reducer " + address_ + ": " + st.message());
+  if (fatal) {
+    client_->fail(why);
+  } else {
+    client_->linkLost(slot_, why);
+  }
 }
 
 void ThreadedLink::requestBye() {
@@ -140,7 +193,27 @@ void ThreadedLink::stopAndJoin() {
   abort_req_.reset();
 }
 
-Status ThreadedLink::waitBounded(transport::Request* req, size_t* size) {
+void ThreadedLink::retire(const std::string& reason, bool dismiss) {
+  if (dismiss && !stop_.load() && !abort_req_) {
+    // Like postAbort, without send_mu_ and without waiting: best effort.
+    abort_frame_ = wire::encodeDismiss(wire::Reason{reason});
+    (void)conn_->isend(abort_frame_.data(), abort_frame_.size, wire::kTagHeader, nullptr,
+                       &abort_req_);
+    if (abort_req_) (void)abort_req_->wait(1, nullptr);
+  }
+  // Joining both threads leaves nobody in the caller's buffers (the transport stops with the
+  // close); the books stay for takeOrphans.
+  stopAndJoin();
+}
+
+std::vector<LedgerEntry> ThreadedLink::takeOrphans(wire::AckPoint* committed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *committed = ledger_.committed();
+  outstanding_ = 0;
+  return ledger_.takeAll();
+}
+
+Status ThreadedLink::waitBounded(transport::Request* req, size_t* size, bool* fatal) {
   size_t sizes[transport::kMaxRecvs] = {};
   for (;;) {
     Status st = req->wait(kPollMs, sizes);
@@ -157,6 +230,9 @@ Status ThreadedLink::waitBounded(transport::Request* req, size_t* size) {
     }
     const int64_t idle_ms = (nowNs() - last_progress_ns_.load()) / 1000000;
     if (outstanding > 0 && idle_ms > timeout_ms_) {
+      // The reducer still answers (TALLY_REDUCER_TIMEOUT_MS would have dropped it otherwise):
+      // a rank is stuck, which fails the communicator.
+      if (fatal != nullptr) *fatal = true;
       return Status::timeout("no result from reducer " + address_ + " for " +
                              std::to_string(idle_ms) + " ms with " + std::to_string(outstanding) +
                              " slices outstanding");
@@ -170,7 +246,7 @@ Status ThreadedLink::reapSends(bool block) {
     for (transport::Request* r : {s.header_req.get(), s.payload_req.get()}) {
       if (r == nullptr) continue;
       if (block) {
-        TALLY_RETURN_IF_ERROR(waitBounded(r, nullptr));
+        TALLY_RETURN_IF_ERROR(waitBounded(r, nullptr, nullptr));
       } else {
         bool done = false;
         TALLY_RETURN_IF_ERROR(r->test(&done, nullptr));
@@ -227,41 +303,36 @@ void ThreadedLink::senderLoop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, std::chrono::milliseconds(kPollMs), [&] {
-        return stop_.load() || (!queue_.empty() && outstanding_ < window_) ||
-               (bye_ && queue_.empty());
+        return stop_.load() || !control_.empty() ||
+               (!ledger_.queueEmpty() && outstanding_ < window_) ||
+               (bye_ && ledger_.queueEmpty());
       });
       if (stop_.load()) break;
     }
     // Takes send_mu_ before mu_ (lock order); the queue is checked again under both.
     std::unique_lock<std::mutex> send_lock(send_mu_);
-    {
+    st = sendControlLocked();
+    if (st.isOk()) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!queue_.empty() && outstanding_ < window_) {
-        task = std::move(queue_.front());
-        queue_.pop_front();
-        registerLocked(task);
+      if (!ledger_.queueEmpty() && outstanding_ < window_) {
+        task = ledger_.record(ledger_.popQueued(), true).task;
+        if (outstanding_++ == 0) last_progress_ns_.store(nowNs());
         have = true;
-      } else if (bye_ && queue_.empty()) {
+      } else if (bye_ && ledger_.queueEmpty()) {
         send_bye = true;
       }
     }
-    if (have) st = sendSlice(task);
+    if (st.isOk() && have) st = sendSlice(task);
     if (st.isOk()) st = reapSends(false);
     if (!st.isOk() || send_bye) break;
   }
   std::unique_lock<std::mutex> send_lock(send_mu_);
   if (st.isOk() && send_bye) {
-    auto sent = std::make_unique<Sent>();
-    sent->header = wire::encodeBye();
-    st = conn_->isend(sent->header.data(), sent->header.size, wire::kTagHeader, nullptr,
-                      &sent->header_req);
-    if (st.isOk() && sent->header_req) {
-      sends_.push_back(std::move(sent));  // dropped after the connection is closed
-      while (st.isOk() && !sends_.empty()) st = reapSends(true);
-    }
+    st = sendHeaderOnly(wire::encodeBye());  // dropped after the connection is closed
+    while (st.isOk() && !sends_.empty()) st = reapSends(true);
   }
   send_lock.unlock();
-  if (!st.isOk()) reportFailure(st);
+  if (!st.isOk()) reportFailure(st, false);
   {
     std::lock_guard<std::mutex> lock(mu_);
     sender_done_ = true;
@@ -269,18 +340,31 @@ void ThreadedLink::senderLoop() {
   cv_.notify_all();
 }
 
-Status ThreadedLink::receiveResult(const uint8_t* header, size_t size) {
+void ThreadedLink::ackLocked() {
+  const std::shared_ptr<Shared>& shared = client_->shared();
+  const wire::AckPoint p =
+      ledger_.ackPoint(shared->posted_through.load(std::memory_order_acquire),
+                       shared->applied_epoch.load(std::memory_order_acquire));
+  if (p.calls <= acked_.calls && p.recovery_epoch <= acked_.recovery_epoch) return;
+  acked_.calls = std::max(acked_.calls, p.calls);
+  acked_.recovery_epoch = std::max(acked_.recovery_epoch, p.recovery_epoch);
+  control_.push_back(wire::encodeAck(acked_));
+}
+
+Status ThreadedLink::receiveResult(const uint8_t* header, size_t size, bool* fatal) {
   wire::SliceHeader h;
   TALLY_RETURN_IF_ERROR(wire::decodeResult(header, size, &h));
-  SliceTask task;
+  LedgerEntry* entry = nullptr;
   {
+    // The record stays put: only this thread erases records (a Commit), and takeOrphans runs
+    // after the thread is joined.
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = waiting_.find(std::make_pair(h.seq, h.slice));
-    if (it == waiting_.end()) {
+    entry = ledger_.find(h.seq, h.slice);
+    if (entry == nullptr || entry->landed) {
       return Status::remote("unexpected result for " + wire::describeSlice(h));
     }
-    task = it->second;
   }
+  const SliceTask& task = entry->task;
   const Call& call = *task.call;
   if (h.offset != task.recv.offset || h.count != task.recv.count || h.total_count != call.count ||
       h.type != call.type || h.op != call.op || h.kind != call.kind ||
@@ -296,10 +380,14 @@ Status ThreadedLink::receiveResult(const uint8_t* header, size_t size) {
     int tag = wire::kTagPayload;
     transport::MemoryRegion* mr = nullptr;
     std::unique_ptr<transport::Request> req;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      entry->touched = true;
+    }
     TALLY_RETURN_IF_ERROR(conn_->irecv(1, &dst, &bytes, &tag, &mr, &req));
     if (!req) return Status::internal("transport has no room for a receive");
     size_t got = 0;
-    Status st = waitBounded(req.get(), &got);
+    Status st = waitBounded(req.get(), &got, fatal);
     if (!st.isOk()) {
       conn_->close();  // the receive must not outlive an open connection
       return st;
@@ -315,6 +403,7 @@ Status ThreadedLink::receiveResult(const uint8_t* header, size_t size) {
     if (crc != h.crc) {
       char sums[64];
       std::snprintf(sums, sizeof(sums), "CRC32C %08x, header says %08x", crc, h.crc);
+      *fatal = true;
       return Status::remote("checksum mismatch: rank " + std::to_string(client_->rank()) +
                             " got the result of " + wire::describeSlice(h) + " with payload " +
                             sums + "; corrupted in transit");
@@ -322,20 +411,19 @@ Status ThreadedLink::receiveResult(const uint8_t* header, size_t size) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    waiting_.erase(std::make_pair(h.seq, h.slice));
+    ledger_.land(entry);
     outstanding_--;
     last_progress_ns_.store(nowNs());
+    ackLocked();
   }
   cv_.notify_all();
-  if (task.call->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    client_->shared()->calls_in_flight.fetch_sub(1, std::memory_order_acq_rel);
-  }
   return Status::ok();
 }
 
 void ThreadedLink::receiverLoop() {
   std::array<uint8_t, wire::kMaxHeaderBytes>& header = recv_header_;
   Status st;
+  bool fatal = false;
   while (!stop_.load(std::memory_order_acquire)) {
     void* data = header.data();
     size_t size = header.size();
@@ -345,28 +433,56 @@ void ThreadedLink::receiverLoop() {
     if (st.isOk() && !recv_req_) st = Status::internal("transport has no room for a receive");
     if (!st.isOk()) break;
     size_t got = 0;
-    st = waitBounded(recv_req_.get(), &got);
+    st = waitBounded(recv_req_.get(), &got, &fatal);
     // A receive that timed out stays posted (recv_req_, dropped after the close): the connection
     // stays open for the Error that tells this reducer why the client gives up.
     if (!st.isOk()) break;
     recv_req_.reset();
+    last_heard_ns_.store(nowNs(), std::memory_order_release);
     wire::MsgType type;
     st = wire::peekType(header.data(), got, &type);
     if (!st.isOk()) break;
     if (type == wire::MsgType::kResult) {
-      st = receiveResult(header.data(), got);
+      st = receiveResult(header.data(), got, &fatal);
       if (!st.isOk()) break;
+      bool ack;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ack = !control_.empty();
+      }
+      if (ack) cv_.notify_all();  // the sender sends the Ack
+    } else if (type == wire::MsgType::kCommit) {
+      wire::AckPoint p;
+      st = wire::decodeCommit(header.data(), got, &p);
+      if (st.isOk()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        st = ledger_.commit(p, address_);
+      }
+      if (!st.isOk()) break;
+    } else if (type == wire::MsgType::kPong) {
+      wire::Ping pong;
+      st = wire::decodePong(header.data(), got, &pong);
+      if (!st.isOk()) break;
+    } else if (type == wire::MsgType::kRelay) {
+      wire::Relay relay;
+      st = wire::decodeRelay(header.data(), got, &relay);
+      if (!st.isOk()) break;
+      client_->relayed(slot_, relay);
     } else if (type == wire::MsgType::kError) {
       wire::Reason reason;
-      st = wire::decodeError(header.data(), got, &reason);
-      if (st.isOk()) st = Status::remote(reason.text);
+      wire::ErrorScope scope = wire::ErrorScope::kCommunicator;
+      st = wire::decodeError(header.data(), got, &reason, &scope);
+      if (st.isOk()) {
+        st = Status::remote(reason.text);
+        fatal = scope == wire::ErrorScope::kCommunicator;
+      }
       break;
     } else {
       st = Status::remote(std::string("unexpected ") + wire::msgTypeName(type) + " message");
       break;
     }
   }
-  if (!st.isOk()) reportFailure(st);
+  if (!st.isOk()) reportFailure(st, fatal);
 }
 
 }  // namespace tally::worker_client

@@ -46,6 +46,7 @@ Status Progress::add(RawLink* link, int fd) {
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
     return Status::fromErrno("epoll_ctl", errno);
   }
+  std::lock_guard<std::mutex> lock(links_mu_);
   links_.push_back(link);
   return Status::ok();
 }
@@ -123,7 +124,13 @@ bool Progress::round(int wait_ms) {
   }
   const int64_t now = nowNs();
   if (now >= next_check_ns_) {
-    for (RawLink* link : links_) link->checkTimeout(now);
+    // A copy: a timeout's report may reach a join that adds a link (which takes links_mu_).
+    std::vector<RawLink*> links;
+    {
+      std::lock_guard<std::mutex> lock(links_mu_);
+      links = links_;
+    }
+    for (RawLink* link : links) link->checkTimeout(now);
     next_check_ns_ = now + kPollMs * 1000000LL;
   }
   return true;

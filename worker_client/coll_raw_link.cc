@@ -20,9 +20,10 @@ constexpr int kMaxReadEvents = 1024;
 
 }  // namespace
 
-RawLink::RawLink(CollClientImpl* client, std::string address, Fd fd,
+RawLink::RawLink(CollClientImpl* client, uint32_t slot, std::string address, Fd fd,
                  Progress* progress, int window, int64_t timeout_ms, const crc32c::Crc32c* crc)
     : client_(client),
+      slot_(slot),
       address_(std::move(address)),
       fd_(std::move(fd)),
       progress_(progress),
@@ -39,21 +40,33 @@ RawLink::~RawLink() { stopAndJoin(); }
 
 Status RawLink::start() {
   last_progress_ns_.store(nowNs());
+  last_heard_ns_.store(nowNs());
   return Status::ok();
+}
+
+bool RawLink::ended() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return closed_;
 }
 
 void RawLink::reportFailure(const Status& st) {
   if (client_->closing()) return;
+  bool fatal;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (closed_) return;
+    if (closed_) return;  // closed on purpose: what fails now is the close's doing
+    fatal = fatal_;
   }
-  client_->fail(
-      Status(st.code() == StatusCode::kTimeout ? StatusCode::kTimeout : StatusCode::kRemote,
-             "reducer " + address_ + ": " + st.message()));
+  const Status why(st.code() == StatusCode::kTimeout ? StatusCode::kTimeout : StatusCode::kRemote,
+                   "reducer " + address_ + ": " + st.message());
+  if (fatal) {
+    client_->fail(why);
+  } else {
+    client_->linkLost(slot_, why);
+  }
 }
 
-void RawLink::pushSliceLocked(const SliceTask& task) {
+void RawLink::pushSliceLocked(SliceTask task, bool from_queue) {
   const OutgoingSlice out = outgoingSlice(task, crc_);
   const uint32_t slot = free_frames_.back();
   free_frames_.pop_back();
@@ -65,12 +78,17 @@ void RawLink::pushSliceLocked(const SliceTask& task) {
     out_.push(wire::kTagPayload, out.payload, out.bytes);
     ++messages_pushed_;
   }
-  Waiting w;
-  w.task = task;
-  w.last_message = messages_pushed_;
-  w.frame = slot;
-  waiting_.emplace(std::make_pair(task.call->seq, task.slice), std::move(w));
+  LedgerEntry& e = ledger_.record(std::move(task), from_queue);
+  e.last_message = messages_pushed_;
+  e.frame = slot;
   if (outstanding_++ == 0) last_progress_ns_.store(nowNs());
+}
+
+void RawLink::pushControlLocked(const wire::Frame& frame) {
+  control_.emplace_back(0, frame);
+  const wire::Frame& f = control_.back().second;  // a deque keeps its elements in place
+  out_.push(wire::kTagHeader, f.data(), f.size);
+  control_.back().first = ++messages_pushed_;
 }
 
 Status RawLink::flushLocked() {
@@ -79,6 +97,7 @@ Status RawLink::flushLocked() {
   bool blocked = false;
   Status st = out_.empty() ? Status::ok() : out_.flush(fd_.get(), address_, &written, &blocked);
   messages_written_ += written;
+  while (!control_.empty() && control_.front().first <= messages_written_) control_.pop_front();
   TALLY_RETURN_IF_ERROR(st);
   // EPOLLOUT only while the socket is full: the progress thread writes the rest.
   if (blocked != out_armed_) {
@@ -93,12 +112,23 @@ void RawLink::post(SliceTask task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     // Behind queued slices, or past the window, a slice waits for a credit; on a closed link it
-    // waits forever, and its call reports the client's error.
-    if (closed_ || !queue_.empty() || outstanding_ >= window_) {
-      queue_.push_back(std::move(task));
+    // waits in the books until the client takes them (a lost reducer) or reports its error.
+    if (closed_ || !ledger_.queueEmpty() || outstanding_ >= window_) {
+      ledger_.enqueue(std::move(task));
       return;
     }
-    pushSliceLocked(task);
+    pushSliceLocked(std::move(task), false);
+    if (!out_armed_) st = flushLocked();
+  }
+  if (!st.isOk()) reportFailure(st);
+}
+
+void RawLink::sendControl(const wire::Frame& frame) {
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_ || abort_posted_) return;
+    pushControlLocked(frame);
     if (!out_armed_) st = flushLocked();
   }
   if (!st.isOk()) reportFailure(st);
@@ -110,9 +140,8 @@ void RawLink::requestBye() {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return;
     // After whatever is queued (close() sends Bye only with nothing in flight).
-    while (!queue_.empty() && outstanding_ < window_) {
-      pushSliceLocked(queue_.front());
-      queue_.pop_front();
+    while (!ledger_.queueEmpty() && outstanding_ < window_) {
+      pushSliceLocked(ledger_.popQueued(), true);
     }
     bye_frame_ = wire::encodeBye();
     out_.push(wire::kTagHeader, bye_frame_.data(), bye_frame_.size);
@@ -183,7 +212,38 @@ void RawLink::stopAndJoin() {
   progress_->stop();
   std::lock_guard<std::mutex> lock(mu_);
   out_.clear();  // its bodies are the caller's buffers, which may go away now
+  control_.clear();
   fd_.reset();
+}
+
+void RawLink::retire(const std::string& reason, bool dismiss) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!closed_ && dismiss && !abort_posted_) {
+      // Best effort and without waiting: whatever is part-way out finishes first, the slices
+      // not begun are dropped (they are in the books, to be placed again).
+      abort_posted_ = true;
+      out_.dropUnstarted();
+      abort_frame_ = wire::encodeDismiss(wire::Reason{reason});
+      out_.push(wire::kTagHeader, abort_frame_.data(), abort_frame_.size);
+      (void)flushLocked();
+    }
+  }
+  // Every read into and write from caller memory runs under mu_ while the link is open, so once
+  // closed nothing touches it; the descriptor stays open until the client ends (the progress
+  // thread may still hold an event for it).
+  closeConnection();
+  std::lock_guard<std::mutex> lock(mu_);
+  out_.clear();
+  control_.clear();
+  current_ = nullptr;
+}
+
+std::vector<LedgerEntry> RawLink::takeOrphans(wire::AckPoint* committed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *committed = ledger_.committed();
+  outstanding_ = 0;
+  return ledger_.takeAll();
 }
 
 void RawLink::checkTimeout(int64_t now_ns) {
@@ -195,6 +255,10 @@ void RawLink::checkTimeout(int64_t now_ns) {
   }
   const int64_t idle_ms = (now_ns - last_progress_ns_.load()) / 1000000;
   if (outstanding > 0 && idle_ms > timeout_ms_) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fatal_ = true;  // the reducer answers (or TALLY_REDUCER_TIMEOUT_MS would have dropped it)
+    }
     reportFailure(Status::timeout("no result from reducer " + address_ + " for " +
                                   std::to_string(idle_ms) + " ms with " +
                                   std::to_string(outstanding) + " slices outstanding"));
@@ -216,6 +280,18 @@ void RawLink::onEvents(bool readable, bool writable) {
   }
 }
 
+void RawLink::ackLocked() {
+  landed_ = false;
+  const std::shared_ptr<Shared>& shared = client_->shared();
+  const wire::AckPoint p =
+      ledger_.ackPoint(shared->posted_through.load(std::memory_order_acquire),
+                       shared->applied_epoch.load(std::memory_order_acquire));
+  if (p.calls <= acked_.calls && p.recovery_epoch <= acked_.recovery_epoch) return;
+  acked_.calls = std::max(acked_.calls, p.calls);
+  acked_.recovery_epoch = std::max(acked_.recovery_epoch, p.recovery_epoch);
+  pushControlLocked(wire::encodeAck(acked_));
+}
+
 Status RawLink::readAll() {
   // Bounded, so that one busy socket cannot starve the others (epoll reports it again).
   for (int events = 0;; ++events) {
@@ -225,17 +301,20 @@ Status RawLink::readAll() {
     if (events < kMaxReadEvents) TALLY_RETURN_IF_ERROR(reader_.read(fd_.get(), &ev));
     switch (ev) {
       case transport::FrameReader::Event::kNone:
-        // Slices that completions let go are written in one batch. While EPOLLOUT is armed the
-        // socket is full, and the progress thread writes when it has room.
+        // What landed is acknowledged, and slices that completions let go are written, in one
+        // batch. While EPOLLOUT is armed the socket is full, and the progress thread writes
+        // when it has room.
+        if (landed_) ackLocked();
         return out_armed_ ? Status::ok() : flushLocked();
       case transport::FrameReader::Event::kHeader:
+        last_heard_ns_.store(nowNs(), std::memory_order_release);
         TALLY_RETURN_IF_ERROR(onHeaderLocked());
         break;
       case transport::FrameReader::Event::kBody:
         if (phase_ == Phase::kPayload) {
           TALLY_RETURN_IF_ERROR(onPayloadLocked());
         } else {
-          TALLY_RETURN_IF_ERROR(onResultLocked(header_.data(), reader_.header().size));
+          TALLY_RETURN_IF_ERROR(onMessageLocked(header_.data(), reader_.header().size));
         }
         break;
     }
@@ -251,6 +330,7 @@ Status RawLink::onHeaderLocked() {
                             std::to_string(h.tag) + " for " + wire::describeSlice(result_) +
                             ", expected " + std::to_string(bytes));
     }
+    current_->touched = true;  // from here the receive buffer holds some of this result
     reader_.setBody(dst_);
     return Status::ok();
   }
@@ -262,28 +342,52 @@ Status RawLink::onHeaderLocked() {
   return Status::ok();
 }
 
-Status RawLink::onResultLocked(const uint8_t* header, size_t size) {
+Status RawLink::onMessageLocked(const uint8_t* header, size_t size) {
   wire::MsgType type;
   TALLY_RETURN_IF_ERROR(wire::peekType(header, size, &type));
-  if (type == wire::MsgType::kError) {
-    wire::Reason reason;
-    TALLY_RETURN_IF_ERROR(wire::decodeError(header, size, &reason));
-    return Status::remote(reason.text);
+  switch (type) {
+    case wire::MsgType::kResult:
+      return onResultLocked(header, size);
+    case wire::MsgType::kCommit: {
+      wire::AckPoint p;
+      TALLY_RETURN_IF_ERROR(wire::decodeCommit(header, size, &p));
+      return ledger_.commit(p, address_);
+    }
+    case wire::MsgType::kPong: {
+      wire::Ping pong;
+      return wire::decodePong(header, size, &pong);
+    }
+    case wire::MsgType::kRelay: {
+      wire::Relay relay;
+      TALLY_RETURN_IF_ERROR(wire::decodeRelay(header, size, &relay));
+      client_->relayed(slot_, relay);  // queued for the keeper: takes no lock of this link
+      return Status::ok();
+    }
+    case wire::MsgType::kError: {
+      wire::Reason reason;
+      wire::ErrorScope scope = wire::ErrorScope::kCommunicator;
+      TALLY_RETURN_IF_ERROR(wire::decodeError(header, size, &reason, &scope));
+      fatal_ = scope == wire::ErrorScope::kCommunicator;
+      return Status::remote(reason.text);
+    }
+    default:
+      return Status::remote(std::string("unexpected ") + wire::msgTypeName(type) + " message");
   }
-  if (type != wire::MsgType::kResult) {
-    return Status::remote(std::string("unexpected ") + wire::msgTypeName(type) + " message");
-  }
+}
+
+Status RawLink::onResultLocked(const uint8_t* header, size_t size) {
   wire::SliceHeader h;
   TALLY_RETURN_IF_ERROR(wire::decodeResult(header, size, &h));
-  auto it = waiting_.find(std::make_pair(h.seq, h.slice));
-  if (it == waiting_.end())
+  LedgerEntry* entry = ledger_.find(h.seq, h.slice);
+  if (entry == nullptr || entry->landed) {
     return Status::remote("unexpected result for " + wire::describeSlice(h));
+  }
   // A result before the slice was fully sent breaks the protocol, and would let the call complete
   // (and its send buffer go) while the socket still reads from it.
-  if (it->second.last_message > messages_written_) {
+  if (entry->last_message > messages_written_) {
     return Status::remote("result for " + wire::describeSlice(h) + " before the slice was sent");
   }
-  const SliceTask& task = it->second.task;
+  const SliceTask& task = entry->task;
   const Call& call = *task.call;
   if (h.offset != task.recv.offset || h.count != task.recv.count || h.total_count != call.count ||
       h.type != call.type || h.op != call.op || h.kind != call.kind ||
@@ -291,17 +395,15 @@ Status RawLink::onResultLocked(const uint8_t* header, size_t size) {
     return Status::remote("result " + wire::describeSlice(h) + " does not match the slice sent");
   }
   result_ = h;
-  current_ = task;
-  free_frames_.push_back(it->second.frame);  // written, so its header bytes are free
-  waiting_.erase(it);
+  current_ = entry;
+  free_frames_.push_back(entry->frame);  // written, so its header bytes are free
   // An empty piece (reduce-scatter: none of this rank's part) is its header alone, and its
   // offset may lie before recv_origin: no pointer is formed for it.
   if (h.payloadBytes() == 0) {
-    completeLocked();
+    landedLocked();
     return Status::ok();
   }
-  dst_ = current_.call->recv +
-         (current_.recv.offset - current_.call->recv_origin) * dataTypeSize(current_.call->type);
+  dst_ = call.recv + (task.recv.offset - call.recv_origin) * dataTypeSize(call.type);
   phase_ = Phase::kPayload;
   return Status::ok();
 }
@@ -315,27 +417,26 @@ Status RawLink::onPayloadLocked() {
     if (crc != result_.crc) {
       char sums[64];
       std::snprintf(sums, sizeof(sums), "CRC32C %08x, header says %08x", crc, result_.crc);
+      fatal_ = true;
       return Status::remote("checksum mismatch: rank " + std::to_string(client_->rank()) +
                             " got the result of " + wire::describeSlice(result_) +
                             " with payload " + sums + "; corrupted in transit");
     }
   }
-  completeLocked();
+  landedLocked();
   return Status::ok();
 }
 
-void RawLink::completeLocked() {
+void RawLink::landedLocked() {
+  ledger_.land(current_);
+  landed_ = true;
+  current_ = nullptr;
   outstanding_--;
   last_progress_ns_.store(nowNs());
   // The freed credit goes to the next queued slice; readAll writes once the socket is drained.
-  while (!queue_.empty() && outstanding_ < window_) {
-    pushSliceLocked(queue_.front());
-    queue_.pop_front();
+  while (!ledger_.queueEmpty() && outstanding_ < window_) {
+    pushSliceLocked(ledger_.popQueued(), true);
   }
-  if (current_.call->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    client_->shared()->calls_in_flight.fetch_sub(1, std::memory_order_acq_rel);
-  }
-  current_.call.reset();
 }
 
 }  // namespace tally::worker_client

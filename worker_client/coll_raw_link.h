@@ -41,9 +41,10 @@
 #include <utility>
 #include <vector>
 
-#include "worker_client/coll_client_impl.h"
 #include "common/fd.h"
 #include "transport/raw_stream.h"
+#include "worker_client/coll_client_impl.h"
+#include "worker_client/link.h"
 
 namespace tally::worker_client {
 namespace wire = protocol::wire;
@@ -58,7 +59,8 @@ class Progress final : public Poller {
   static Status create(bool threaded, std::shared_ptr<Progress>* out);
   ~Progress() override;
 
-  // Adds a link's socket, watched for input (before start()).
+  // Adds a link's socket, watched for input (before start(), or later from any thread for a
+  // link that joins).
   Status add(RawLink* link, int fd);
   // Starts the thread (threaded; kSystem when it cannot be created) or lets poll() run.
   Status start();
@@ -83,6 +85,7 @@ class Progress final : public Poller {
   const bool threaded_;
   Fd epoll_;
   Fd wake_;  // eventfd: stop() wakes the thread through it
+  std::mutex links_mu_;  // add() after start() races the loop's timeout checks
   std::vector<RawLink*> links_;
   std::atomic<bool> started_{false};
   std::atomic<bool> stop_{false};
@@ -96,7 +99,7 @@ class RawLink final : public Link {
  public:
   // `fd`: the socket, after the opening (recvFrame read exactly up to Ready). `crc` as
   // ThreadedLink's.
-  RawLink(CollClientImpl* client, std::string address, Fd fd, Progress* progress,
+  RawLink(CollClientImpl* client, uint32_t slot, std::string address, Fd fd, Progress* progress,
           int window, int64_t timeout_ms, const crc32c::Crc32c* crc);
   ~RawLink() override;
 
@@ -104,13 +107,19 @@ class RawLink final : public Link {
 
   Status start() override;
   void post(SliceTask task) override;
+  void sendControl(const wire::Frame& frame) override;
   void requestBye() override;
   bool waitSenderDone(int64_t timeout_ms) override;
   void postAbort(const std::string& reason) override;
   void finishAbort(Clock::time_point deadline, bool yield_to_abort) override;
   void closeConnection() override;
   void stopAndJoin() override;
+  void retire(const std::string& reason, bool dismiss) override;
+  std::vector<LedgerEntry> takeOrphans(wire::AckPoint* committed) override;
+  bool ended() const override;
+  int64_t lastHeardNs() const override { return last_heard_ns_.load(std::memory_order_acquire); }
   const std::string& address() const override { return address_; }
+  uint32_t slot() const override { return slot_; }
 
   // The progress thread: the socket is readable (or hung up) and/or writable. Reports an error
   // to the client itself.
@@ -120,52 +129,57 @@ class RawLink final : public Link {
   void checkTimeout(int64_t now_ns);
 
  private:
-  struct Waiting {
-    SliceTask task;
-    uint64_t last_message = 0;  // messages_pushed_ once its header and payload were queued
-    uint32_t frame = 0;         // its header's slot in frames_
-  };
   enum class Phase { kResultHeader, kPayload };
 
   // Queues the slice's header and payload (mu_ held, a credit free).
-  void pushSliceLocked(const SliceTask& task);
+  void pushSliceLocked(SliceTask task, bool from_queue);
+  // Queues a control frame (mu_ held); its bytes live in control_ until written.
+  void pushControlLocked(const wire::Frame& frame);
   // Writes what the socket takes; arms or disarms EPOLLOUT (mu_ held).
   Status flushLocked();
   // Reads until the socket has nothing more (events handled one at a time under mu_).
   Status readAll();
   Status onHeaderLocked();
+  Status onMessageLocked(const uint8_t* header, size_t size);
   Status onResultLocked(const uint8_t* header, size_t size);
   Status onPayloadLocked();
-  // Counts the result of current_ in, and queues waiting slices on the freed credit.
-  void completeLocked();
-  // Reports an error of this link to the client (unless it is closing anyway). No lock held.
+  // The result of current_ has landed: frees its credit and queues waiting slices on it.
+  void landedLocked();
+  // Queues an Ack when what this rank may acknowledge moved (mu_ held).
+  void ackLocked();
+  // Reports an error of this link to the client (unless it is closing anyway): lost reducer,
+  // or with fatal_ set, the communicator's failure. No lock held.
   void reportFailure(const Status& st);
 
   CollClientImpl* client_;
+  const uint32_t slot_;
   const std::string address_;
   Fd fd_;
   Progress* progress_;
   const int window_;
   const int64_t timeout_ms_;
   const crc32c::Crc32c* const crc_;
+  std::atomic<int64_t> last_heard_ns_{0};
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   bool closed_ = false;
+  bool landed_ = false;  // a result landed since the last Ack was considered
+  bool fatal_ = false;  // the error being reported fails the communicator, not just this link
   bool out_armed_ = false;  // EPOLLOUT is watched
   bool abort_posted_ = false;
-  std::deque<SliceTask, PoolAllocator<SliceTask>> queue_;  // waiting for a credit
-  using SliceKey = std::pair<uint64_t, uint32_t>;          // (call seq, slice)
-  std::map<SliceKey, Waiting, std::less<SliceKey>,
-           PoolAllocator<std::pair<const SliceKey, Waiting>>>
-      waiting_;  // queued on the socket or sent, result not arrived
-  int outstanding_ = 0;
+  SliceLedger ledger_;
+  int outstanding_ = 0;  // slices sent whose results have not landed (credits in use)
   std::atomic<int64_t> last_progress_ns_{0};
+  wire::AckPoint acked_;  // the last Ack sent
   transport::FrameQueue out_;
   uint64_t messages_pushed_ = 0;
   uint64_t messages_written_ = 0;
   // Slice header bytes live here until written: one slot per credit.
   std::vector<wire::Frame> frames_;
   std::vector<uint32_t> free_frames_;
+  // Control frames (Ack, Ping, Relay, Dismiss) until written, with the count of messages
+  // pushed once each was.
+  std::deque<std::pair<uint64_t, wire::Frame>> control_;
   wire::Frame bye_frame_;
   wire::Frame abort_frame_;
 
@@ -174,7 +188,7 @@ class RawLink final : public Link {
   Phase phase_ = Phase::kResultHeader;
   std::array<uint8_t, wire::kMaxHeaderBytes> header_{};
   wire::SliceHeader result_{};  // the result whose payload is being read
-  SliceTask current_;
+  LedgerEntry* current_ = nullptr;
   uint8_t* dst_ = nullptr;
 };
 

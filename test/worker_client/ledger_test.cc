@@ -1,0 +1,117 @@
+// A link's books (worker_client/ledger.h): what a rank acknowledges, what a Commit completes,
+// and the Commits it refuses.
+#include "worker_client/ledger.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+namespace tally::worker_client {
+namespace {
+
+class LedgerTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<Call> call(uint64_t seq, uint32_t slices) {
+    auto c = std::make_shared<Call>();
+    c->shared = shared_;
+    c->seq = seq;
+    c->remaining.store(slices);
+    shared_->calls_in_flight.fetch_add(1);
+    return c;
+  }
+  static SliceTask task(const std::shared_ptr<Call>& c, uint32_t slice, uint32_t epoch = 0) {
+    SliceTask t;
+    t.call = c;
+    t.slice = slice;
+    t.epoch = epoch;
+    return t;
+  }
+  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
+  SliceLedger ledger_;
+};
+
+TEST_F(LedgerTest, AckFollowsTheFirstCallNotLanded) {
+  auto c0 = call(0, 2);
+  auto c1 = call(1, 1);
+  // Nothing here: everything posted may be acknowledged.
+  EXPECT_EQ(ledger_.ackPoint(5, 0), (wire::AckPoint{5, 0}));
+  LedgerEntry* a = &ledger_.record(task(c0, 0), false);
+  ledger_.enqueue(task(c0, 1));
+  ledger_.enqueue(task(c1, 0));
+  EXPECT_EQ(ledger_.ackPoint(2, 0).calls, 0u);
+  ledger_.land(a);
+  EXPECT_EQ(ledger_.ackPoint(2, 0).calls, 0u);  // slice 1 of call 0 is still queued
+  LedgerEntry* b = &ledger_.record(ledger_.popQueued(), true);
+  ledger_.land(b);
+  EXPECT_EQ(ledger_.ackPoint(2, 0).calls, 1u);
+  LedgerEntry* d = &ledger_.record(ledger_.popQueued(), true);
+  ledger_.land(d);
+  EXPECT_EQ(ledger_.ackPoint(2, 0).calls, 2u);
+  EXPECT_EQ(ledger_.ackPoint(1, 0).calls, 1u);  // never past what is posted
+}
+
+TEST_F(LedgerTest, CommitCompletesCallsAndOnlyLandedOnes) {
+  auto c0 = call(0, 2);
+  auto c1 = call(1, 1);
+  LedgerEntry* a = &ledger_.record(task(c0, 0), false);
+  LedgerEntry* b = &ledger_.record(task(c0, 1), false);
+  ledger_.record(task(c1, 0), false);
+  ledger_.land(a);
+  // Call 0's slice 1 has not landed: a Commit covering it is refused, and nothing changes.
+  Status st = ledger_.commit({1, 0}, "r:1");
+  EXPECT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("before its result"), std::string::npos) << st.message();
+  EXPECT_EQ(c0->remaining.load(), 2u);
+  EXPECT_EQ(ledger_.recorded(), 3u);
+  ledger_.land(b);
+  ASSERT_TRUE(ledger_.commit({1, 0}, "r:1").isOk());
+  EXPECT_EQ(c0->remaining.load(), 0u);
+  EXPECT_EQ(c1->remaining.load(), 1u);
+  EXPECT_EQ(shared_->calls_in_flight.load(), 1);
+  EXPECT_EQ(ledger_.recorded(), 1u);
+  // A Commit may not go back.
+  EXPECT_FALSE(ledger_.commit({0, 0}, "r:1").isOk());
+  EXPECT_EQ(ledger_.committed(), (wire::AckPoint{1, 0}));
+}
+
+TEST_F(LedgerTest, RecoverySlicesHaveTheirOwnAckAndCommit) {
+  auto c3 = call(3, 2);
+  auto c9 = call(9, 1);
+  LedgerEntry* r = &ledger_.record(task(c3, 1, 2), false);  // recovery of epoch 2
+  LedgerEntry* n = &ledger_.record(task(c9, 0), false);
+  ledger_.land(n);
+  // The normal ack passes call 3 (its recovery slice is not normal); recovery stops below 2.
+  EXPECT_EQ(ledger_.ackPoint(10, 2), (wire::AckPoint{10, 1}));
+  ASSERT_TRUE(ledger_.commit({10, 1}, "r:1").isOk());
+  EXPECT_EQ(c9->remaining.load(), 0u);
+  EXPECT_EQ(c3->remaining.load(), 2u);  // the recovery slice waits for its own commit
+  EXPECT_FALSE(ledger_.commit({10, 2}, "r:1").isOk());  // not landed
+  ledger_.land(r);
+  EXPECT_EQ(ledger_.ackPoint(10, 2), (wire::AckPoint{10, 2}));
+  EXPECT_EQ(ledger_.ackPoint(10, 1), (wire::AckPoint{10, 1}));  // at most what was applied
+  ASSERT_TRUE(ledger_.commit({10, 2}, "r:1").isOk());
+  EXPECT_EQ(c3->remaining.load(), 1u);
+  EXPECT_TRUE(ledger_.empty());
+}
+
+TEST_F(LedgerTest, TakeAllEmptiesTheBooks) {
+  auto c0 = call(0, 3);
+  LedgerEntry* a = &ledger_.record(task(c0, 0), false);
+  a->touched = true;
+  ledger_.land(a);
+  ledger_.record(task(c0, 1), false);
+  ledger_.enqueue(task(c0, 2));
+  std::vector<LedgerEntry> all = ledger_.takeAll();
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].task.slice, 2u);  // the queued one first
+  EXPECT_TRUE(all[1].landed);
+  EXPECT_TRUE(all[1].touched);
+  EXPECT_FALSE(all[2].landed);
+  EXPECT_TRUE(ledger_.empty());
+  EXPECT_EQ(ledger_.ackPoint(1, 0).calls, 1u);
+  EXPECT_EQ(c0->remaining.load(), 3u);  // taking completes nothing
+}
+
+}  // namespace
+}  // namespace tally::worker_client

@@ -1,0 +1,373 @@
+// The CollClient's keeper thread: reducer failover (docs/failover.md). Links report a lost
+// reducer and relayed failover messages into the inbox; this thread alone runs the membership
+// changes: it drops the reducer, tells rank 0 (or, on rank 0, the coordinator), freezes and
+// reports on a proposal, applies decisions (placing the lost reducer's slices again), pings
+// silent reducers and drops the ones that stay silent.
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+
+#include "common/log.h"
+#include "worker_client/coll_client_impl.h"
+#include "worker_client/coordinator.h"
+#include "worker_client/link.h"
+
+namespace tally::worker_client {
+namespace wire = protocol::wire;
+
+namespace {
+
+constexpr int64_t kNsPerMs = 1000000;
+
+// The keeper's tick: often enough to ping on time and to notice a silent reducer within a few
+// percent of TALLY_REDUCER_TIMEOUT_MS, rarely enough to cost nothing.
+int64_t tickMs(int64_t reducer_timeout_ms) {
+  return std::clamp<int64_t>(reducer_timeout_ms / 8, 5, 100);
+}
+
+}  // namespace
+
+void CollClientImpl::linkLost(uint32_t slot, const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    if (keeper_stop_) return;
+    FailoverEvent ev;
+    ev.kind = FailoverEvent::Kind::kLinkLost;
+    ev.slot = slot;
+    ev.why = why;
+    inbox_.push_back(std::move(ev));
+  }
+  inbox_cv_.notify_one();
+}
+
+void CollClientImpl::relayed(uint32_t slot, const wire::Relay& relay) {
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    if (keeper_stop_) return;
+    // A peer could flood the inbox with relays; rank 0's own reducer limits them (a token
+    // bucket per member), and only a member of this communicator can send them.
+    FailoverEvent ev;
+    ev.kind = FailoverEvent::Kind::kRelay;
+    ev.slot = slot;
+    ev.relay = relay;
+    inbox_.push_back(std::move(ev));
+  }
+  inbox_cv_.notify_one();
+}
+
+void CollClientImpl::stopKeeper() {
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    keeper_stop_ = true;
+  }
+  inbox_cv_.notify_one();
+  if (keeper_.joinable() && keeper_.get_id() != std::this_thread::get_id()) keeper_.join();
+}
+
+bool CollClientImpl::changeUnderWay() const {
+  if (waiting_since_ns_ != 0 || (coordinator_ && coordinator_->roundOpen())) return true;
+  for (uint32_t s = 0; s < suspected_.size(); ++s) {
+    if (suspected_[s] && placement_.live(s)) return true;  // dropped, not decided yet
+  }
+  return false;
+}
+
+void CollClientImpl::keeperLoop() {
+  const auto tick = std::chrono::milliseconds(tickMs(options_.reducer_timeout_ms));
+  std::deque<FailoverEvent> events;
+  for (;;) {
+    {
+      // With no progress thread, relayed messages are read only when someone polls: while a
+      // change is agreed the keeper polls every millisecond, so each hop costs no tick.
+      const bool fast = shared_->poller != nullptr && changeUnderWay();
+      std::unique_lock<std::mutex> lock(inbox_mu_);
+      inbox_cv_.wait_for(lock, fast ? std::chrono::milliseconds(1) : tick,
+                         [&] { return keeper_stop_ || !inbox_.empty(); });
+      if (keeper_stop_) return;
+      events.swap(inbox_);
+    }
+    const bool failed = shared_->failed.load(std::memory_order_acquire) || closing();
+    for (FailoverEvent& ev : events) {
+      if (!failed) handleEvent(ev);
+    }
+    events.clear();
+    if (failed) continue;
+    const int64_t now = nowNs();
+    heartbeat(now);
+    checkRounds(now);
+    // With no progress thread, results (and a dead reducer's hang-up) are read only when NCCL
+    // tests: an idle communicator must notice a lost reducer too.
+    if (shared_->poller != nullptr) shared_->poller->poll();
+  }
+}
+
+void CollClientImpl::handleEvent(FailoverEvent& ev) {
+  if (ev.kind == FailoverEvent::Kind::kLinkLost) return handleLinkLost(ev.slot, ev.why);
+  handleControl(ev.relay.from, ev.relay.control);
+}
+
+uint32_t CollClientImpl::liveLinks() {
+  uint32_t n = 0;
+  for (uint32_t s = 0; s < suspected_.size(); ++s) {
+    if (placement_.live(s) && !suspected_[s]) ++n;
+  }
+  return n;
+}
+
+void CollClientImpl::handleLinkLost(uint32_t slot, const Status& why) {
+  if (slot >= links_.size() || suspected_[slot] || !placement_.live(slot)) return;
+  suspected_[slot] = true;
+  std::shared_ptr<Link> link = linkSnapshot()[slot];
+  TALLY_INFO(log::kColl, "CollNet rank %d: reducer %s (slot %u) lost: %s", rank_,
+             link->address().c_str(), slot, why.message().c_str());
+  link->retire(why.message(), false);
+  lost_reasons_[slot] = why.message();
+  if (liveLinks() == 0) {
+    lost_.push_back(link->address() + " (" + why.message() + ")");
+    return failOver("no reducer is left");
+  }
+  wire::Control c;
+  c.kind = wire::ControlKind::kSuspect;
+  c.change = wire::Change::kLost;
+  c.epoch = decided_epoch_;
+  c.slot = slot;
+  c.address = link->address();
+  c.reason = why.message();
+  sendToRankZero(c);
+}
+
+void CollClientImpl::broadcastRelay(const wire::Control& c) {
+  wire::Relay relay;
+  relay.control = c;
+  const wire::Frame frame = wire::encodeRelay(relay);
+  const std::vector<std::shared_ptr<Link>> links = linkSnapshot();
+  for (uint32_t s = 0; s < links.size(); ++s) {
+    if (suspected_[s] || !placement_.live(s) || links[s]->ended()) continue;
+    links[s]->sendControl(frame);
+  }
+}
+
+void CollClientImpl::sendToRankZero(const wire::Control& c) {
+  if (rank_ == 0) return handleControl(0, c);
+  broadcastRelay(c);
+}
+
+void CollClientImpl::sendToAll(const wire::Control& c) {
+  broadcastRelay(c);
+  handleControl(0, c);
+}
+
+void CollClientImpl::handleControl(uint32_t from, const wire::Control& c) {
+  switch (c.kind) {
+    case wire::ControlKind::kSuspect:
+      if (rank_ != 0 || c.change != wire::Change::kLost || c.slot >= links_.size()) return;
+      coordinator_->suspect(c.slot, c.reason);
+      return proposeNext();
+    case wire::ControlKind::kReport:
+      if (rank_ != 0) return;
+      return onReport(from, c);
+    case wire::ControlKind::kPropose:
+    case wire::ControlKind::kDecide:
+      // Only rank 0 decides; the reducer writes the true sender into every relay.
+      if (from != 0) {
+        TALLY_WARN_LIMITED(warnings_, "CollNet rank %d: ignoring a %s from rank %u (only rank 0 "
+                           "proposes and decides)", rank_, wire::controlKindName(c.kind), from);
+        return;
+      }
+      return c.kind == wire::ControlKind::kPropose ? onPropose(c) : onDecide(c);
+  }
+}
+
+void CollClientImpl::proposeNext() {
+  if (rank_ != 0) return;
+  std::optional<wire::Control> p = coordinator_->propose();
+  if (!p) return;
+  round_since_ns_ = nowNs();
+  sendToAll(*p);
+}
+
+void CollClientImpl::onReport(uint32_t from, const wire::Control& c) {
+  bool ignored = false;
+  std::optional<wire::Control> d = coordinator_->report(from, c, &ignored);
+  if (!d) return;
+  round_since_ns_ = 0;
+  sendToAll(*d);
+  proposeNext();
+}
+
+void CollClientImpl::onPropose(const wire::Control& c) {
+  if (c.epoch <= decided_epoch_ || c.epoch == proposed_epoch_) return;  // stale, or a copy
+  if (c.epoch != decided_epoch_ + 1 || c.slot >= links_.size()) {
+    TALLY_WARN_LIMITED(warnings_, "CollNet rank %d: ignoring a proposal for epoch %u (slot %u); "
+                       "epoch %u is the last decided", rank_, c.epoch, c.slot, decided_epoch_);
+    return;
+  }
+  proposed_epoch_ = c.epoch;
+  wire::Control r;
+  r.kind = wire::ControlKind::kReport;
+  r.change = c.change;
+  r.epoch = c.epoch;
+  r.slot = c.slot;
+  if (c.change != wire::Change::kLost) {
+    // Joins come from rank 0 only once this version can take them; refuse plainly meanwhile.
+    r.ok = false;
+    r.reason = "this rank cannot take a joining reducer";
+    {
+      std::lock_guard<std::mutex> lock(post_mu_);
+      r.next_call = next_seq_;
+    }
+    waiting_since_ns_ = nowNs();
+    return sendToRankZero(r);
+  }
+  std::shared_ptr<Link> link = linkSnapshot()[c.slot];
+  if (!suspected_[c.slot]) {
+    // Another rank dropped it: this rank closes its connection too, so that nothing more comes
+    // from it after this report.
+    suspected_[c.slot] = true;
+    lost_reasons_[c.slot] = c.reason;
+    link->retire("dismissed: " + c.reason, true);
+  }
+  orphans_.clear();
+  orphans_ = link->takeOrphans(&r.commit);
+  {
+    // No call is posted until the decision: K is then past every rank's last call.
+    std::lock_guard<std::mutex> lock(post_mu_);
+    hold_ = true;
+    r.next_call = next_seq_;
+  }
+  waiting_since_ns_ = nowNs();
+  sendToRankZero(r);
+}
+
+void CollClientImpl::onDecide(const wire::Control& c) {
+  if (c.epoch <= decided_epoch_) return;  // a copy
+  if (c.epoch != decided_epoch_ + 1 || c.epoch != proposed_epoch_ || c.slot >= links_.size()) {
+    TALLY_WARN_LIMITED(warnings_, "CollNet rank %d: ignoring a decision for epoch %u (slot %u); "
+                       "epoch %u is the last decided, %u the last proposed", rank_, c.epoch,
+                       c.slot, decided_epoch_, proposed_epoch_);
+    return;
+  }
+  waiting_since_ns_ = 0;
+  decided_epoch_ = c.epoch;
+  switch (c.change) {
+    case wire::Change::kLost:
+      return applyLost(c);
+    case wire::Change::kFail:
+      lost_.push_back(c.address + " (" + c.reason + ")");
+      return failOver(c.reason);
+    case wire::Change::kVoid:
+    case wire::Change::kJoin: {
+      std::lock_guard<std::mutex> lock(post_mu_);
+      hold_ = false;
+      return;
+    }
+  }
+}
+
+void CollClientImpl::applyLost(const wire::Control& c) {
+  const std::string why = lost_reasons_[c.slot].empty() ? c.reason : lost_reasons_[c.slot];
+  const std::string address = linkSnapshot()[c.slot]->address();
+  lost_.push_back(address + " (" + why + ")");
+  std::string cannot;  // why this rank cannot go on, if it cannot
+  size_t again = 0;
+  uint32_t live = 0;
+  {
+    std::lock_guard<std::mutex> lock(post_mu_);
+    MembershipChange change;
+    change.kind = MembershipChange::Kind::kLost;
+    change.epoch = c.epoch;
+    change.slot = c.slot;
+    change.boundary = c.next_call;
+    if (!placement_.apply(change)) {
+      cannot = "epoch " + std::to_string(c.epoch) + " loses slot " + std::to_string(c.slot) +
+               ", which is not live here";
+    }
+    for (LedgerEntry& e : orphans_) {
+      const SliceTask& t = e.task;
+      const bool committed = t.epoch == 0 ? t.call->seq < c.commit.calls
+                                          : t.epoch <= c.commit.recovery_epoch;
+      if (committed) {
+        // Some rank had the lost reducer's Commit for it, so every rank has landed it.
+        if (!e.landed && cannot.empty()) {
+          cannot = "call " + std::to_string(t.call->seq) + " slice " + std::to_string(t.slice) +
+                   " was committed by the lost reducer but never reached this rank";
+        }
+        completeSlice(t.call.get());
+        continue;
+      }
+      if (e.touched && t.call->inPlace() && cannot.empty()) {
+        cannot = "in-place call " + std::to_string(t.call->seq) + ": the result of slice " +
+                 std::to_string(t.slice) + " from lost reducer " + address +
+                 " had already overwritten this rank's input, so it cannot be summed again "
+                 "(in-place calls survive a reducer's loss only before its results arrive)";
+      }
+      SliceTask again_task = t;
+      again_task.epoch = 0;  // its class comes from the placement when it goes out
+      parked_[c.epoch].push_back(std::move(again_task));
+      ++again;
+    }
+    orphans_.clear();
+    boundaries_.push_back(Boundary{c.epoch, c.next_call});
+    catch_up_until_ = std::max(catch_up_until_, c.next_call);
+    hold_ = false;
+    live = placement_.liveCount();
+    if (cannot.empty()) flushBoundariesLocked();
+  }
+  if (!cannot.empty()) return failOver(cannot);
+  TALLY_WARN("CollNet communicator %s: reducer %s (slot %u) lost: %s; continues on %u of %zu "
+             "reducers from call %" PRIu64 " (epoch %u; %zu slices summed again)",
+             comm_.toString().c_str(), address.c_str(), c.slot, why.c_str(), live, links_.size(),
+             c.next_call, c.epoch, again);
+}
+
+void CollClientImpl::failOver(const std::string& why) {
+  std::string lost;
+  for (const std::string& l : lost_) lost += (lost.empty() ? "" : ", ") + l;
+  fail(Status::remote("CollNet communicator " + comm_.toString() + " failed: " + why +
+                      (lost.empty() ? "" : "; reducers lost: " + lost)));
+}
+
+void CollClientImpl::heartbeat(int64_t now_ns) {
+  const int64_t timeout_ns = options_.reducer_timeout_ms * kNsPerMs;
+  const int64_t interval_ns = std::max<int64_t>(timeout_ns / 4, kNsPerMs);
+  const std::vector<std::shared_ptr<Link>> links = linkSnapshot();
+  for (uint32_t s = 0; s < links.size(); ++s) {
+    Link& link = *links[s];
+    if (suspected_[s] || !placement_.live(s) || link.ended()) continue;
+    const int64_t heard = link.lastHeardNs();
+    if (ping_sent_ns_[s] != 0 && ping_sent_ns_[s] <= heard) ping_sent_ns_[s] = 0;
+    const int64_t silent = now_ns - heard;
+    if (timeout_ns > 0 && silent >= timeout_ns) {
+      handleLinkLost(s, Status::timeout("nothing from reducer " + link.address() + " for " +
+                                        std::to_string(silent / kNsPerMs) +
+                                        " ms, not even a Pong (TALLY_REDUCER_TIMEOUT_MS)"));
+      continue;
+    }
+    if (silent >= interval_ns && ping_sent_ns_[s] == 0) {
+      ping_sent_ns_[s] = now_ns;
+      link.sendControl(wire::encodePing(wire::Ping{++ping_token_}));
+    }
+  }
+}
+
+void CollClientImpl::checkRounds(int64_t now_ns) {
+  const int64_t bound_ns = std::max<int64_t>(options_.reducer_timeout_ms, 1000) * kNsPerMs;
+  if (rank_ == 0 && coordinator_->roundOpen() && round_since_ns_ != 0 &&
+      now_ns - round_since_ns_ > bound_ns) {
+    std::string missing;
+    for (uint32_t r : coordinator_->missingReports()) {
+      missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    }
+    return failOver("no report on epoch " + std::to_string(coordinator_->decidedEpoch() + 1) +
+                    " from rank " + missing + " within " +
+                    std::to_string(bound_ns / kNsPerMs) + " ms");
+  }
+  // Rank 0 gives up first and tells the reducers; a rank still waiting long after that has lost
+  // its way to rank 0.
+  if (waiting_since_ns_ != 0 && now_ns - waiting_since_ns_ > 2 * bound_ns) {
+    failOver("no decision on epoch " + std::to_string(proposed_epoch_) + " from rank 0 within " +
+             std::to_string(2 * bound_ns / kNsPerMs) + " ms");
+  }
+}
+
+}  // namespace tally::worker_client

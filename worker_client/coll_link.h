@@ -1,0 +1,121 @@
+// The CollClient's link over a transport::Connection (any transport; TCP with
+// TALLY_COLL_PROGRESS=legacy): a sender thread and a receiver thread. Not a public interface.
+//
+// A slice is posted by the iallreduce caller itself when the link has nothing queued, a free
+// credit and no send under way (tryPostNow); otherwise the sender thread posts it. Either way only
+// the holder of send_mu_ posts, so a link sends its slices in queue order, and a control frame
+// (Ack, Ping, Relay) goes out between two slices, never between a slice's header and its
+// payload. The receiver reads a result header, then the payload straight into the caller's
+// receive buffer, and hands Commits, Pongs, Relays and Errors to the books and the client.
+//
+// Lock order: CollClientImpl::post_mu_ -> send_mu_ -> mu_.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/small_pool.h"
+#include "transport/transport.h"
+#include "worker_client/coll_client_impl.h"
+#include "worker_client/link.h"
+
+namespace tally::worker_client {
+
+class ThreadedLink final : public Link {
+ public:
+  // `crc` (TALLY_CHECKSUM; null when off) checksums each slice sent and checks each result.
+  ThreadedLink(CollClientImpl* client, uint32_t slot, std::string address,
+               std::unique_ptr<transport::Connection> conn, int window, int64_t timeout_ms,
+               const crc32c::Crc32c* crc);
+  ~ThreadedLink() override;
+
+  Status start() override;
+  void post(SliceTask task) override;
+  void sendControl(const wire::Frame& frame) override;
+  // Asks the sender to send Bye after what is queued, then end.
+  void requestBye() override;
+  bool waitSenderDone(int64_t timeout_ms) override;
+  void postAbort(const std::string& reason) override;
+  void finishAbort(Clock::time_point deadline, bool yield_to_abort) override;
+  void closeConnection() override;
+  // Stops and joins both threads (closes the connection first).
+  void stopAndJoin() override;
+  void retire(const std::string& reason, bool dismiss) override;
+  std::vector<LedgerEntry> takeOrphans(wire::AckPoint* committed) override;
+  bool ended() const override { return stop_.load(std::memory_order_acquire); }
+  int64_t lastHeardNs() const override { return last_heard_ns_.load(std::memory_order_acquire); }
+  const std::string& address() const override { return address_; }
+  uint32_t slot() const override { return slot_; }
+
+ private:
+  // Posts the slice from this thread when nothing is queued or being sent and a credit is free
+  // (called with the client's post_mu_ held); false: queue it instead. A failed send is
+  // reported, as on the sender thread.
+  bool tryPostNow(SliceTask& task);
+  void senderLoop();
+  void receiverLoop();
+  // Waits for `req` in short steps; gives up when stopping or when no result has arrived for
+  // timeout_ms while slices are outstanding (that one fails the communicator: *fatal).
+  Status waitBounded(transport::Request* req, size_t* size, bool* fatal);
+  Status sendSlice(const SliceTask& task);
+  // Sends the control frames waiting in control_ (send_mu_ held).
+  Status sendControlLocked();
+  Status sendHeaderOnly(const wire::Frame& frame);
+  // Reports an error of this link to the client (unless it is closing anyway): the reducer is
+  // lost, or with `fatal` the communicator failed.
+  void reportFailure(const Status& st, bool fatal);
+  // Drops completed sends from the front of sends_; with `block`, waits for the oldest first.
+  Status reapSends(bool block);
+  Status receiveResult(const uint8_t* header, size_t size, bool* fatal);
+  // After a result landed: queues an Ack when what this rank may acknowledge moved (mu_ held).
+  void ackLocked();
+
+  CollClientImpl* client_;
+  const uint32_t slot_;
+  const std::string address_;
+  std::unique_ptr<transport::Connection> conn_;
+  const int window_;
+  const int64_t timeout_ms_;
+  const crc32c::Crc32c* const crc_;
+  std::thread sender_;
+  std::thread receiver_;
+  std::atomic<int64_t> last_heard_ns_{0};
+
+  std::mutex send_mu_;  // held while posting sends and reaping sends_
+  std::mutex mu_;
+  std::condition_variable cv_;
+  SliceLedger ledger_;  // queued, sent, landed: until committed (ledger.h)
+  int outstanding_ = 0;  // slices sent whose results have not landed (credits in use)
+  std::deque<wire::Frame> control_;  // control frames waiting for the sender
+  wire::AckPoint acked_;             // the last Ack queued
+  bool bye_ = false;
+  bool sender_done_ = false;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> last_progress_ns_{0};
+
+  // A send in flight: the header bytes must live until the transport is done with them.
+  struct Sent {
+    wire::Frame header;
+    std::unique_ptr<transport::Request> header_req;
+    std::unique_ptr<transport::Request> payload_req;
+  };
+  // Guarded by send_mu_; dropped only after the connection is closed (transport rule).
+  std::deque<std::unique_ptr<Sent>, PoolAllocator<std::unique_ptr<Sent>>> sends_;
+  std::vector<std::unique_ptr<Sent>> spare_sends_;  // finished, kept for reuse
+  // The receiver thread's header receive; a pending one is kept until the connection is closed.
+  std::array<uint8_t, wire::kMaxHeaderBytes> recv_header_;
+  std::unique_ptr<transport::Request> recv_req_;
+  // postAbort's message; like sends_, kept until the connection is closed.
+  wire::Frame abort_frame_;
+  std::unique_ptr<transport::Request> abort_req_;
+};
+
+}  // namespace tally::worker_client

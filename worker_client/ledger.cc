@@ -1,0 +1,150 @@
+#include "worker_client/ledger.h"
+
+#include <algorithm>
+
+namespace tally::worker_client {
+
+void completeSlice(Call* call) {
+  if (call->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    call->shared->calls_in_flight.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void SliceLedger::countUnlanded(const SliceTask& task) {
+  if (task.epoch != 0) {
+    ++unlanded_epochs_[task.epoch];
+    return;
+  }
+  const uint64_t seq = task.call->seq;
+  if (!unlanded_calls_.empty() && unlanded_calls_.back().first == seq) {
+    ++unlanded_calls_.back().second;
+    return;
+  }
+  // Normal slices come in call order, so the list stays sorted; one that does not (a broken
+  // caller) is filed in its place.
+  auto it = std::lower_bound(unlanded_calls_.begin(), unlanded_calls_.end(),
+                             std::make_pair(seq, uint32_t{0}));
+  if (it != unlanded_calls_.end() && it->first == seq) {
+    ++it->second;
+  } else {
+    unlanded_calls_.insert(it, {seq, 1});
+  }
+}
+
+void SliceLedger::uncountUnlanded(const SliceTask& task) {
+  if (task.epoch != 0) {
+    auto it = unlanded_epochs_.find(task.epoch);
+    if (it != unlanded_epochs_.end() && --it->second == 0) unlanded_epochs_.erase(it);
+    return;
+  }
+  const uint64_t seq = task.call->seq;
+  auto it = std::lower_bound(unlanded_calls_.begin(), unlanded_calls_.end(),
+                             std::make_pair(seq, uint32_t{0}));
+  if (it == unlanded_calls_.end() || it->first != seq) return;
+  if (--it->second == 0) unlanded_calls_.erase(it);
+}
+
+void SliceLedger::enqueue(SliceTask task) {
+  countUnlanded(task);
+  queue_.push_back(std::move(task));
+}
+
+SliceTask SliceLedger::popQueued() {
+  SliceTask t = std::move(queue_.front());
+  queue_.pop_front();
+  return t;
+}
+
+LedgerEntry& SliceLedger::record(SliceTask task, bool from_queue) {
+  if (!from_queue) countUnlanded(task);
+  if (task.epoch != 0) ++recovery_entries_;
+  const Key key{task.call->seq, task.slice};
+  LedgerEntry& e = entries_[key];
+  e = LedgerEntry{};
+  e.task = std::move(task);
+  return e;
+}
+
+LedgerEntry* SliceLedger::find(uint64_t seq, uint32_t slice) {
+  auto it = entries_.find(Key{seq, slice});
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+void SliceLedger::land(LedgerEntry* entry) {
+  if (entry->landed) return;
+  entry->landed = true;
+  uncountUnlanded(entry->task);
+}
+
+Status SliceLedger::commit(const wire::AckPoint& point, const std::string& reducer) {
+  if (point.calls < committed_.calls || point.recovery_epoch < committed_.recovery_epoch) {
+    return Status::remote("reducer " + reducer + " sent Commit(" + std::to_string(point.calls) +
+                          ", " + std::to_string(point.recovery_epoch) + ") after Commit(" +
+                          std::to_string(committed_.calls) + ", " +
+                          std::to_string(committed_.recovery_epoch) + ")");
+  }
+  auto covered = [&](const LedgerEntry& e) {
+    return e.task.epoch == 0 ? e.task.call->seq < point.calls
+                             : e.task.epoch <= point.recovery_epoch;
+  };
+  // Checked before anything changes: a Commit ahead of this rank's own results breaks the
+  // protocol (the reducer counted an Ack this rank never sent).
+  const bool scan_all = recovery_entries_ > 0 && point.recovery_epoch > committed_.recovery_epoch;
+  for (const auto& [key, e] : entries_) {
+    if (!scan_all && key.first >= point.calls) break;
+    if (covered(e) && !e.landed) {
+      return Status::remote("reducer " + reducer + " committed call " +
+                            std::to_string(key.first) + " slice " + std::to_string(key.second) +
+                            " before its result reached this rank");
+    }
+  }
+  for (const auto& q : queue_) {
+    if (q.epoch == 0 ? q.call->seq < point.calls : q.epoch <= point.recovery_epoch) {
+      return Status::remote("reducer " + reducer + " committed call " +
+                            std::to_string(q.call->seq) + " before this rank sent all of it");
+    }
+  }
+  committed_ = point;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (!scan_all && it->first.first >= point.calls) break;
+    if (!covered(it->second)) {
+      ++it;
+      continue;
+    }
+    if (it->second.task.epoch != 0) --recovery_entries_;
+    Call* call = it->second.task.call.get();
+    it = entries_.erase(it);
+    completeSlice(call);
+  }
+  return Status::ok();
+}
+
+wire::AckPoint SliceLedger::ackPoint(uint64_t posted_through, uint32_t applied_epoch) const {
+  wire::AckPoint p;
+  p.calls = unlanded_calls_.empty() ? posted_through
+                                    : std::min(posted_through, unlanded_calls_.front().first);
+  p.recovery_epoch = applied_epoch;
+  if (!unlanded_epochs_.empty()) {
+    p.recovery_epoch = std::min(applied_epoch, unlanded_epochs_.begin()->first - 1);
+  }
+  return p;
+}
+
+std::vector<LedgerEntry> SliceLedger::takeAll() {
+  std::vector<LedgerEntry> out;
+  out.reserve(queue_.size() + entries_.size());
+  for (SliceTask& t : queue_) {
+    LedgerEntry e;
+    e.task = std::move(t);
+    out.push_back(std::move(e));
+  }
+  for (auto& [key, e] : entries_) out.push_back(std::move(e));
+  queue_.clear();
+  entries_.clear();
+  unlanded_calls_.clear();
+  unlanded_epochs_.clear();
+  recovery_entries_ = 0;
+  return out;
+}
+
+}  // namespace tally::worker_client

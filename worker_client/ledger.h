@@ -1,0 +1,92 @@
+// One reducer link's books of the slices it carries, from queueing to commit (docs/failover.md,
+// "Commit before done"): queued (waiting for a credit), sent, landed (the whole result is in the
+// receive buffer) and committed (a Commit from the reducer said every rank has landed it). A
+// slice leaves the books only when committed, which counts it done in its call, or when the link
+// is lost (takeAll), to be placed again.
+//
+// Both kinds of link keep one, under their own lock; the ledger has none of its own.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "common/small_pool.h"
+#include "common/status.h"
+#include "protocol/wire.h"
+#include "worker_client/call.h"
+
+namespace tally::worker_client {
+
+// A slice the link has sent (or is writing).
+struct LedgerEntry {
+  SliceTask task;
+  bool landed = false;
+  // Some bytes of its result were written into the receive buffer (an in-place call's input
+  // there is then gone).
+  bool touched = false;
+  // RawLink: the count of messages queued on the socket once its header and payload were, and
+  // the slot holding its header bytes.
+  uint64_t last_message = 0;
+  uint32_t frame = 0;
+};
+
+class SliceLedger {
+ public:
+  using Key = std::pair<uint64_t, uint32_t>;  // (call seq, slice)
+
+  // Queued slices, in the order they go out.
+  void enqueue(SliceTask task);
+  bool queueEmpty() const { return queue_.empty(); }
+  SliceTask popQueued();
+  size_t queued() const { return queue_.size(); }
+
+  // A slice goes out (taken from the queue, or posted at once): its record. The reference
+  // stays valid until the slice is committed or taken.
+  LedgerEntry& record(SliceTask task, bool from_queue);
+  // The record of a slice sent and not committed; null if there is none.
+  LedgerEntry* find(uint64_t seq, uint32_t slice);
+  // Its whole result is in the receive buffer.
+  void land(LedgerEntry* entry);
+
+  // A Commit from the reducer: erases every slice it covers (each counted done in its call).
+  // Not ok: it covers a slice that has not landed here (or lowers an earlier Commit), a
+  // protocol violation; nothing changes then.
+  Status commit(const wire::AckPoint& point, const std::string& reducer);
+  // The last Commit taken.
+  const wire::AckPoint& committed() const { return committed_; }
+
+  // What this rank may acknowledge: the first call with a normal slice here that has not
+  // landed (at most posted_through, the calls whose slices are all cut), and the last recovery
+  // epoch whose slices here have all landed (at most applied_epoch, the last whose recovery
+  // slices were all sent).
+  wire::AckPoint ackPoint(uint64_t posted_through, uint32_t applied_epoch) const;
+
+  // Every slice in the books (queued ones first, then records in order), leaving them empty:
+  // the link is lost and they are placed again.
+  std::vector<LedgerEntry> takeAll();
+  size_t recorded() const { return entries_.size(); }
+  bool empty() const { return queue_.empty() && entries_.empty(); }
+
+ private:
+  // Counts a slice that has not landed, by call (normal) or by epoch (recovery).
+  void countUnlanded(const SliceTask& task);
+  void uncountUnlanded(const SliceTask& task);
+
+  std::deque<SliceTask, PoolAllocator<SliceTask>> queue_;
+  std::map<Key, LedgerEntry, std::less<Key>, PoolAllocator<std::pair<const Key, LedgerEntry>>>
+      entries_;
+  // Normal slices not landed, per call, in call order (calls are queued in order).
+  std::deque<std::pair<uint64_t, uint32_t>, PoolAllocator<std::pair<uint64_t, uint32_t>>>
+      unlanded_calls_;
+  std::map<uint32_t, uint32_t> unlanded_epochs_;  // recovery slices not landed, per epoch
+  size_t recovery_entries_ = 0;                   // records of recovery slices
+  wire::AckPoint committed_;
+};
+
+// Counts one slice of its call committed; the last one completes the call.
+void completeSlice(Call* call);
+
+}  // namespace tally::worker_client
