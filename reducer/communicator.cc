@@ -23,10 +23,14 @@ Communicator::Communicator(const wire::Hello& first, Engine* engine, ServerObser
       slice_bytes(first.slice_bytes),
       plan{first.slice_bytes, first.slices_per_reducer, first.min_slice_bytes},
       checksum(first.checksum),
+      epoch(first.epoch),
       engine_(engine),
       observer_(observer),
       members_(first.nranks),
-      open_(first.nranks, false) {}
+      open_(first.nranks, false),
+      acks_(first.nranks),
+      relays_(first.nranks),
+      decided_epoch_(first.epoch) {}
 
 uint32_t Communicator::resultCrc(const void* data, size_t bytes) const {
   if (!checksum) return 0;
@@ -44,18 +48,20 @@ std::string Communicator::describe() const {
   return id.toString() + " (" + std::to_string(nranks) + " ranks)";
 }
 
-void Communicator::fail(const std::string& reason) {
+bool Communicator::fail(const std::string& reason, wire::ErrorScope scope) {
   std::vector<std::shared_ptr<Member>> notify;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (failed_.exchange(true, std::memory_order_acq_rel)) return;
+    if (failed_.exchange(true, std::memory_order_acq_rel)) return false;
     for (uint32_t r = 0; r < members_.size(); ++r) {
       if (members_[r] && open_[r]) notify.push_back(members_[r]);
     }
   }
-  TALLY_WARN("reducer: communicator %s failed: %s", describe().c_str(), reason.c_str());
+  TALLY_WARN("reducer: communicator %s %s: %s", describe().c_str(),
+             scope == wire::ErrorScope::kReducer ? "is lost to this reducer" : "failed",
+             reason.c_str());
   observer_->communicatorFailed();
-  const wire::Frame error = wire::encodeError(wire::Reason{reason});
+  const wire::Frame error = wire::encodeError(wire::Reason{reason}, scope);
   for (auto& p : notify) {
     OutMsg m;
     m.header = error;
@@ -63,6 +69,7 @@ void Communicator::fail(const std::string& reason) {
   }
   failure_sent_.store(true, std::memory_order_release);
   engine_->dropCommunicator(shared_from_this());
+  return true;
 }
 
 Status Communicator::checkSlice(const wire::SliceHeader& h, int rank) const {
@@ -216,6 +223,11 @@ Status CommunicatorRegistry::addMember(const std::shared_ptr<Member>& peer,
     return Status::invalidUsage(who + " has TALLY_CHECKSUM=" + (hello.checksum ? "1" : "0") +
                                 ", earlier members " + (comm->checksum ? "1" : "0"));
   }
+  if (hello.epoch != comm->epoch) {
+    // The ranks join a reducer at one membership change, decided by rank 0 for all of them.
+    return Status::invalidUsage(who + " joins at epoch " + std::to_string(hello.epoch) +
+                                ", earlier members at epoch " + std::to_string(comm->epoch));
+  }
   if (comm->members_[hello.rank]) {
     return Status::invalidUsage(who + " joined twice (first from " +
                                 comm->members_[hello.rank]->name() + ")");
@@ -268,6 +280,13 @@ Status CommunicatorRegistry::join(const std::shared_ptr<Member>& peer, const wir
     ready.comm = comm->id;
     ready.nranks = comm->nranks;
     ready.window = static_cast<uint32_t>(window_);
+    if (comm->epoch > 0) {
+      // A reducer taken into a running communicator (a restarted one, or a spare). Counted
+      // before any rank can have its Ready, so a worker that has it sees it counted.
+      TALLY_INFO(log::kColl, "reducer: communicator %s joined at epoch %u",
+                 comm->describe().c_str(), comm->epoch);
+      observer_->communicatorRejoined();
+    }
     const wire::Frame frame = wire::encodeReady(ready);
     for (auto& p : ready_to) {
       OutMsg m;
@@ -279,7 +298,7 @@ Status CommunicatorRegistry::join(const std::shared_ptr<Member>& peer, const wir
 }
 
 void CommunicatorRegistry::leave(const std::shared_ptr<Communicator>& comm, int rank, bool graceful,
-                                 const std::string& why) {
+                                 const std::string& why, wire::ErrorScope scope) {
   bool fail_now = false;
   bool last = false;
   bool forgotten = false;
@@ -305,7 +324,7 @@ void CommunicatorRegistry::leave(const std::shared_ptr<Communicator>& comm, int 
       comm->members_.clear();  // breaks the Peer <-> Communicator cycle
     }
   }
-  if (fail_now) comm->fail(why);
+  if (fail_now) comm->fail(why, scope);
   if (released > 0) observer_->memoryReleased(released);
   if (forgotten) observer_->communicatorClosed();
   if (last) {

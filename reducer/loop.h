@@ -61,7 +61,7 @@ class LoopPeer final : public Member, public std::enable_shared_from_this<LoopPe
  private:
   enum class Phase {
     kAnswer,   // the job token's Answer is due
-    kMain,     // Hello, slices, Bye
+    kMain,     // Hello, slices, failover messages, Bye
     kHeld,     // a slice header came with the window full: its payload waits for a slot
     kPayload,  // a slice header came, its payload is due
     kLinger,   // a Reject was queued: drop what comes until the worker closes

@@ -294,6 +294,17 @@ void LoopPeer::onHeaderMessage(const uint8_t* data, size_t size) {
         return end(std::move(ending));
       }
       break;
+    case wire::MsgType::kAck:
+    case wire::MsgType::kPing:
+    case wire::MsgType::kRelay:
+    case wire::MsgType::kDismiss:
+      if (comm_) {  // before Hello, as unexpected as any other message
+        if (!onMemberMessage(*this, *comm_, rank_, type, data, size, &ending)) {
+          end(std::move(ending));
+        }
+        return;
+      }
+      break;
     case wire::MsgType::kReject:
     case wire::MsgType::kAnswer:
       if (!comm_) {  // only a reducer without a token gets here

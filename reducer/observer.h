@@ -1,4 +1,5 @@
-// What a ReducerServer reports as it runs: connections, communicators, reduced slices and errors.
+// What a ReducerServer reports as it runs: connections, communicators, reduced slices, errors and
+// the failover epochs relayed through it.
 // tally-reducer turns these events into Prometheus metrics (reducer/metrics/); tests count them.
 // Nothing here knows about any metrics library.
 //
@@ -59,6 +60,31 @@ inline const char* serverErrorName(ServerError e) {
   return "unknown";
 }
 
+// The change a communicator's rank 0 decided for an epoch (docs/failover.md), as the metrics label
+// it: the wire's codes are not the observer's business.
+enum class EpochChange : uint8_t {
+  kLost,  // a reducer slot became empty
+  kJoin,  // a reducer filled an empty slot
+  kVoid,  // a join that did not happen: the epoch passed with no change
+  kFail,  // too few reducers were left: the communicator fails
+};
+inline constexpr int kEpochChangeCount = 4;
+
+// "lost", "join", "void", "fail": the metric label.
+inline const char* epochChangeName(EpochChange c) {
+  switch (c) {
+    case EpochChange::kLost:
+      return "lost";
+    case EpochChange::kJoin:
+      return "join";
+    case EpochChange::kVoid:
+      return "void";
+    case EpochChange::kFail:
+      return "fail";
+  }
+  return "unknown";
+}
+
 class ServerObserver {
  public:
   virtual ~ServerObserver() = default;
@@ -87,6 +113,13 @@ class ServerObserver {
   virtual void sliceReduced(uint64_t input_bytes, std::chrono::nanoseconds latency) = 0;
 
   virtual void error(ServerError cause) = 0;
+
+  // Rank 0 of a communicator relayed its decision for a new epoch through this reducer. Once per
+  // communicator and epoch: the copies rank 0 sends again, and older epochs, are not reported.
+  virtual void epochDecided(EpochChange change) = 0;
+  // A communicator formed (Ready sent) whose Hellos named an epoch above 0: this reducer joined a
+  // running communicator at a membership change rather than at its formation.
+  virtual void communicatorRejoined() = 0;
 };
 
 // Ignores everything.
@@ -101,6 +134,8 @@ class NullServerObserver final : public ServerObserver {
   void memoryReleased(uint64_t) override {}
   void sliceReduced(uint64_t, std::chrono::nanoseconds) override {}
   void error(ServerError) override {}
+  void epochDecided(EpochChange) override {}
+  void communicatorRejoined() override {}
 };
 
 // The shared do-nothing observer the server uses when ServerOptions::observer is null.

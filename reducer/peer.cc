@@ -1,7 +1,7 @@
 // One worker connection on the reducer served by threads (transports other than TCP, and TCP
 // connections of several sockets): its reader thread (headers, payloads, into the engine, which
-// reduces on this thread when the input completes a slice) and its writer thread (Ready, Reject,
-// results and Error, in queue order).
+// reduces on this thread when the input completes a slice; failover messages, failover.cc) and
+// its writer thread (Ready, Reject, results, Commits, Pongs, Relays and Error, in queue order).
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -163,6 +163,7 @@ void Peer::readerLoop() {
   bool graceful = false;
   bool internal = false;
   bool worker_aborted = false;  // the worker sent an Error with its reason
+  bool dismissed = false;       // the worker dismissed this reducer
   Status st;
   try {
     bool refused = false;
@@ -199,6 +200,13 @@ void Peer::readerLoop() {
           recv_failed_ = true;  // counted as a lost peer
         }
         break;
+      } else if (comm_ && isMemberMessage(type)) {
+        Ending ending;
+        if (!onMemberMessage(*this, *comm_, rank_, type, header.data(), got, &ending)) {
+          st = ending.status;
+          dismissed = ending.dismissed;
+          break;
+        }
       } else if (!comm_ && (type == wire::MsgType::kReject || type == wire::MsgType::kAnswer)) {
         refusedInOpening(type, header.data(), got);  // only a reducer without a token gets here
         graceful = true;
@@ -220,6 +228,7 @@ void Peer::readerLoop() {
   ending.internal = internal;
   ending.recv_failed = recv_failed_;
   ending.worker_aborted = worker_aborted;
+  ending.dismissed = dismissed;
   ending.counted = counted_;
   reportEnd(ctx_, comm_, rank_, name_, ending, ctx_->stopping.load() || aborted_.load());
   comm_.reset();

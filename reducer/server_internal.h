@@ -85,11 +85,11 @@ class Member {
 
 // One worker connection served by threads (any transport; TCP connections of one socket go to
 // the event loops instead): a reader thread (headers, payloads into pooled buffers, into the
-// engine) and a writer thread (Ready, Reject, results, Error in queue order). A message queued
-// while the writer has nothing queued or being posted is posted by the sending thread itself
-// (the one that completed the slice, saving a thread hand-off per result); the writer still
-// reaps its completion. Only the
-// holder of post_mu_ posts, and send() posts only when nothing is ahead, so order is kept.
+// engine) and a writer thread (Ready, Reject, results, Commits, Pongs, Relays, Error in queue
+// order). A message queued while the writer has nothing queued or being posted is posted by the
+// sending thread itself (the one that completed the slice, saving a thread hand-off per result);
+// the writer still reaps its completion. Only the holder of post_mu_ posts, and send() posts only
+// when nothing is ahead, so order is kept.
 // Peer lock order: out_mu_ -> post_mu_ -> credit_mu_ (send() only try-locks post_mu_).
 class Peer final : public Member, public std::enable_shared_from_this<Peer> {
  public:
@@ -184,6 +184,46 @@ class Peer final : public Member, public std::enable_shared_from_this<Peer> {
   int buffered_ = 0;
 };
 
+// Every rank's largest Ack (docs/failover.md), field by field, and the smallest of each field
+// over the ranks: what the next Commit says. Each minimum is kept with how many ranks hold it, so
+// an Ack costs O(1) and only the Ack that lifts the last rank off a minimum looks at every rank.
+// O(nranks), nothing per call. Not thread-safe: its Communicator's mu_ guards it.
+class AckFloor {
+ public:
+  explicit AckFloor(uint32_t nranks);
+  // Raises `rank`'s Ack to `to`, each field on its own: a field that would fall stays (a late or
+  // reordered Ack is no error).
+  void raise(uint32_t rank, const wire::AckPoint& to);
+  // The smallest of each field over every rank; neither field ever falls.
+  wire::AckPoint least() const;
+
+ private:
+  struct Field {
+    std::vector<uint64_t> by_rank;
+    uint64_t least = 0;
+    uint32_t holders = 0;  // ranks whose value is `least`
+    void raise(uint32_t rank, uint64_t to);
+  };
+  Field calls_;
+  Field epochs_;
+};
+
+// How many Relays one member may send: a burst of kRelayBurst, then kRelayPerSecond. An epoch
+// of failover costs each rank about two per reducer connection (a Suspect and a Report; rank 0 a
+// Propose and a Decide), so a burst of 64 covers many epochs back to back with room to spare. A
+// member past it is broken or hostile: each of its relays costs rank 0 a message, or every other
+// rank one, so it fails its communicator rather than flood the others.
+inline constexpr uint32_t kRelayBurst = 64;
+inline constexpr uint32_t kRelayPerSecond = 32;
+
+// One member's allowance of Relays, a token bucket. Guarded by its Communicator's mu_.
+struct RelayAllowance {
+  double tokens = kRelayBurst;
+  std::chrono::steady_clock::time_point refilled{};
+  // Takes one token, refilled for the time since the last; false: none is left.
+  bool take(std::chrono::steady_clock::time_point now);
+};
+
 // A communicator as seen by one reducer.
 class Communicator : public std::enable_shared_from_this<Communicator> {
  public:
@@ -198,6 +238,9 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   const SlicePlan plan;
   // TALLY_CHECKSUM: inputs carry a CRC32C and results get one (protocol/wire.h).
   const bool checksum;
+  // The epoch its Hellos named: 0 when it formed with this reducer, above when this reducer
+  // joined it at a membership change (docs/failover.md).
+  const uint32_t epoch;
   uint64_t reserved_bytes = 0;  // memory it holds against the server's limits (registry's mu_)
   // When its first Hello came: it must form (every rank join) within the join timeout.
   const std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
@@ -215,9 +258,30 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // Failed, and the Error went into every open member's queue: a member may now be closed once
   // its queue is out (before, closing it could lose the reason).
   bool failureSent() const { return failure_sent_.load(std::memory_order_acquire); }
-  // Marks the communicator failed, sends Error(reason) to every member still connected and has the
-  // engine drop its buffered slices. Only the first call acts. Any thread; takes mu_.
-  void fail(const std::string& reason);
+  // Marks the communicator failed, sends Error(reason, scope) to every member still connected and
+  // has the engine drop its buffered slices. Only the first call acts (true: this one did), so
+  // the first cause decides the scope. kReducer only when this reducer can no longer serve the
+  // communicator but the others may (a member's connection ended without a word, or a member
+  // dismissed this reducer); everything else fails the communicator everywhere. Any thread;
+  // takes mu_.
+  bool fail(const std::string& reason, wire::ErrorScope scope = wire::ErrorScope::kCommunicator);
+
+  // The failover messages of members (failover.cc). Any thread; each takes mu_ and sends with
+  // no lock held.
+  //
+  // An Ack from `rank`: raises its books (AckFloor) and, when either minimum over every rank
+  // grew, sends every open member Commit(the minimums). Commits leave in the order they were
+  // computed, however many threads bring Acks: one thread at a time sends, and a thread that
+  // finds another sending leaves the newest Commit to it. A Commit to rank r follows every
+  // result it covers on r's connection: r acknowledged those results, so they were queued
+  // before. Not ok (nothing changed): the communicator has not formed.
+  Status ack(int rank, const wire::AckPoint& point);
+  // A Relay from `rank`: stamped with it and forwarded, from rank 0 to every other open member,
+  // from any other rank to rank 0 only; never back to the sender. Dropped once failed. Rank 0's
+  // first Decide of an epoch above every earlier one (and above `epoch`) is told the observer,
+  // before any rank can have it. Not ok (nothing sent): the communicator has not formed, or
+  // `rank` has used up its allowance (the reason names it; the caller fails the communicator).
+  Status relay(int rank, wire::Relay msg, std::chrono::steady_clock::time_point now);
   // Checks a slice header against this communicator's slicing; the reason names the rank.
   Status checkSlice(const wire::SliceHeader& h, int rank) const;
   // The whole slice h belongs to (protocol/slicing.h), and `rank`'s part of h's window
@@ -239,6 +303,19 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   std::atomic<bool> formed_{false};
   std::atomic<bool> failed_{false};
   std::atomic<bool> failure_sent_{false};
+
+  // Failover (mu_): O(nranks).
+  // The sending half of ack(): sends the newest Commit until none is due, then stops being the
+  // committing thread.
+  void sendCommits();
+  AckFloor acks_;
+  wire::AckPoint committed_;  // the newest Commit computed
+  bool commit_due_ = false;   // committed_ has not been sent yet
+  bool committing_ = false;   // a thread is in sendCommits()
+  // The members a Commit goes to: only the committing thread uses it.
+  std::vector<std::shared_ptr<Member>> commit_to_;
+  std::vector<RelayAllowance> relays_;  // by rank
+  uint32_t decided_epoch_;              // the highest epoch rank 0 relayed a Decide for
 };
 
 // Communicators by id. Used on join and leave only, never per slice.
@@ -260,9 +337,10 @@ class CommunicatorRegistry {
   Status join(const std::shared_ptr<Member>& peer, const wire::Hello& hello,
               std::shared_ptr<Communicator>* out, bool* over_limit);
   // The member `rank` is gone: after Bye when `graceful`; otherwise its loss fails the
-  // communicator, with `why` in the Error the others get. The last leave frees the communicator.
+  // communicator, with `why` and `scope` in the Error the others get. The last leave frees the
+  // communicator.
   void leave(const std::shared_ptr<Communicator>& comm, int rank, bool graceful,
-             const std::string& why);
+             const std::string& why, wire::ErrorScope scope = wire::ErrorScope::kCommunicator);
   // Server stop: forgets every communicator (and the member references they hold).
   void clear();
   size_t size();

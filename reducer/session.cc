@@ -167,15 +167,41 @@ std::string describeEnd(const Status& st) {
   return st.toString();
 }
 
+namespace {
+
+// A Dismiss is one step of a failover the workers run (docs/failover.md), which drops this
+// reducer from one communicator: no error of the connection, so tally_reducer_errors_total does
+// not count it (an alert on errors would otherwise fire for every reducer a job lets go);
+// tally_reducer_communicator_failures_total still does.
+void reportDismissal(ServerContext* ctx, const std::shared_ptr<Communicator>& comm, int rank,
+                     const std::string& name, const Ending& e) {
+  const std::string why = "rank " + std::to_string(rank) + " (peer " + name +
+                          ") dismissed this reducer: " + printable(e.status.message());
+  // The WARN line is fail()'s; a communicator that failed before only loses a member.
+  if (!comm->fail(why, wire::ErrorScope::kReducer)) {
+    TALLY_INFO(log::kColl, "reducer: %s left communicator %s (it dismissed this reducer: %s)",
+               name.c_str(), comm->id.toString().c_str(), printable(e.status.message()).c_str());
+  }
+  ctx->registry->leave(comm, rank, false, why, wire::ErrorScope::kReducer);
+}
+
+}  // namespace
+
 void reportEnd(ServerContext* ctx, const std::shared_ptr<Communicator>& comm, int rank,
                const std::string& name, const Ending& e, bool stopping) {
-  if (!e.graceful && !stopping && !e.counted) ctx->observer->error(causeOf(e));
+  if (comm && !stopping && e.dismissed) return reportDismissal(ctx, comm, rank, name, e);
+  if (!e.graceful && !e.dismissed && !stopping && !e.counted) ctx->observer->error(causeOf(e));
   if (comm && !stopping) {
     const std::string why = "rank " + std::to_string(rank) + " (peer " + name + ") " +
                             (e.status.isOk()    ? "left"
                              : e.worker_aborted ? "gave up: " + e.status.message()
                              : e.recv_failed    ? "was lost: " + describeEnd(e.status)
                                                 : "was dropped: " + describeEnd(e.status));
+    // Lost without a word: the link may be what failed, not the worker, so only this reducer
+    // is out of the communicator; the workers fail over (and a lost worker still fails it, as
+    // every reducer says the same). A worker that gave up, or broke the protocol, fails it.
+    const bool lost = e.recv_failed && !e.worker_aborted && !e.internal &&
+                      transport::failureKind(e.status) != transport::FailureKind::kProtocol;
     if (!e.graceful && !e.recv_failed && !e.internal) {
       // This side dropped a member that can still read (it broke the protocol, or stalled):
       // fail the communicator before it leaves, so that it gets the Error with the reason too.
@@ -191,7 +217,8 @@ void reportEnd(ServerContext* ctx, const std::shared_ptr<Communicator>& comm, in
       TALLY_WARN("reducer: peer %s (rank %d of communicator %s) lost: %s", name.c_str(), rank,
                  comm->id.toString().c_str(), describeEnd(e.status).c_str());
     }
-    ctx->registry->leave(comm, rank, e.graceful, why);
+    ctx->registry->leave(comm, rank, e.graceful, why,
+                         lost ? wire::ErrorScope::kReducer : wire::ErrorScope::kCommunicator);
   } else if (!e.graceful && !stopping) {
     TALLY_WARN_LIMITED(ctx->warnings.dropped, "reducer: peer %s closed before joining: %s",
                        name.c_str(), describeEnd(e.status).c_str());

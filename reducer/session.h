@@ -61,15 +61,33 @@ Status memberDeadline(ServerContext* ctx, Communicator& comm,
 // How a connection ended, and what the reducer makes of it.
 // Counted as: internal; peer_lost for a worker's Error; timeout or protocol for a transport
 // failure of that kind (transport::failureKind) or a kTimeout status; else peer_lost when a
-// receive failed, protocol otherwise.
+// receive failed, protocol otherwise; a Dismiss not at all.
+// The Error the other members get has reducer scope when the member was lost (a receive failed,
+// not for a protocol violation of the transport, and the worker said nothing) or dismissed this
+// reducer: the others may go on without this reducer. Otherwise it fails the communicator.
 struct Ending {
   Status status;                // ok: Bye or refused (graceful), else why it ended
   bool graceful = false;        // Bye, or an opening refusal already counted
   bool internal = false;        // an exception inside the reducer
   bool recv_failed = false;     // a receive failed: the peer is lost
   bool worker_aborted = false;  // the worker sent an Error with its reason
+  bool dismissed = false;       // the worker dismissed this reducer (status: its reason)
   bool counted = false;         // the error was counted already (auth, checksum, timeout)
 };
+
+// Whether `type` is one of a member's failover messages: Ack, Ping, Relay, Dismiss.
+bool isMemberMessage(wire::MsgType type);
+
+// A failover message (isMemberMessage) from `rank` of `comm`, on `self`, a connection that joined
+// (failover.cc). An Ack raises the rank's books and may send every member a Commit; a Ping is
+// answered with its Pong on `self` at once; a Relay is stamped with `rank` and forwarded, rank 0's
+// to every other member, the others' to rank 0. True: go on reading. False: end the connection
+// with *ending: a message that does not decode, an Ack or a Relay before the communicator formed
+// or a Relay past the rank's allowance (these fail the communicator with the reason), or a
+// Dismiss (ending->dismissed, with the worker's reason).
+bool onMemberMessage(Member& self, Communicator& comm, int rank, wire::MsgType type,
+                     const uint8_t* data, size_t size, Ending* ending);
+
 // Counts and logs the end, and tells the communicator (a member lost fails it). `stopping`:
 // the server is stopping, nothing is reported.
 void reportEnd(ServerContext* ctx, const std::shared_ptr<Communicator>& comm, int rank,

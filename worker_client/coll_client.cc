@@ -239,6 +239,7 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
     }
     if (!st.isOk()) return fail(st);
   }
+  wire::Hello hello_template;
   for (size_t r = 0; r < nred; ++r) {
     wire::Hello hello;
     hello.comm = comm;
@@ -251,6 +252,7 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
     hello.min_slice_bytes = static_cast<uint32_t>(options.min_slice_bytes);
     hello.window = static_cast<uint32_t>(options.window);
     hello.checksum = options.checksum;
+    hello_template = hello;
     Status st = awaitProof(chans[r].get(), options.reducers[r], rank, deadline, sides[r]);
     if (st.isOk()) {
       st = chans[r]->send(wire::encodeHello(hello), deadline,
@@ -266,6 +268,14 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
   chans.clear();
   auto impl = std::make_unique<CollClientImpl>(options, rank, nranks);
   impl->setCommunicator(comm);
+  {
+    LinkSettings settings;
+    settings.raw = raw;
+    settings.token = token;
+    settings.crc = crc;
+    settings.hello = hello_template;
+    impl->setLinkSettings(std::move(settings));
+  }
   Progress* progress = nullptr;
   for (size_t r = 0; r < nred; ++r) {
     const int window = std::min(options.window, windows[r]);
@@ -354,7 +364,9 @@ CollClientImpl::CollClientImpl(const CollOptions& options, int rank, int nranks)
       placement_(static_cast<uint32_t>(options.reducers.size())),
       suspected_(options.reducers.size(), false),
       lost_reasons_(options.reducers.size()),
-      ping_sent_ns_(options.reducers.size(), 0) {
+      ping_sent_ns_(options.reducers.size(), 0),
+      addresses_(options.reducers),
+      offer_cursor_(options.reducers.size(), 0) {
   if (rank == 0) {
     coordinator_ = std::make_unique<Coordinator>(nranks, options.reducers, options.min_reducers);
   }
@@ -530,6 +542,9 @@ Status CollClientImpl::post(const CallSpec& spec, size_t result_bytes, CollReque
     }
     shared_->posted_through.store(next_seq_, std::memory_order_release);
     flushBoundariesLocked();
+    // A result of this call may have landed before it was published (the others ranks were
+    // waiting for it): its Ack is due now.
+    for (auto& link : links_) link->ackIfBehind();
     *req = CollRequest(std::move(call), result_bytes);
   }
   return Status::ok();
@@ -541,6 +556,7 @@ void CollClientImpl::flushBoundariesLocked() {
     boundaries_.pop_front();
     flushEpochLocked(epoch);
     shared_->applied_epoch.store(epoch, std::memory_order_release);
+    for (auto& link : links_) link->ackIfBehind();
   }
 }
 

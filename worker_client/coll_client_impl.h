@@ -64,11 +64,19 @@ class Coordinator;
 
 // A failover event for the keeper thread.
 struct FailoverEvent {
-  enum class Kind { kLinkLost, kRelay };
+  enum class Kind { kLinkLost, kRelay, kJoined };
   Kind kind = Kind::kLinkLost;
   uint32_t slot = 0;  // the link it came from
-  Status why;         // kLinkLost
+  Status why;         // kLinkLost; kJoined: how the join went
   wire::Relay relay;  // kRelay
+};
+
+// How this client opens a link to a reducer taken in later (a Join): what connect() used.
+struct LinkSettings {
+  bool raw = false;  // RawLinks (TCP with TALLY_COLL_PROGRESS thread or poll)
+  auth::JobToken token;
+  const crc32c::Crc32c* crc = nullptr;
+  wire::Hello hello;  // this rank's Hello, for every reducer alike but the slot and epoch
 };
 
 class CollClientImpl final : public CollClient {
@@ -92,6 +100,7 @@ class CollClientImpl final : public CollClient {
   void addLink(std::shared_ptr<Link> link) { links_.push_back(std::move(link)); }
   void setProgress(std::shared_ptr<Progress> progress);
   void setCommunicator(const wire::CommId& comm) { comm_ = comm; }
+  void setLinkSettings(LinkSettings settings) { link_settings_ = std::move(settings); }
   // Starts the links, the progress thread and the keeper; fails as Link::start does.
   Status start();
   // Makes `st` the client's sticky error (the first one wins), after closing every connection.
@@ -103,6 +112,14 @@ class CollClientImpl final : public CollClient {
   // A link received a relayed failover message (any thread, no lock of the link held).
   void relayed(uint32_t slot, const wire::Relay& relay);
   bool closing() const { return closing_.load(std::memory_order_acquire); }
+  // Whether a reducer last heard at heard_ns has been silent so long that the keeper is about
+  // to drop it (half of TALLY_REDUCER_TIMEOUT_MS; never when that is 0). A link's own timeout
+  // for results (TALLY_TIMEOUT_MS, a stuck rank: fatal) then gives way: a silent reducer is
+  // lost, not a stuck rank.
+  bool silentTooLong(int64_t heard_ns, int64_t now_ns) const {
+    return options_.reducer_timeout_ms > 0 &&
+           now_ns - heard_ns > options_.reducer_timeout_ms * 1000000 / 2;
+  }
   // abort() is under way: a fail() on a link thread stops waiting for its Error messages.
   bool hurrying() const { return hurry_.load(std::memory_order_acquire); }
 
@@ -175,6 +192,15 @@ class CollClientImpl final : public CollClient {
   void onDecide(const wire::Control& c);
   void onReport(uint32_t from, const wire::Control& c);
   void applyLost(const wire::Control& c);
+  // Joins (coll_rejoin.cc): rank 0 looks for a reducer for an empty slot; every rank opens a
+  // link to it on a proposal (on a thread of the join's own), reports, and installs it on the
+  // decision.
+  void offerJoins(int64_t now_ns);
+  void startJoin(const wire::Control& c);
+  void onJoined(const Status& st);
+  void onJoinedFailed(const wire::Control& c, const std::string& why);
+  void applyJoin(const wire::Control& c);
+  void dropJoin();
   void heartbeat(int64_t now_ns);
   void checkRounds(int64_t now_ns);
   // Rank 0: sends the coordinator's next proposal, if one waits.
@@ -210,6 +236,20 @@ class CollClientImpl final : public CollClient {
   log::RateLimitedLog warnings_;  // refused failover messages
   std::vector<int64_t> ping_sent_ns_;  // by slot: the first Ping since the reducer was heard
   uint64_t ping_token_ = 0;
+  LinkSettings link_settings_;
+  std::vector<std::string> addresses_;  // by slot: the reducer serving it now, or last
+  // A join under way on this rank: its thread opens the link, the keeper installs it.
+  struct Join {
+    uint32_t epoch = 0;
+    uint32_t slot = 0;
+    std::string address;
+    std::thread thread;
+    std::shared_ptr<Link> link;  // set by the thread when it joined
+    bool done = false;           // the thread ended (keeper's view, after kJoined)
+  };
+  std::unique_ptr<Join> join_;
+  int64_t next_offer_ns_ = 0;            // rank 0: when to look for reducers again
+  std::vector<uint32_t> offer_cursor_;   // rank 0: by slot, which candidate is next
 };
 
 }  // namespace tally::worker_client

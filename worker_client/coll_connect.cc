@@ -1,8 +1,14 @@
 #include "worker_client/coll_connect.h"
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <thread>
 
+#include "common/strings.h"
 #include "transport/raw_stream.h"
 
 namespace tally::worker_client {
@@ -171,6 +177,75 @@ Status awaitReady(HeaderChannel* chan, const std::string& address, int rank,
     return Status::ok();
   }
   return refusal(buf, got, type, address, rank, "Hello");
+}
+
+}  // namespace tally::worker_client
+
+namespace tally::worker_client {
+
+Status joinReducer(const JoinRequest& req, std::unique_ptr<transport::Connection>* conn, Fd* fd,
+                   int* window) {
+  transport::ConnectionOptions options;
+  if (req.raw) options.sockets = 1;
+  std::unique_ptr<transport::Connection> c;
+  TALLY_RETURN_IF_ERROR(connectReducer(req.network, req.address, req.deadline, options, &c));
+  Fd socket;
+  std::unique_ptr<HeaderChannel> chan;
+  if (req.raw) socket.reset(c->takeSocket());
+  if (socket.valid()) {
+    c.reset();
+    chan = std::make_unique<FdHeaderChannel>(socket.get(), req.address);
+  } else {
+    chan = std::make_unique<ConnHeaderChannel>(c.get());
+  }
+  // Closes what was opened on any failure below (a Connection closes in its destructor too).
+  auto fail = [&](const Status& st) {
+    if (c) c->close();
+    return st;
+  };
+  opening::WorkerSide side(req.token, req.address);
+  const int rank = static_cast<int>(req.hello.rank);
+  Status st = openReducer(chan.get(), req.address, req.deadline, &side);
+  if (st.isOk()) st = awaitProof(chan.get(), req.address, rank, req.deadline, side);
+  if (st.isOk()) {
+    st = chan->send(wire::encodeHello(req.hello), req.deadline, "Hello to reducer " + req.address);
+  }
+  int w = static_cast<int>(req.hello.window);
+  if (st.isOk()) st = awaitReady(chan.get(), req.address, rank, req.deadline, &w);
+  if (!st.isOk()) return fail(st);
+  chan.reset();
+  *window = w;
+  *conn = std::move(c);
+  *fd = std::move(socket);
+  return Status::ok();
+}
+
+bool acceptsConnections(const std::string& address, int timeout_ms) {
+  std::string host;
+  uint16_t port = 0;
+  if (!splitHostPort(address, &host, &port).isOk()) return false;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return false;
+  bool ok = false;
+  for (addrinfo* a = found; a != nullptr && !ok; a = a->ai_next) {
+    Fd s(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+    if (!s.valid()) continue;
+    if (::connect(s.get(), a->ai_addr, a->ai_addrlen) == 0) {
+      ok = true;
+      break;
+    }
+    if (errno != EINPROGRESS) continue;
+    pollfd p{s.get(), POLLOUT, 0};
+    if (::poll(&p, 1, timeout_ms) != 1) continue;
+    int err = 0;
+    socklen_t len = sizeof(err);
+    ok = ::getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+  }
+  ::freeaddrinfo(found);
+  return ok;
 }
 
 }  // namespace tally::worker_client

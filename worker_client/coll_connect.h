@@ -9,6 +9,8 @@
 #include <string>
 #include <utility>
 
+#include "common/auth.h"
+#include "common/fd.h"
 #include "common/status.h"
 #include "protocol/opening.h"
 #include "protocol/wire.h"
@@ -95,5 +97,31 @@ Status awaitProof(HeaderChannel* chan, const std::string& address, int rank,
 // (kInvalidUsage with the reason) or Error (kRemote).
 Status awaitReady(HeaderChannel* chan, const std::string& address, int rank,
                   Clock::time_point deadline, int* window);
+
+}  // namespace tally::worker_client
+
+namespace tally::worker_client {
+
+// What joining one reducer needs (connect's per-reducer steps for one reducer, for a reducer
+// taken into a running communicator: docs/failover.md, "Join").
+struct JoinRequest {
+  transport::Network* network = nullptr;
+  std::string address;
+  bool raw = false;  // take the socket over (TCP with TALLY_COLL_PROGRESS thread or poll)
+  const auth::JobToken* token = nullptr;
+  wire::Hello hello;  // reducer_index is the slot, epoch the Join's
+  Clock::time_point deadline;
+};
+
+// Connects, runs the opening and Hello, and waits for Ready (every rank joined). On success
+// either *conn (threaded links) or *fd (raw) holds the connection, and *window the reducer's
+// window. The rank's name for errors is hello.rank.
+Status joinReducer(const JoinRequest& req, std::unique_ptr<transport::Connection>* conn, Fd* fd,
+                   int* window);
+
+// Whether something accepts TCP connections at `address` ("host:port") within timeout_ms: how
+// rank 0 looks for a reducer to take an empty slot, without opening a connection the reducer
+// would have to time out.
+bool acceptsConnections(const std::string& address, int timeout_ms);
 
 }  // namespace tally::worker_client

@@ -61,7 +61,10 @@ void CollClientImpl::stopKeeper() {
     keeper_stop_ = true;
   }
   inbox_cv_.notify_one();
-  if (keeper_.joinable() && keeper_.get_id() != std::this_thread::get_id()) keeper_.join();
+  if (keeper_.joinable() && keeper_.get_id() != std::this_thread::get_id()) {
+    keeper_.join();
+    dropJoin();  // the keeper's, now that it is gone: a join's thread must end before the client
+  }
 }
 
 bool CollClientImpl::changeUnderWay() const {
@@ -95,6 +98,7 @@ void CollClientImpl::keeperLoop() {
     const int64_t now = nowNs();
     heartbeat(now);
     checkRounds(now);
+    if (!shared_->failed.load(std::memory_order_acquire)) offerJoins(now);
     // With no progress thread, results (and a dead reducer's hang-up) are read only when NCCL
     // tests: an idle communicator must notice a lost reducer too.
     if (shared_->poller != nullptr) shared_->poller->poll();
@@ -102,8 +106,14 @@ void CollClientImpl::keeperLoop() {
 }
 
 void CollClientImpl::handleEvent(FailoverEvent& ev) {
-  if (ev.kind == FailoverEvent::Kind::kLinkLost) return handleLinkLost(ev.slot, ev.why);
-  handleControl(ev.relay.from, ev.relay.control);
+  switch (ev.kind) {
+    case FailoverEvent::Kind::kLinkLost:
+      return handleLinkLost(ev.slot, ev.why);
+    case FailoverEvent::Kind::kRelay:
+      return handleControl(ev.relay.from, ev.relay.control);
+    case FailoverEvent::Kind::kJoined:
+      return onJoined(ev.why);
+  }
 }
 
 uint32_t CollClientImpl::liveLinks() {
@@ -162,6 +172,14 @@ void CollClientImpl::handleControl(uint32_t from, const wire::Control& c) {
     case wire::ControlKind::kSuspect:
       if (rank_ != 0 || c.change != wire::Change::kLost || c.slot >= links_.size()) return;
       coordinator_->suspect(c.slot, c.reason);
+      if (coordinator_->joinRoundOpen()) {
+        // A loss goes first: the join is called off (and may be offered again later).
+        if (std::optional<wire::Control> d =
+                coordinator_->voidJoin("reducer " + c.address + " was lost meanwhile")) {
+          round_since_ns_ = 0;
+          sendToAll(*d);
+        }
+      }
       return proposeNext();
     case wire::ControlKind::kReport:
       if (rank_ != 0) return;
@@ -203,22 +221,16 @@ void CollClientImpl::onPropose(const wire::Control& c) {
     return;
   }
   proposed_epoch_ = c.epoch;
+  if (c.change == wire::Change::kJoin) {
+    // Posting goes on while this rank opens the link; it reports once joined (onJoined).
+    waiting_since_ns_ = nowNs();
+    return startJoin(c);
+  }
   wire::Control r;
   r.kind = wire::ControlKind::kReport;
   r.change = c.change;
   r.epoch = c.epoch;
   r.slot = c.slot;
-  if (c.change != wire::Change::kLost) {
-    // Joins come from rank 0 only once this version can take them; refuse plainly meanwhile.
-    r.ok = false;
-    r.reason = "this rank cannot take a joining reducer";
-    {
-      std::lock_guard<std::mutex> lock(post_mu_);
-      r.next_call = next_seq_;
-    }
-    waiting_since_ns_ = nowNs();
-    return sendToRankZero(r);
-  }
   std::shared_ptr<Link> link = linkSnapshot()[c.slot];
   if (!suspected_[c.slot]) {
     // Another rank dropped it: this rank closes its connection too, so that nothing more comes
@@ -255,8 +267,14 @@ void CollClientImpl::onDecide(const wire::Control& c) {
     case wire::Change::kFail:
       lost_.push_back(c.address + " (" + c.reason + ")");
       return failOver(c.reason);
-    case wire::Change::kVoid:
-    case wire::Change::kJoin: {
+    case wire::Change::kJoin:
+      return applyJoin(c);
+    case wire::Change::kVoid: {
+      TALLY_INFO(log::kColl, "CollNet communicator %s: epoch %u passes without %s joining: %s",
+                 comm_.toString().c_str(), c.epoch, c.address.c_str(), c.reason.c_str());
+      // A join still opening finishes on its own thread and is dropped when it reports
+      // (onJoined): waiting for it here could hold up a loss behind it.
+      if (!join_ || join_->done) dropJoin();
       std::lock_guard<std::mutex> lock(post_mu_);
       hold_ = false;
       return;
@@ -352,6 +370,16 @@ void CollClientImpl::heartbeat(int64_t now_ns) {
 
 void CollClientImpl::checkRounds(int64_t now_ns) {
   const int64_t bound_ns = std::max<int64_t>(options_.reducer_timeout_ms, 1000) * kNsPerMs;
+  // A join's reports wait for its opening (bounded by the same bound): a late one calls the
+  // join off rather than the communicator.
+  if (rank_ == 0 && coordinator_->joinRoundOpen() && round_since_ns_ != 0 &&
+      now_ns - round_since_ns_ > 2 * bound_ns) {
+    if (std::optional<wire::Control> d = coordinator_->voidJoin("a rank did not join in time")) {
+      round_since_ns_ = 0;
+      sendToAll(*d);
+    }
+    return proposeNext();
+  }
   if (rank_ == 0 && coordinator_->roundOpen() && round_since_ns_ != 0 &&
       now_ns - round_since_ns_ > bound_ns) {
     std::string missing;
@@ -364,9 +392,9 @@ void CollClientImpl::checkRounds(int64_t now_ns) {
   }
   // Rank 0 gives up first and tells the reducers; a rank still waiting long after that has lost
   // its way to rank 0.
-  if (waiting_since_ns_ != 0 && now_ns - waiting_since_ns_ > 2 * bound_ns) {
+  if (waiting_since_ns_ != 0 && now_ns - waiting_since_ns_ > 3 * bound_ns) {
     failOver("no decision on epoch " + std::to_string(proposed_epoch_) + " from rank 0 within " +
-             std::to_string(2 * bound_ns / kNsPerMs) + " ms");
+             std::to_string(3 * bound_ns / kNsPerMs) + " ms");
   }
 }
 

@@ -228,10 +228,11 @@ Status ThreadedLink::waitBounded(transport::Request* req, size_t* size, bool* fa
       std::lock_guard<std::mutex> lock(mu_);
       outstanding = outstanding_;
     }
-    const int64_t idle_ms = (nowNs() - last_progress_ns_.load()) / 1000000;
-    if (outstanding > 0 && idle_ms > timeout_ms_) {
-      // The reducer still answers (TALLY_REDUCER_TIMEOUT_MS would have dropped it otherwise):
-      // a rank is stuck, which fails the communicator.
+    const int64_t now = nowNs();
+    const int64_t idle_ms = (now - last_progress_ns_.load()) / 1000000;
+    if (outstanding > 0 && idle_ms > timeout_ms_ && !client_->silentTooLong(lastHeardNs(), now)) {
+      // The reducer still answers (a silent one is the keeper's to drop): a rank is stuck,
+      // which fails the communicator.
       if (fatal != nullptr) *fatal = true;
       return Status::timeout("no result from reducer " + address_ + " for " +
                              std::to_string(idle_ms) + " ms with " + std::to_string(outstanding) +
@@ -340,15 +341,22 @@ void ThreadedLink::senderLoop() {
   cv_.notify_all();
 }
 
-void ThreadedLink::ackLocked() {
+bool ThreadedLink::ackLocked() {
   const std::shared_ptr<Shared>& shared = client_->shared();
-  const wire::AckPoint p =
-      ledger_.ackPoint(shared->posted_through.load(std::memory_order_acquire),
-                       shared->applied_epoch.load(std::memory_order_acquire));
-  if (p.calls <= acked_.calls && p.recovery_epoch <= acked_.recovery_epoch) return;
-  acked_.calls = std::max(acked_.calls, p.calls);
-  acked_.recovery_epoch = std::max(acked_.recovery_epoch, p.recovery_epoch);
-  control_.push_back(wire::encodeAck(acked_));
+  std::optional<wire::AckPoint> ack =
+      ledger_.nextAck(shared->posted_through.load(std::memory_order_acquire),
+                      shared->applied_epoch.load(std::memory_order_acquire));
+  if (!ack) return false;
+  control_.push_back(wire::encodeAck(*ack));
+  return true;
+}
+
+void ThreadedLink::ackIfBehind() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_.load() || !ackLocked()) return;
+  }
+  cv_.notify_all();  // the sender sends it (this may be the posting thread, under post_mu_)
 }
 
 Status ThreadedLink::receiveResult(const uint8_t* header, size_t size, bool* fatal) {

@@ -40,6 +40,7 @@ class ThreadedLink final : public Link {
   Status start() override;
   void post(SliceTask task) override;
   void sendControl(const wire::Frame& frame) override;
+  void ackIfBehind() override;
   // Asks the sender to send Bye after what is queued, then end.
   void requestBye() override;
   bool waitSenderDone(int64_t timeout_ms) override;
@@ -75,8 +76,8 @@ class ThreadedLink final : public Link {
   // Drops completed sends from the front of sends_; with `block`, waits for the oldest first.
   Status reapSends(bool block);
   Status receiveResult(const uint8_t* header, size_t size, bool* fatal);
-  // After a result landed: queues an Ack when what this rank may acknowledge moved (mu_ held).
-  void ackLocked();
+  // Queues an Ack when it covers newly landed slices (mu_ held); true when it did.
+  bool ackLocked();
 
   CollClientImpl* client_;
   const uint32_t slot_;
@@ -95,7 +96,6 @@ class ThreadedLink final : public Link {
   SliceLedger ledger_;  // queued, sent, landed: until committed (ledger.h)
   int outstanding_ = 0;  // slices sent whose results have not landed (credits in use)
   std::deque<wire::Frame> control_;  // control frames waiting for the sender
-  wire::AckPoint acked_;             // the last Ack queued
   bool bye_ = false;
   bool sender_done_ = false;
   std::atomic<bool> stop_{false};

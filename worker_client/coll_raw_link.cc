@@ -254,7 +254,7 @@ void RawLink::checkTimeout(int64_t now_ns) {
     outstanding = outstanding_;
   }
   const int64_t idle_ms = (now_ns - last_progress_ns_.load()) / 1000000;
-  if (outstanding > 0 && idle_ms > timeout_ms_) {
+  if (outstanding > 0 && idle_ms > timeout_ms_ && !client_->silentTooLong(lastHeardNs(), now_ns)) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       fatal_ = true;  // the reducer answers (or TALLY_REDUCER_TIMEOUT_MS would have dropped it)
@@ -280,16 +280,25 @@ void RawLink::onEvents(bool readable, bool writable) {
   }
 }
 
-void RawLink::ackLocked() {
+bool RawLink::ackLocked() {
   landed_ = false;
   const std::shared_ptr<Shared>& shared = client_->shared();
-  const wire::AckPoint p =
-      ledger_.ackPoint(shared->posted_through.load(std::memory_order_acquire),
-                       shared->applied_epoch.load(std::memory_order_acquire));
-  if (p.calls <= acked_.calls && p.recovery_epoch <= acked_.recovery_epoch) return;
-  acked_.calls = std::max(acked_.calls, p.calls);
-  acked_.recovery_epoch = std::max(acked_.recovery_epoch, p.recovery_epoch);
-  pushControlLocked(wire::encodeAck(acked_));
+  std::optional<wire::AckPoint> ack =
+      ledger_.nextAck(shared->posted_through.load(std::memory_order_acquire),
+                      shared->applied_epoch.load(std::memory_order_acquire));
+  if (!ack) return false;
+  pushControlLocked(wire::encodeAck(*ack));
+  return true;
+}
+
+void RawLink::ackIfBehind() {
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_ || !ackLocked() || out_armed_) return;
+    st = flushLocked();
+  }
+  if (!st.isOk()) reportFailure(st);
 }
 
 Status RawLink::readAll() {

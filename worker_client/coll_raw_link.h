@@ -108,6 +108,7 @@ class RawLink final : public Link {
   Status start() override;
   void post(SliceTask task) override;
   void sendControl(const wire::Frame& frame) override;
+  void ackIfBehind() override;
   void requestBye() override;
   bool waitSenderDone(int64_t timeout_ms) override;
   void postAbort(const std::string& reason) override;
@@ -145,8 +146,8 @@ class RawLink final : public Link {
   Status onPayloadLocked();
   // The result of current_ has landed: frees its credit and queues waiting slices on it.
   void landedLocked();
-  // Queues an Ack when what this rank may acknowledge moved (mu_ held).
-  void ackLocked();
+  // Queues an Ack when it covers newly landed slices (mu_ held); true when it did.
+  bool ackLocked();
   // Reports an error of this link to the client (unless it is closing anyway): lost reducer,
   // or with fatal_ set, the communicator's failure. No lock held.
   void reportFailure(const Status& st);
@@ -170,7 +171,6 @@ class RawLink final : public Link {
   SliceLedger ledger_;
   int outstanding_ = 0;  // slices sent whose results have not landed (credits in use)
   std::atomic<int64_t> last_progress_ns_{0};
-  wire::AckPoint acked_;  // the last Ack sent
   transport::FrameQueue out_;
   uint64_t messages_pushed_ = 0;
   uint64_t messages_written_ = 0;

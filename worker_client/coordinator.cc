@@ -71,6 +71,18 @@ std::optional<wire::Control> Coordinator::report(uint32_t from, const wire::Cont
   return d;
 }
 
+std::optional<wire::Control> Coordinator::voidJoin(const std::string& why) {
+  if (!joinRoundOpen()) return std::nullopt;
+  wire::Control d = round_->proposal;
+  d.kind = wire::ControlKind::kDecide;
+  d.change = wire::Change::kVoid;
+  d.reason = why;
+  for (const wire::Control& r : round_->reports) d.next_call = std::max(d.next_call, r.next_call);
+  decided_ = d.epoch;
+  round_.reset();
+  return d;
+}
+
 std::vector<uint32_t> Coordinator::missingReports() const {
   std::vector<uint32_t> out;
   if (!round_) return out;

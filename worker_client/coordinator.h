@@ -36,6 +36,16 @@ class Coordinator {
   std::optional<wire::Control> report(uint32_t from, const wire::Control& r, bool* ignored);
 
   bool roundOpen() const { return round_.has_value(); }
+  // The round under way is a join's.
+  bool joinRoundOpen() const {
+    return round_ && round_->proposal.change == wire::Change::kJoin;
+  }
+  // Ends the join round under way without the join: the decision (Void, with `why`). A loss
+  // goes before a join: the keeper calls this when a suspicion comes during a join's round, or
+  // when its reports are late.
+  std::optional<wire::Control> voidJoin(const std::string& why);
+  // Nothing under way and nothing waiting.
+  bool idle() const { return !round_ && pending_.empty(); }
   uint32_t decidedEpoch() const { return decided_; }
   // The ranks the proposal under way has no report from yet, for the error when it times out.
   std::vector<uint32_t> missingReports() const;

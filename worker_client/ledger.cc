@@ -74,6 +74,23 @@ void SliceLedger::land(LedgerEntry* entry) {
   if (entry->landed) return;
   entry->landed = true;
   uncountUnlanded(entry->task);
+  if (entry->task.epoch != 0) {
+    landed_epoch_ = std::max(landed_epoch_, entry->task.epoch);
+  } else if (!landed_any_call_ || entry->task.call->seq > landed_call_) {
+    landed_call_ = entry->task.call->seq;
+    landed_any_call_ = true;
+  }
+}
+
+std::optional<wire::AckPoint> SliceLedger::nextAck(uint64_t posted_through,
+                                                   uint32_t applied_epoch) {
+  const wire::AckPoint p = ackPoint(posted_through, applied_epoch);
+  const bool calls = landed_any_call_ && landed_call_ >= acked_.calls && p.calls > acked_.calls;
+  const bool epochs = landed_epoch_ > acked_.recovery_epoch && p.recovery_epoch > acked_.recovery_epoch;
+  if (!calls && !epochs) return std::nullopt;
+  acked_.calls = std::max(acked_.calls, p.calls);
+  acked_.recovery_epoch = std::max(acked_.recovery_epoch, p.recovery_epoch);
+  return acked_;
 }
 
 Status SliceLedger::commit(const wire::AckPoint& point, const std::string& reducer) {
@@ -144,6 +161,8 @@ std::vector<LedgerEntry> SliceLedger::takeAll() {
   unlanded_calls_.clear();
   unlanded_epochs_.clear();
   recovery_entries_ = 0;
+  landed_any_call_ = false;
+  landed_epoch_ = 0;
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -63,6 +64,11 @@ class SliceLedger {
   // epoch whose slices here have all landed (at most applied_epoch, the last whose recovery
   // slices were all sent).
   wire::AckPoint ackPoint(uint64_t posted_through, uint32_t applied_epoch) const;
+  // The Ack to send now, if any: one that covers a landed slice no earlier Ack covered (an Ack
+  // that covers nothing new would only cost the reducer work). It is then taken as sent.
+  // Called after results land, and after the client published more posted calls or an epoch
+  // (a result can land before its call's posting is published).
+  std::optional<wire::AckPoint> nextAck(uint64_t posted_through, uint32_t applied_epoch);
 
   // Every slice in the books (queued ones first, then records in order), leaving them empty:
   // the link is lost and they are placed again.
@@ -84,6 +90,11 @@ class SliceLedger {
   std::map<uint32_t, uint32_t> unlanded_epochs_;  // recovery slices not landed, per epoch
   size_t recovery_entries_ = 0;                   // records of recovery slices
   wire::AckPoint committed_;
+  wire::AckPoint acked_;  // the last Ack sent
+  // The latest landed normal slice's call and recovery slice's epoch (0 and none: nothing yet).
+  uint64_t landed_call_ = 0;
+  bool landed_any_call_ = false;
+  uint32_t landed_epoch_ = 0;
 };
 
 // Counts one slice of its call committed; the last one completes the call.

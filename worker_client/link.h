@@ -40,6 +40,10 @@ class Link {
   // Sends a control frame (Relay, Ping) as soon as the stream allows, ahead of slices that wait
   // for credits. Dropped when the link has ended. Any thread.
   virtual void sendControl(const wire::Frame& frame) = 0;
+  // Sends the Ack its results owe, if any: after the client published more posted calls or an
+  // applied epoch, since a result may have landed before (then its Ack fell short). Called
+  // with the client's post_mu_ held.
+  virtual void ackIfBehind() = 0;
   // Asks for Bye after what is queued.
   virtual void requestBye() = 0;
   // Waits up to timeout_ms for the Bye to have gone out (or the link to have ended).

@@ -11,7 +11,7 @@ uint32_t PlacementMap::liveCount() const {
 }
 
 bool PlacementMap::apply(const MembershipChange& change) {
-  if (change.epoch != epoch() + 1 || change.slot >= slots_) return false;
+  if (change.epoch <= epoch() || change.slot >= slots_) return false;
   const bool lost = change.kind == MembershipChange::Kind::kLost;
   if (live_[change.slot] != lost) return false;
   live_[change.slot] = !lost;

@@ -36,7 +36,8 @@ class PlacementMap {
  public:
   explicit PlacementMap(uint32_t slots);
 
-  // Appends a change; epochs must grow by one, and a Lost slot must be live (a Join's empty).
+  // Appends a change; epochs must grow (an epoch may pass with no change: a void join), and a
+  // Lost slot must be live (a Join's empty).
   // False when the change does not fit (the caller's bug): nothing changes then.
   bool apply(const MembershipChange& change);
 

@@ -61,6 +61,23 @@ ReducerMetrics::ReducerMetrics()
     errors_[i] =
         &errors.Add({{"cause", reducer::serverErrorName(static_cast<reducer::ServerError>(i))}});
   }
+  auto& epochs = prometheus::BuildCounter()
+                     .Name("tally_reducer_failover_epochs_total")
+                     .Help(
+                         "Membership changes rank 0 decided and relayed through this reducer, "
+                         "once per communicator and epoch, by change.")
+                     .Register(*registry_);
+  for (int i = 0; i < reducer::kEpochChangeCount; ++i) {
+    epochs_[i] =
+        &epochs.Add({{"change", reducer::epochChangeName(static_cast<reducer::EpochChange>(i))}});
+  }
+  rejoins_ = &prometheus::BuildCounter()
+                  .Name("tally_reducer_rejoins_total")
+                  .Help(
+                      "Communicators this reducer joined while they ran (a Hello epoch above "
+                      "0), counted when they formed on it.")
+                  .Register(*registry_)
+                  .Add({});
 }
 
 ReducerMetrics::~ReducerMetrics() = default;
@@ -88,6 +105,13 @@ void ReducerMetrics::error(reducer::ServerError cause) {
   const auto i = static_cast<size_t>(cause);
   if (i < errors_.size()) errors_[i]->Increment();
 }
+
+void ReducerMetrics::epochDecided(reducer::EpochChange change) {
+  const auto i = static_cast<size_t>(change);
+  if (i < epochs_.size()) epochs_[i]->Increment();
+}
+
+void ReducerMetrics::communicatorRejoined() { rejoins_->Increment(); }
 
 std::vector<std::shared_ptr<prometheus::Collectable>> ReducerMetrics::collectables() const {
   return {registry_, latency_};

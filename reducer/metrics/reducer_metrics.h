@@ -42,6 +42,8 @@ class ReducerMetrics final : public reducer::ServerObserver {
   void memoryReleased(uint64_t bytes) override;
   void sliceReduced(uint64_t input_bytes, std::chrono::nanoseconds latency) override;
   void error(reducer::ServerError cause) override;
+  void epochDecided(reducer::EpochChange change) override;
+  void communicatorRejoined() override;
 
   // What to register with an Exposer (which keeps weak references: keep this object alive).
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const;
@@ -58,6 +60,8 @@ class ReducerMetrics final : public reducer::ServerObserver {
   prometheus::Gauge* reserved_ = nullptr;
   prometheus::Counter* comm_failures_ = nullptr;
   std::array<prometheus::Counter*, reducer::kServerErrorCount> errors_{};
+  std::array<prometheus::Counter*, reducer::kEpochChangeCount> epochs_{};
+  prometheus::Counter* rejoins_ = nullptr;
 };
 
 }  // namespace tally::metrics

@@ -25,6 +25,8 @@ class CountingObserver final : public ServerObserver {
   std::atomic<int64_t> max_latency_ns{0};
   std::atomic<int64_t> min_latency_ns{INT64_MAX};
   std::array<std::atomic<uint64_t>, kServerErrorCount> errors{};
+  std::array<std::atomic<uint64_t>, kEpochChangeCount> epochs{};
+  std::atomic<uint64_t> rejoins{0};
 
   void connectionOpened() override { raise(connections, peak_connections); }
   void connectionClosed() override { connections.fetch_sub(1); }
@@ -45,8 +47,13 @@ class CountingObserver final : public ServerObserver {
     }
   }
   void error(ServerError cause) override { errors[static_cast<size_t>(cause)].fetch_add(1); }
+  void epochDecided(EpochChange change) override {
+    epochs[static_cast<size_t>(change)].fetch_add(1);
+  }
+  void communicatorRejoined() override { rejoins.fetch_add(1); }
 
   uint64_t errorCount(ServerError cause) const { return errors[static_cast<size_t>(cause)]; }
+  uint64_t epochCount(EpochChange change) const { return epochs[static_cast<size_t>(change)]; }
   uint64_t totalErrors() const {
     uint64_t n = 0;
     for (auto& e : errors) n += e.load();

@@ -55,8 +55,12 @@ TEST(Placement, UptoIgnoresLaterChanges) {
     }
     const Placement all = m.place(c, 0);
     EXPECT_EQ(all.slot, 2u);  // the only slot left
-    if (c % 3 == 2) EXPECT_EQ(all.epoch, 0u);
-    if (c % 3 == 1 || (c % 3 == 0 && one.slot == 1)) EXPECT_EQ(all.epoch, 2u) << c;
+    if (c % 3 == 2) {
+      EXPECT_EQ(all.epoch, 0u);
+    }
+    if (c % 3 == 1 || (c % 3 == 0 && one.slot == 1)) {
+      EXPECT_EQ(all.epoch, 2u) << c;
+    }
   }
   EXPECT_EQ(m.lostAfter(1, 1), 2u);
   EXPECT_EQ(m.lostAfter(1, 2), 0u);
@@ -89,12 +93,14 @@ TEST(Placement, JoinPlacesLaterCallsAfreshAndKeepsEarlierOnes) {
 
 TEST(Placement, RefusesChangesThatDoNotFit) {
   PlacementMap m(2);
-  EXPECT_FALSE(m.apply({Kind::kLost, 2, 0, 1}));  // skips epoch 1
+  EXPECT_FALSE(m.apply({Kind::kLost, 0, 0, 1}));  // epoch 0 is the formation
   EXPECT_FALSE(m.apply({Kind::kJoin, 1, 0, 1}));  // slot 0 is live
   EXPECT_FALSE(m.apply({Kind::kLost, 1, 5, 1}));  // no such slot
   ASSERT_TRUE(m.apply({Kind::kLost, 1, 0, 1}));
   EXPECT_FALSE(m.apply({Kind::kLost, 2, 0, 1}));  // lost already
-  EXPECT_EQ(m.epoch(), 1u);
+  EXPECT_FALSE(m.apply({Kind::kJoin, 1, 0, 1}));  // epochs only grow
+  EXPECT_TRUE(m.apply({Kind::kJoin, 3, 0, 9}));   // epoch 2 passed with no change
+  EXPECT_EQ(m.epoch(), 3u);
 }
 
 }  // namespace

@@ -413,6 +413,16 @@ Status ncclStatus(ncclResult_t result, const std::string& what) {
 
 void setPluginLogLevel(ncclDebugLogLevel level) { g_log_level.store(level); }
 
+namespace {
+// Read by every logging thread of the plugin, set once by a test before the plugin is loaded.
+std::function<void(const char*)>& warnHook() {
+  static std::function<void(const char*)> hook;
+  return hook;
+}
+}  // namespace
+
+void setPluginWarnHook(std::function<void(const char*)> hook) { warnHook() = std::move(hook); }
+
 void pluginLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
                   const char* fmt, ...) {
   (void)flags;
@@ -426,6 +436,7 @@ void pluginLogger(ncclDebugLogLevel level, unsigned long flags, const char* file
   const char* base = file ? std::strrchr(file, '/') : nullptr;
   std::fprintf(stderr, "plugin %s %s:%d %s\n", lvl, base ? base + 1 : (file ? file : "?"), line,
                buf);
+  if (level == NCCL_LOG_WARN && warnHook()) warnHook()(buf);
 }
 
 Status PluginLibrary::open(const std::string& path, std::unique_ptr<PluginLibrary>* out) {

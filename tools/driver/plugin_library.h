@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,6 +38,9 @@ const char* ncclResultName(ncclResult_t result);
 
 // The logger handed to init: WARN lines go to stderr, INFO and TRACE only at higher levels.
 void setPluginLogLevel(ncclDebugLogLevel level);
+// Also hands every WARN line's text to `hook` (tests read what NCCL's log would show). Set it
+// before the plugin is loaded; it runs on the plugin's threads.
+void setPluginWarnHook(std::function<void(const char*)> hook);
 void pluginLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
                   const char* fmt, ...) __attribute__((format(printf, 5, 6)));
 

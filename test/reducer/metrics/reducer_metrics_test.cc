@@ -79,6 +79,34 @@ TEST(ReducerMetricsTest, RendersEveryMetricWithItsValue) {
   EXPECT_NE(text.find("# TYPE tally_reducer_connections gauge"), std::string::npos);
 }
 
+TEST(ReducerMetricsTest, RendersFailoverEpochsByChangeAndRejoins) {
+  ReducerMetrics m;
+  reducer::ServerObserver& obs = m;
+  std::string text = m.render();
+  // Every change from the start, at 0.
+  for (const char* change : {"lost", "join", "void", "fail"}) {
+    EXPECT_EQ(seriesValue(text, std::string("tally_reducer_failover_epochs_total{change=\"") +
+                                    change + "\"}"),
+              0.0)
+        << change << "\n"
+        << text;
+  }
+  EXPECT_EQ(seriesValue(text, "tally_reducer_rejoins_total"), 0.0) << text;
+  obs.epochDecided(reducer::EpochChange::kLost);
+  obs.epochDecided(reducer::EpochChange::kLost);
+  obs.epochDecided(reducer::EpochChange::kJoin);
+  obs.epochDecided(reducer::EpochChange::kFail);
+  obs.communicatorRejoined();
+  text = m.render();
+  EXPECT_EQ(seriesValue(text, "tally_reducer_failover_epochs_total{change=\"lost\"}"), 2.0);
+  EXPECT_EQ(seriesValue(text, "tally_reducer_failover_epochs_total{change=\"join\"}"), 1.0);
+  EXPECT_EQ(seriesValue(text, "tally_reducer_failover_epochs_total{change=\"void\"}"), 0.0);
+  EXPECT_EQ(seriesValue(text, "tally_reducer_failover_epochs_total{change=\"fail\"}"), 1.0);
+  EXPECT_EQ(seriesValue(text, "tally_reducer_rejoins_total"), 1.0);
+  EXPECT_NE(text.find("# TYPE tally_reducer_failover_epochs_total counter"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE tally_reducer_rejoins_total counter"), std::string::npos);
+}
+
 TEST(ReducerMetricsTest, LatencyBoundsSpan50usTo1s) {
   const auto& b = sliceLatencyBounds();
   ASSERT_FALSE(b.empty());

@@ -1,18 +1,19 @@
 // Fuzz target fuzz_reducer_session: the reducer's connection state machine (reducer/peer.cc,
-// comm.cc) behind a real loopback listener.
+// loop_peer.cc, session.cc, failover.cc) behind a real loopback listener.
 //
 // Two in-process ReducerServers are started on first use and serve every input: one without a
 // job token (everything past the opening is reachable) and one that requires kJobToken (the
 // pre-authentication surface; kAnswer records get a session past it). An input is a list of
 // records (session_format.h): messages with any tag and any bytes sent over up to four transport
-// connections, receives, answers and closes; or, in raw mode, bytes written below the
-// transport's framing. Each input's connections are closed at its end.
+// connections, well-formed failover messages (Ack, Ping, Relay, Dismiss), receives, answers and
+// closes; or, in raw mode, bytes written below the transport's framing. Each input's
+// connections are closed at its end.
 //
 // Properties: the servers never crash (ASan/UBSan watch them), and every kCheckEvery inputs (every
 // input under the replay driver) each still does its job: two fresh clients all-reduce a
-// multi-slice call and get the exact sum, then every connection and communicator the server
-// opened is closed again within kSettleMs (nothing leaks from one malicious session to the next)
-// and no internal error was counted.
+// multi-slice call and get the exact sum (and then its Commit, a Pong and a Relay), then every
+// connection and communicator the server opened is closed again within kSettleMs (nothing leaks
+// from one malicious session to the next) and no internal error was counted.
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -57,6 +58,8 @@ class Counter final : public reducer::ServerObserver {
   void error(reducer::ServerError e) override {
     if (e == reducer::ServerError::kInternal) internal_++;
   }
+  void epochDecided(reducer::EpochChange) override {}
+  void communicatorRejoined() override {}
   bool settled() const {
     return conns_open_.load() == conns_closed_.load() &&
            comms_open_.load() == comms_closed_.load() && reserved_.load() == 0;
@@ -157,6 +160,41 @@ void answer(Harness& h, Client* c, const std::string& address,
   }
 }
 
+// kSendFailover's message (session_format.h), from the record's argument.
+wire::Frame failoverFrame(const uint8_t* data, size_t size) {
+  ByteReader in(data, size);
+  switch (static_cast<Failover>(in.take<uint8_t>() % 4)) {
+    case Failover::kAck: {
+      wire::AckPoint p;
+      p.calls = in.take<uint64_t>();
+      p.recovery_epoch = in.take<uint32_t>();
+      return wire::encodeAck(p);
+    }
+    case Failover::kPing:
+      return wire::encodePing(wire::Ping{in.take<uint64_t>()});
+    case Failover::kRelay: {
+      wire::Relay r;
+      r.from = in.take<uint32_t>();
+      wire::Control& c = r.control;
+      c.kind = static_cast<wire::ControlKind>(1 + in.take<uint8_t>() % 4);
+      c.change = static_cast<wire::Change>(1 + in.take<uint8_t>() % 4);
+      c.epoch = in.take<uint32_t>();
+      c.slot = in.take<uint32_t>() % wire::kMaxReducers;
+      c.commit.calls = in.take<uint64_t>();
+      c.commit.recovery_epoch = in.take<uint32_t>();
+      c.next_call = in.take<uint64_t>();
+      c.address = in.takeString(255);
+      c.reason = in.takeString(255);
+      return wire::encodeRelay(r);
+    }
+    case Failover::kDismiss:
+      break;
+  }
+  size_t got = 0;
+  const uint8_t* text = in.takeBytes(in.remaining(), &got);
+  return wire::encodeDismiss(wire::Reason{std::string(reinterpret_cast<const char*>(text), got)});
+}
+
 void runFramed(Harness& h, Server& server, const uint8_t* data, size_t size) {
   std::array<Client, kConnections> clients;
   std::array<bool, kConnections> tried{};
@@ -220,6 +258,11 @@ void runFramed(Harness& h, Server& server, const uint8_t* data, size_t size) {
         if (r.action == Action::kAnswer && !challenge[r.connection].empty()) {
           answer(h, &c, server.address, challenge[r.connection], r.size > 0 && (r.data[0] & 1));
         }
+        break;
+      }
+      case Action::kSendFailover: {
+        const wire::Frame f = failoverFrame(r.data, r.size);
+        (void)c.send(f.data(), f.size, wire::kTagHeader, kSendMs);
         break;
       }
       case Action::kClose:

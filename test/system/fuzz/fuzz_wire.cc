@@ -4,12 +4,14 @@
 //  1. as a received header: peekType and every decode* run on it. A decode that succeeds must
 //     have seen exactly its type's size (never one byte more or less), must leave fields that
 //     pass the documented checks, and must re-encode to the same bytes (all of them for the
-//     canonical messages; Reject/Error text is followed by padding that decode does not check,
-//     so for those the length, reserved word and text are compared). A decode that fails must
-//     leave its output untouched.
-//  2. as field values: a SliceHeader, Hello and Reason are built from the bytes, encoded and
-//     decoded again. validateSlice and describeSlice run on raw (possibly invalid) type and op
-//     codes; whatever validateSlice accepts must survive encode -> decode unchanged.
+//     canonical messages; Reject/Error/Dismiss text and a Relay's texts are followed by padding
+//     that decode does not check, so for those the fields and the texts are compared). A decode
+//     that fails must leave its output untouched. An Error decodes the same with or without
+//     its scope asked for.
+//  2. as field values: a SliceHeader, Hello, Reason, Ack point, Ping and Relay are built from the
+//     bytes, encoded and decoded again. validateSlice and describeSlice run on raw (possibly
+//     invalid) type and op codes; whatever validateSlice accepts must survive encode -> decode
+//     unchanged, and a Relay decodes exactly when its kinds and slot are valid.
 #include <array>
 #include <cstring>
 #include <string>
@@ -50,8 +52,30 @@ size_t encodedSize(MsgType t) {
       return wire::encodeAnswer(wire::Answer{}).size;
     case MsgType::kProof:
       return wire::encodeProof(wire::Proof{}).size;
+    case MsgType::kAck:
+      return wire::encodeAck(wire::AckPoint{}).size;
+    case MsgType::kCommit:
+      return wire::encodeCommit(wire::AckPoint{}).size;
+    case MsgType::kPing:
+      return wire::encodePing(wire::Ping{}).size;
+    case MsgType::kPong:
+      return wire::encodePong(wire::Ping{}).size;
+    case MsgType::kRelay:
+      return wire::encodeRelay(wire::Relay{}).size;
+    case MsgType::kDismiss:
+      return wire::encodeDismiss(wire::Reason{}).size;
   }
   return 0;
+}
+
+// A Relay's layout: the fixed fields, then the address and reason fields, each padded.
+constexpr size_t kRelayAddressAt = wire::kPreambleBytes + 8 + 40;
+constexpr size_t kRelayReasonAt = kRelayAddressAt + wire::kMaxControlAddressBytes;
+
+bool validControl(const wire::Control& c) {
+  const auto kind = static_cast<uint8_t>(c.kind);
+  const auto change = static_cast<uint8_t>(c.change);
+  return kind >= 1 && kind <= 4 && change >= 1 && change <= 4 && c.slot < wire::kMaxReducers;
 }
 
 // Properties every successful decode shares: peekType agrees on the type, the size is the
@@ -165,9 +189,17 @@ void decodeAsFrame(const uint8_t* data, size_t size) {
   proof.mac.fill(0xef);
   checkCanonical(data, size, MsgType::kProof, &wire::decodeProof, &wire::encodeProof, &proof);
 
-  for (MsgType t : {MsgType::kReject, MsgType::kError}) {
-    auto decode = [t](const uint8_t* d, size_t n, wire::Reason* r) {
-      return t == MsgType::kReject ? wire::decodeReject(d, n, r) : wire::decodeError(d, n, r);
+  for (MsgType t : {MsgType::kReject, MsgType::kError, MsgType::kDismiss}) {
+    wire::ErrorScope scope = wire::ErrorScope::kCommunicator;
+    auto decode = [t, &scope](const uint8_t* d, size_t n, wire::Reason* r) {
+      switch (t) {
+        case MsgType::kReject:
+          return wire::decodeReject(d, n, r);
+        case MsgType::kError:
+          return wire::decodeError(d, n, r, &scope);
+        default:
+          return wire::decodeDismiss(d, n, r);
+      }
     };
     wire::Reason reason{"untouched"};
     if (decode(data, size, &reason).isOk()) {
@@ -177,8 +209,19 @@ void decodeAsFrame(const uint8_t* data, size_t size) {
       });
       TALLY_FUZZ_CHECK(reason.text.size() <= wire::kMaxReasonBytes, "reason of %zu bytes",
                        reason.text.size());
-      wire::Frame f =
-          t == MsgType::kReject ? wire::encodeReject(reason) : wire::encodeError(reason);
+      TALLY_FUZZ_CHECK(
+          scope == wire::ErrorScope::kCommunicator || scope == wire::ErrorScope::kReducer,
+          "Error of scope %d accepted", static_cast<int>(scope));
+      if (t == MsgType::kError) {
+        // A caller that does not ask for the scope decodes the same text.
+        wire::Reason plain;
+        TALLY_FUZZ_CHECK(wire::decodeError(data, size, &plain).isOk() && plain.text == reason.text,
+                         "Error of scope %d does not decode without its scope",
+                         static_cast<int>(scope));
+      }
+      wire::Frame f = t == MsgType::kReject  ? wire::encodeReject(reason)
+                      : t == MsgType::kError ? wire::encodeError(reason, scope)
+                                             : wire::encodeDismiss(reason);
       // Preamble, u16 length, u16 reserved, then the text; the padding after it is not checked.
       const size_t meaningful = wire::kPreambleBytes + 4 + reason.text.size();
       TALLY_FUZZ_CHECK(f.size == size && std::memcmp(f.data(), data, meaningful) == 0,
@@ -187,6 +230,49 @@ void decodeAsFrame(const uint8_t* data, size_t size) {
       TALLY_FUZZ_CHECK(reason.text == "untouched", "failed decode of %s wrote its output",
                        wire::msgTypeName(t));
     }
+  }
+
+  // Ack and Commit, Ping and Pong: every byte a field (a reserved word that must be zero).
+  for (MsgType t : {MsgType::kAck, MsgType::kCommit}) {
+    wire::AckPoint point{0xdeadbeef, 7};
+    const bool ack = t == MsgType::kAck;
+    checkCanonical(data, size, t, ack ? &wire::decodeAck : &wire::decodeCommit,
+                   ack ? &wire::encodeAck : &wire::encodeCommit, &point);
+  }
+  for (MsgType t : {MsgType::kPing, MsgType::kPong}) {
+    wire::Ping ping{0xdeadbeef};
+    const bool is_ping = t == MsgType::kPing;
+    checkCanonical(data, size, t, is_ping ? &wire::decodePing : &wire::decodePong,
+                   is_ping ? &wire::encodePing : &wire::encodePong, &ping);
+  }
+
+  wire::Relay relay;
+  relay.from = 0xdeadbeef;
+  if (wire::decodeRelay(data, size, &relay).isOk()) {
+    checkAccepted(data, size, MsgType::kRelay, [](const uint8_t* d, size_t n) {
+      wire::Relay r;
+      return wire::decodeRelay(d, n, &r);
+    });
+    const wire::Control& c = relay.control;
+    TALLY_FUZZ_CHECK(validControl(c), "Relay of kind %d, change %d, slot %u accepted",
+                     static_cast<int>(c.kind), static_cast<int>(c.change), c.slot);
+    TALLY_FUZZ_CHECK(c.address.size() <= wire::kMaxControlAddressBytes &&
+                         c.reason.size() <= wire::kMaxControlReasonBytes,
+                     "Relay texts of %zu and %zu bytes", c.address.size(), c.reason.size());
+    const wire::Frame f = wire::encodeRelay(relay);
+    TALLY_FUZZ_CHECK(
+        f.size == size && std::memcmp(f.data(), data, kRelayAddressAt) == 0 &&
+            std::memcmp(f.data() + kRelayAddressAt, data + kRelayAddressAt, c.address.size()) ==
+                0 &&
+            std::memcmp(f.data() + kRelayReasonAt, data + kRelayReasonAt, c.reason.size()) == 0,
+        "Relay does not re-encode to its bytes");
+    // Where a reducer stamps the sender.
+    uint32_t from = 0;
+    for (int i = 0; i < 4; ++i)
+      from |= static_cast<uint32_t>(data[wire::kRelayFromOffset + i]) << (8 * i);
+    TALLY_FUZZ_CHECK(from == relay.from, "Relay from %u, its bytes say %u", relay.from, from);
+  } else {
+    TALLY_FUZZ_CHECK(relay.from == 0xdeadbeef, "failed decode of Relay wrote its output");
   }
 
   if (wire::decodeBye(data, size).isOk()) {
@@ -243,30 +329,86 @@ void roundTrip(const uint8_t* data, size_t size) {
   hello.min_slice_bytes = in.take<uint32_t>();
   hello.window = in.take<uint32_t>();
   hello.checksum = (in.take<uint8_t>() & 1) != 0;
+  hello.epoch = in.take<uint32_t>();
   wire::Frame f = wire::encodeHello(hello);
   wire::Hello back;
   if (wire::decodeHello(f.data(), f.size, &back).isOk()) {
-    TALLY_FUZZ_CHECK(back.comm == hello.comm && back.rank == hello.rank &&
-                         back.nranks == hello.nranks && back.reducer_index == hello.reducer_index &&
-                         back.nreducers == hello.nreducers &&
-                         back.slice_bytes == hello.slice_bytes &&
-                         back.slices_per_reducer == hello.slices_per_reducer &&
-                         back.min_slice_bytes == hello.min_slice_bytes &&
-                         back.window == hello.window &&
-                         back.checksum == hello.checksum,
-                     "Hello changed in a round trip");
+    TALLY_FUZZ_CHECK(
+        back.comm == hello.comm && back.rank == hello.rank && back.nranks == hello.nranks &&
+            back.reducer_index == hello.reducer_index && back.nreducers == hello.nreducers &&
+            back.slice_bytes == hello.slice_bytes &&
+            back.slices_per_reducer == hello.slices_per_reducer &&
+            back.min_slice_bytes == hello.min_slice_bytes && back.window == hello.window &&
+            back.checksum == hello.checksum && back.epoch == hello.epoch,
+        "Hello changed in a round trip");
   }
 
   wire::Reason reason{in.takeString(255)};
-  for (MsgType t : {MsgType::kReject, MsgType::kError}) {
-    wire::Frame rf = t == MsgType::kReject ? wire::encodeReject(reason) : wire::encodeError(reason);
+  const auto scope = static_cast<wire::ErrorScope>(in.take<uint8_t>() & 1);
+  for (MsgType t : {MsgType::kReject, MsgType::kError, MsgType::kDismiss}) {
+    wire::Frame rf = t == MsgType::kReject  ? wire::encodeReject(reason)
+                     : t == MsgType::kError ? wire::encodeError(reason, scope)
+                                            : wire::encodeDismiss(reason);
     wire::Reason rback;
-    Status st = t == MsgType::kReject ? wire::decodeReject(rf.data(), rf.size, &rback)
-                                      : wire::decodeError(rf.data(), rf.size, &rback);
+    wire::ErrorScope sback = wire::ErrorScope::kCommunicator;
+    Status st = t == MsgType::kReject  ? wire::decodeReject(rf.data(), rf.size, &rback)
+                : t == MsgType::kError ? wire::decodeError(rf.data(), rf.size, &rback, &sback)
+                                       : wire::decodeDismiss(rf.data(), rf.size, &rback);
     TALLY_FUZZ_CHECK(st.isOk(), "encoded %s does not decode: %s", wire::msgTypeName(t),
                      st.toString().c_str());
     TALLY_FUZZ_CHECK(rback.text == reason.text.substr(0, wire::kMaxReasonBytes),
                      "reason text changed in a round trip");
+    TALLY_FUZZ_CHECK(t != MsgType::kError || sback == scope, "Error scope changed in a round trip");
+  }
+
+  const wire::AckPoint point{in.take<uint64_t>(), in.take<uint32_t>()};
+  for (MsgType t : {MsgType::kAck, MsgType::kCommit}) {
+    const bool ack = t == MsgType::kAck;
+    const wire::Frame af = ack ? wire::encodeAck(point) : wire::encodeCommit(point);
+    wire::AckPoint point_back;
+    Status st = ack ? wire::decodeAck(af.data(), af.size, &point_back)
+                    : wire::decodeCommit(af.data(), af.size, &point_back);
+    TALLY_FUZZ_CHECK(st.isOk() && point_back == point, "%s changed in a round trip: %s",
+                     wire::msgTypeName(t), st.toString().c_str());
+  }
+  const wire::Ping ping{in.take<uint64_t>()};
+  for (MsgType t : {MsgType::kPing, MsgType::kPong}) {
+    const bool is_ping = t == MsgType::kPing;
+    const wire::Frame pf = is_ping ? wire::encodePing(ping) : wire::encodePong(ping);
+    wire::Ping ping_back;
+    Status st = is_ping ? wire::decodePing(pf.data(), pf.size, &ping_back)
+                        : wire::decodePong(pf.data(), pf.size, &ping_back);
+    TALLY_FUZZ_CHECK(st.isOk() && ping_back.token == ping.token, "%s changed in a round trip",
+                     wire::msgTypeName(t));
+  }
+
+  // Any kind, change and slot, valid or not: the decode must take exactly the valid ones.
+  wire::Relay relay;
+  relay.from = in.take<uint32_t>();
+  wire::Control& c = relay.control;
+  c.kind = static_cast<wire::ControlKind>(in.take<uint8_t>() % 6);
+  c.change = static_cast<wire::Change>(in.take<uint8_t>() % 6);
+  c.epoch = in.take<uint32_t>();
+  c.slot = in.take<uint32_t>() % (2 * wire::kMaxReducers);
+  c.commit.calls = in.take<uint64_t>();
+  c.commit.recovery_epoch = in.take<uint32_t>();
+  c.next_call = in.take<uint64_t>();
+  c.ok = (in.take<uint8_t>() & 1) != 0;
+  c.address = in.takeString(255);
+  c.reason = in.takeString(255);
+  const wire::Frame rf = wire::encodeRelay(relay);
+  TALLY_FUZZ_CHECK(rf.size == encodedSize(MsgType::kRelay), "encoded Relay of %zu bytes", rf.size);
+  wire::Relay relay_back;
+  Status st = wire::decodeRelay(rf.data(), rf.size, &relay_back);
+  TALLY_FUZZ_CHECK(st.isOk() == validControl(c), "Relay of kind %d, change %d, slot %u: %s",
+                   static_cast<int>(c.kind), static_cast<int>(c.change), c.slot,
+                   st.toString().c_str());
+  if (st.isOk()) {
+    wire::Control want = c;
+    want.address = want.address.substr(0, wire::kMaxControlAddressBytes);
+    want.reason = want.reason.substr(0, wire::kMaxControlReasonBytes);
+    TALLY_FUZZ_CHECK(relay_back.from == relay.from && relay_back.control == want,
+                     "Relay changed in a round trip");
   }
 }
 

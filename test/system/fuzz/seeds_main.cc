@@ -68,6 +68,20 @@ wire::SliceHeader slice(uint64_t count, DataType type = DataType::kFloat32,
   return s;
 }
 
+wire::Relay relay(wire::ControlKind kind, uint32_t epoch) {
+  wire::Relay r;
+  r.from = 2;
+  r.control.kind = kind;
+  r.control.change = wire::Change::kLost;
+  r.control.epoch = epoch;
+  r.control.slot = 3;
+  r.control.commit = {1200, 1};
+  r.control.next_call = 1234;
+  r.control.address = "10.0.0.9:2222";
+  r.control.reason = "connection reset";
+  return r;
+}
+
 void wireSeeds(Out* out) {
   const std::string t = "fuzz_wire";
   out->write(t, "hello", bytesOf(wire::encodeHello(hello(1, 4, 1))));
@@ -121,6 +135,22 @@ void wireSeeds(Out* out) {
   wire::Proof proof;
   proof.mac.fill(0x33);
   out->write(t, "proof", bytesOf(wire::encodeProof(proof)));
+  // Wire v6: failover.
+  wire::Hello joining = hello(2, 4, 13);
+  joining.epoch = 3;
+  out->write(t, "hello_epoch", bytesOf(wire::encodeHello(joining)));
+  out->write(t, "error_reducer_scope",
+             bytesOf(wire::encodeError({"rank 2 (peer 127.0.0.1:4000) was lost: reset"},
+                                       wire::ErrorScope::kReducer)));
+  out->write(t, "ack", bytesOf(wire::encodeAck({1234, 2})));
+  out->write(t, "commit", bytesOf(wire::encodeCommit({1200, 1})));
+  out->write(t, "ping", bytesOf(wire::encodePing({0x70696e67})));
+  out->write(t, "pong", bytesOf(wire::encodePong({0x70696e67})));
+  out->write(t, "relay_decide", bytesOf(wire::encodeRelay(relay(wire::ControlKind::kDecide, 3))));
+  wire::Relay report = relay(wire::ControlKind::kReport, 1);
+  report.control.ok = false;
+  out->write(t, "relay_report", bytesOf(wire::encodeRelay(report)));
+  out->write(t, "dismiss", bytesOf(wire::encodeDismiss({"no Pong within 10000 ms"})));
 }
 
 Bytes tagged(uint8_t subject, const uint8_t* p, size_t n) {
@@ -219,8 +249,89 @@ void rawMessage(Bytes* b, int tag, const Bytes& body) {
   b->insert(b->end(), body.begin(), body.end());
 }
 
+// Two ranks after their first call: both Ack it and read the Commit, rank 1 Pings, each relays
+// a failover message to the other (the rank 0 one as a kSendFailover record), and rank 1
+// dismisses the reducer; both read on to the Error.
+Bytes failoverSession(uint64_t comm) {
+  InputWriter in(false);
+  for (int r = 0; r < 2; ++r) {
+    in.record(Action::kRecvHeader, r);  // the Challenge
+    frame(&in, r, wire::encodeHello(hello(r, 2, comm)));
+  }
+  for (int r = 0; r < 2; ++r) in.record(Action::kRecvHeader, r);  // Ready
+  for (int r = 0; r < 2; ++r) frame(&in, r, wire::encodeAck({1, 0}));
+  for (int r = 0; r < 2; ++r) in.record(Action::kRecvHeader, r);  // Commit
+  frame(&in, 1, wire::encodePing({7}));
+  in.record(Action::kRecvHeader, 1);  // Pong
+  frame(&in, 1, wire::encodeRelay(relay(wire::ControlKind::kSuspect, 0)));
+  in.record(Action::kRecvHeader, 0);
+  // kSendFailover: Relay, from 0, Propose, Lost, epoch 1, slot 0, then zeros.
+  const uint8_t propose[] = {
+      static_cast<uint8_t>(session::Failover::kRelay), 0, 0, 0, 0, 1, 0, 1, 0, 0, 0};
+  in.record(Action::kSendFailover, 0, propose, sizeof(propose));
+  in.record(Action::kRecvHeader, 1);
+  const std::string why = "\x03no Pong within 10000 ms";  // kSendFailover: Dismiss
+  in.record(Action::kSendFailover, 1, why.data(), why.size());
+  in.record(Action::kRecvHeader, 0);  // the Error, of reducer scope
+  return in.bytes();
+}
+
 void sessionSeeds(Out* out) {
   const std::string t = "fuzz_reducer_session";
+  out->write(t, "failover_two_ranks", failoverSession(14));
+  {
+    InputWriter in(false);  // every failover message before Hello, one connection each
+    in.record(Action::kRecvHeader, 0);
+    frame(&in, 0, wire::encodeAck({1, 0}));
+    in.record(Action::kRecvHeader, 1);
+    frame(&in, 1, wire::encodePing({1}));
+    in.record(Action::kRecvHeader, 2);
+    frame(&in, 2, wire::encodeRelay(relay(wire::ControlKind::kDecide, 1)));
+    in.record(Action::kRecvHeader, 3);
+    frame(&in, 3, wire::encodeDismiss({"go away"}));
+    for (int c = 0; c < 4; ++c) in.record(Action::kRecvHeader, c);
+    out->write(t, "failover_before_hello", in.bytes());
+  }
+  {
+    InputWriter in(false, true);  // a Ping in place of the job token's Answer
+    in.record(Action::kRecvHeader, 0);
+    frame(&in, 0, wire::encodePing({1}));
+    in.record(Action::kRecvHeader, 0);
+    out->write(t, "guarded_ping_before_answer", in.bytes());
+  }
+  {
+    InputWriter in(false);  // an Ack before the communicator formed
+    in.record(Action::kRecvHeader, 0);
+    frame(&in, 0, wire::encodeHello(hello(0, 2, 15)));
+    frame(&in, 0, wire::encodeAck({1, 0}));
+    in.record(Action::kRecvHeader, 0);
+    out->write(t, "ack_before_ready", in.bytes());
+  }
+  {
+    InputWriter in(false);  // rank 1 floods rank 0 with relays past its allowance
+    for (int r = 0; r < 2; ++r) {
+      in.record(Action::kRecvHeader, r);
+      frame(&in, r, wire::encodeHello(hello(r, 2, 16)));
+    }
+    for (int r = 0; r < 2; ++r) in.record(Action::kRecvHeader, r);  // Ready: it formed
+    const wire::Frame suspect = wire::encodeRelay(relay(wire::ControlKind::kSuspect, 0));
+    for (int i = 0; i < 70; ++i) frame(&in, 1, suspect);
+    in.record(Action::kRecvHeader, 0);
+    out->write(t, "relay_flood", in.bytes());
+  }
+  {
+    InputWriter in(false);  // a joining reducer: the ranks disagree on the epoch
+    in.record(Action::kRecvHeader, 0);
+    wire::Hello h0 = hello(0, 2, 17);
+    h0.epoch = 2;
+    frame(&in, 0, wire::encodeHello(h0));
+    wire::Hello h1 = hello(1, 2, 17);
+    h1.epoch = 3;
+    frame(&in, 1, wire::encodeHello(h1));
+    in.record(Action::kRecvHeader, 1);
+    in.record(Action::kRecvHeader, 1);
+    out->write(t, "epoch_mismatch", in.bytes());
+  }
   out->write(t, "one_rank_call", framedCall(1, 1, true));
   out->write(t, "two_rank_call", framedCall(2, 2, true));
   out->write(t, "two_rank_all_gather", framedCall(2, 12, true, false, true));

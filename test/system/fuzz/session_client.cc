@@ -25,6 +25,57 @@ namespace wire = protocol::wire;
 namespace opening = protocol::opening;
 constexpr int64_t kStepMs = 5000;  // health check: each step's deadline
 
+// Receives the next header message on `c`, which must be of type `want`, into *buf.
+Status expectMessage(Client& c, wire::MsgType want, std::array<uint8_t, wire::kMaxHeaderBytes>* buf,
+                     size_t* got) {
+  TALLY_RETURN_IF_ERROR(c.recv(buf->data(), buf->size(), wire::kTagHeader, kStepMs, got));
+  wire::MsgType type;
+  TALLY_RETURN_IF_ERROR(wire::peekType(buf->data(), *got, &type));
+  if (type != want) {
+    return Status::internal(std::string("got ") + wire::msgTypeName(type) + " instead of " +
+                            wire::msgTypeName(want));
+  }
+  return Status::ok();
+}
+
+// The failover messages of two members after their first call: both Ack it and get the
+// Commit, rank 1's Ping gets its Pong, and rank 0's Relay reaches rank 1 stamped as rank 0's.
+Status failoverCheck(std::array<Client, 2>& clients) {
+  std::array<uint8_t, wire::kMaxHeaderBytes> buf;
+  size_t got = 0;
+  const wire::AckPoint point{1, 0};
+  const wire::Frame ack = wire::encodeAck(point);
+  for (auto& c : clients) {
+    TALLY_RETURN_IF_ERROR(c.send(ack.data(), ack.size, wire::kTagHeader, kStepMs));
+  }
+  for (auto& c : clients) {
+    TALLY_RETURN_IF_ERROR(expectMessage(c, wire::MsgType::kCommit, &buf, &got));
+    wire::AckPoint commit;
+    TALLY_RETURN_IF_ERROR(wire::decodeCommit(buf.data(), got, &commit));
+    if (!(commit == point)) return Status::internal("Commit of another point");
+  }
+  constexpr uint64_t kToken = 0x70696e67;
+  const wire::Frame ping = wire::encodePing(wire::Ping{kToken});
+  TALLY_RETURN_IF_ERROR(clients[1].send(ping.data(), ping.size, wire::kTagHeader, kStepMs));
+  TALLY_RETURN_IF_ERROR(expectMessage(clients[1], wire::MsgType::kPong, &buf, &got));
+  wire::Ping pong;
+  TALLY_RETURN_IF_ERROR(wire::decodePong(buf.data(), got, &pong));
+  if (pong.token != kToken) return Status::internal("Pong with another token");
+  wire::Relay relay;
+  relay.from = 5;  // the reducer writes the sender's rank over it
+  relay.control.kind = wire::ControlKind::kPropose;
+  relay.control.epoch = 1;
+  const wire::Frame rf = wire::encodeRelay(relay);
+  TALLY_RETURN_IF_ERROR(clients[0].send(rf.data(), rf.size, wire::kTagHeader, kStepMs));
+  TALLY_RETURN_IF_ERROR(expectMessage(clients[1], wire::MsgType::kRelay, &buf, &got));
+  wire::Relay back;
+  TALLY_RETURN_IF_ERROR(wire::decodeRelay(buf.data(), got, &back));
+  if (back.from != 0 || !(back.control == relay.control)) {
+    return Status::internal("Relay not as rank 0 sent it");
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status Client::connect(const std::string& address) {
@@ -214,6 +265,8 @@ Status healthCheck(const std::string& address, const auth::JobToken& token, uint
       }
     }
   }
+  Status st = failoverCheck(clients);
+  if (!st.isOk()) return fail("failover messages", st);
   // The reducer closes a connection as soon as it reads Bye, and the transport may report that
   // close as the send's result: Bye cannot fail the check.
   const wire::Frame bye = wire::encodeBye();

@@ -39,7 +39,8 @@ void sendRaw(const std::string& address, const uint8_t* data, size_t size);
 
 // Two fresh connections go through the opening as workers holding `token` (empty: none), join a
 // 2-rank communicator (id {hi, lo}), all-reduce (sum) a float32 call of several slices, check
-// every element, and leave with Bye. Fails with a message saying which step went wrong.
+// every element, acknowledge the call and get its Commit, Ping and Relay once, and leave with
+// Bye. Fails with a message saying which step went wrong.
 Status healthCheck(const std::string& address, const auth::JobToken& token, uint64_t comm_hi,
                    uint64_t comm_lo);
 

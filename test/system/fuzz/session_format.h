@@ -21,6 +21,13 @@
 //   kAnswer       answer the connection's Challenge (received now if no receive took it yet) as
 //                 a worker holding kJobToken; an odd first argument byte spoils the MAC. Where
 //                 the worker side refuses the Challenge, it sends the Reject a worker would.
+//   kSendFailover u8 which, then fields: a well-formed failover message, made with the real
+//                 encoders, so a session reaches the reducer's handling of them without
+//                 spelling out their frames. which % 4: 0 Ack (u64 calls, u32 recovery epoch),
+//                 1 Ping (u64 token), 2 Relay (u32 from, u8 kind, u8 change, both taken modulo
+//                 their four values, u32 epoch, u32 slot modulo kMaxReducers, u64 commit calls,
+//                 u32 commit epoch, u64 next call, then u8-length address and reason), 3 Dismiss
+//                 (the rest is the reason). Fields past the end are zero.
 //
 // Every connection starts with the reducer's Challenge (protocol/wire.h): a session that wants the
 // reducer's replies receives it first.
@@ -47,8 +54,12 @@ enum class Action : uint8_t {
   kRecvPayload = 5,
   kClose = 6,
   kAnswer = 7,
+  kSendFailover = 8,
 };
-inline constexpr int kActions = 8;
+inline constexpr int kActions = 9;
+
+// kSendFailover's first argument byte.
+enum class Failover : uint8_t { kAck = 0, kPing = 1, kRelay = 2, kDismiss = 3 };
 
 struct Record {
   Action action = Action::kSendHeader;

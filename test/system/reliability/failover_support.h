@@ -1,0 +1,59 @@
+// The failover tests' workload (failover_test.cc): a seeded mix of all-reduce, all-gather and
+// reduce-scatter calls over every type and operation, the same on every rank, each checked
+// against the driver's independent reference and folded into a digest that every rank must
+// share. Workers record when each call completed, so the test can say how long calls stalled
+// around a fault.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "common/types.h"
+#include "tools/driver/coll_driver.h"
+
+namespace tally::reliability {
+
+// The short reducer timeout the failover tests run with (TALLY_REDUCER_TIMEOUT_MS).
+inline constexpr int64_t kReducerTimeoutMs = 1500;
+
+struct CallPlan {
+  enum class Kind { kAllReduce, kAllGather, kReduceScatter };
+  Kind kind = Kind::kAllReduce;
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  size_t count = 0;  // all-reduce: elements; all-gather: bytes per rank; reduce-scatter: per rank
+  uint64_t seed = 0;
+};
+
+// Call `index` of the workload seeded `seed`: a pure function, so every rank plans alike.
+CallPlan planCall(uint64_t seed, uint64_t index);
+std::string describeCall(const CallPlan& plan);
+
+// What a worker measured over a run of calls.
+struct RunResult {
+  uint64_t calls = 0;
+  uint64_t digest = 0;  // of every all-reduce and all-gather output, in order
+  int64_t longest_gap_ms = 0;  // between two completions (or the start and the first)
+  int64_t last_done_ms = 0;    // steady clock, ms, when the last call completed
+};
+
+// Runs calls [0, ncalls) of the workload on `comm`, each checked exactly against the reference.
+// Stops at the first error or wrong element (the Status says which call and element).
+// pause_every > 0: sleeps pause_ms after every pause_every calls (so faults also fall between
+// calls).
+Status runWorkload(driver::CollComm* comm, uint64_t seed, uint64_t ncalls, int pause_every,
+                   int pause_ms, RunResult* out);
+
+// "ok <calls> <digest> <gap_ms> <last_ms>", or "error <calls> <now_ms> <status>" (the calls
+// done before the error, and when it came), for the store.
+std::string formatResult(const Status& st, const RunResult& r);
+// Parses formatResult's text; *error gets the error text, if any (then r->calls holds the calls
+// done and r->last_done_ms when the error came).
+bool parseResult(const std::string& text, RunResult* r, std::string* error);
+
+// The steady clock in ms, comparable across the processes of one machine.
+int64_t steadyMs();
+
+}  // namespace tally::reliability

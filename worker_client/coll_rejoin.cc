@@ -1,0 +1,219 @@
+// Taking a reducer into a running communicator (docs/failover.md, "Join"): rank 0 finds one for
+// an empty slot (the slot's own address restarted, or a spare), every rank opens a link to it
+// while it goes on posting, and the decision installs it at a boundary from which calls are
+// placed over it again. All on the keeper thread, but for the link's opening, which may wait
+// for the slowest rank and so runs on a thread of the join's own.
+#include <algorithm>
+#include <cinttypes>
+
+#include "common/log.h"
+#include "worker_client/coll_client_impl.h"
+#include "worker_client/coll_connect.h"
+#include "worker_client/coll_link.h"
+#include "worker_client/coll_raw_link.h"
+#include "worker_client/coordinator.h"
+
+namespace tally::worker_client {
+namespace wire = protocol::wire;
+
+namespace {
+
+// A probe that finds nothing listening costs rank 0's keeper this long at most.
+constexpr int kProbeMs = 200;
+constexpr int64_t kNsPerMs = 1000000;
+
+}  // namespace
+
+void CollClientImpl::offerJoins(int64_t now_ns) {
+  if (rank_ != 0 || options_.rejoin_interval_ms <= 0 || coordinator_->roundOpen() || join_ ||
+      now_ns < next_offer_ns_) {
+    return;
+  }
+  next_offer_ns_ = now_ns + options_.rejoin_interval_ms * kNsPerMs;
+  for (uint32_t s = 0; s < links_.size(); ++s) {
+    if (placement_.live(s) || !coordinator_->idle()) continue;
+    // The slot's own reducer, restarted, or a spare that no live slot uses.
+    std::vector<std::string> candidates{options_.reducers[s]};
+    for (const std::string& spare : options_.spare_reducers) {
+      bool used = false;
+      for (uint32_t t = 0; t < addresses_.size(); ++t) {
+        used = used || (placement_.live(t) && addresses_[t] == spare);
+      }
+      if (!used && spare != options_.reducers[s]) candidates.push_back(spare);
+    }
+    const std::string& address = candidates[offer_cursor_[s]++ % candidates.size()];
+    if (!acceptsConnections(address, kProbeMs)) continue;
+    TALLY_INFO(log::kColl, "CollNet communicator %s: %s answers; proposing it for slot %u",
+               comm_.toString().c_str(), address.c_str(), s);
+    coordinator_->offerJoin(s, address);
+    proposeNext();
+    return;
+  }
+}
+
+void CollClientImpl::startJoin(const wire::Control& c) {
+  dropJoin();
+  join_ = std::make_unique<Join>();
+  join_->epoch = c.epoch;
+  join_->slot = c.slot;
+  join_->address = c.address;
+  JoinRequest req;
+  req.network = options_.network.get();
+  req.address = c.address;
+  req.raw = link_settings_.raw;
+  req.token = &link_settings_.token;
+  req.hello = link_settings_.hello;
+  req.hello.reducer_index = c.slot;
+  req.hello.epoch = c.epoch;
+  // Bounded like a report: a reducer that accepts but never answers (frozen) must not hold
+  // the communicator's changes for the whole connect timeout.
+  const int64_t bound_ms =
+      std::min<int64_t>(options_.timeouts.connect_ms,
+                        std::max<int64_t>(options_.reducer_timeout_ms, 1000));
+  req.deadline = Clock::now() + std::chrono::milliseconds(bound_ms);
+  Join* join = join_.get();
+  try {
+    join_->thread = std::thread([this, join, req] {
+      std::unique_ptr<transport::Connection> conn;
+      Fd fd;
+      int window = options_.window;
+      Status st = joinReducer(req, &conn, &fd, &window);
+      if (st.isOk()) {
+        window = std::min(options_.window, window);
+        if (fd.valid()) {
+          join->link = std::make_shared<RawLink>(this, join->slot, join->address, std::move(fd),
+                                                 progress_.get(), window, options_.timeouts.io_ms,
+                                                 link_settings_.crc);
+        } else {
+          join->link = std::make_shared<ThreadedLink>(this, join->slot, join->address,
+                                                      std::move(conn), window,
+                                                      options_.timeouts.io_ms,
+                                                      link_settings_.crc);
+        }
+      }
+      FailoverEvent ev;
+      ev.kind = FailoverEvent::Kind::kJoined;
+      ev.slot = join->slot;
+      ev.why = st;
+      {
+        std::lock_guard<std::mutex> lock(inbox_mu_);
+        inbox_.push_back(std::move(ev));
+      }
+      inbox_cv_.notify_one();
+    });
+  } catch (const std::system_error& e) {
+    join_.reset();
+    onJoinedFailed(c, std::string("cannot start a thread to join it: ") + e.what());
+  }
+}
+
+void CollClientImpl::onJoinedFailed(const wire::Control& c, const std::string& why) {
+  wire::Control r;
+  r.kind = wire::ControlKind::kReport;
+  r.change = wire::Change::kJoin;
+  r.epoch = c.epoch;
+  r.slot = c.slot;
+  r.ok = false;
+  r.reason = why;
+  {
+    std::lock_guard<std::mutex> lock(post_mu_);
+    r.next_call = next_seq_;
+  }
+  waiting_since_ns_ = nowNs();
+  sendToRankZero(r);
+}
+
+void CollClientImpl::onJoined(const Status& st) {
+  if (!join_ || join_->done) return;
+  join_->done = true;
+  if (join_->thread.joinable()) join_->thread.join();
+  wire::Control c;
+  c.epoch = join_->epoch;
+  c.slot = join_->slot;
+  if (join_->epoch != proposed_epoch_ || join_->epoch <= decided_epoch_) {
+    dropJoin();  // decided meanwhile (void): nothing to report
+    return;
+  }
+  if (!st.isOk()) {
+    TALLY_INFO(log::kColl, "CollNet rank %d: could not join reducer %s: %s", rank_,
+               join_->address.c_str(), st.toString().c_str());
+    onJoinedFailed(c, st.message());
+    return;
+  }
+  wire::Control r;
+  r.kind = wire::ControlKind::kReport;
+  r.change = wire::Change::kJoin;
+  r.epoch = join_->epoch;
+  r.slot = join_->slot;
+  r.ok = true;
+  {
+    // Joined: no call is posted until the decision, so its boundary is past every rank's.
+    std::lock_guard<std::mutex> lock(post_mu_);
+    hold_ = true;
+    r.next_call = next_seq_;
+  }
+  waiting_since_ns_ = nowNs();
+  sendToRankZero(r);
+}
+
+void CollClientImpl::dropJoin() {
+  if (!join_) return;
+  if (join_->thread.joinable()) join_->thread.join();
+  if (join_->link) {
+    // Never started: closing it is enough. Kept until the client ends, like a retired link
+    // (a RawLink's end stops the progress it shares).
+    join_->link->retire("the join was called off", false);
+    std::lock_guard<std::mutex> lock(links_mu_);
+    retired_.push_back(std::move(join_->link));
+  }
+  join_.reset();
+}
+
+void CollClientImpl::applyJoin(const wire::Control& c) {
+  if (!join_ || !join_->done || !join_->link || join_->epoch != c.epoch) {
+    return failOver("epoch " + std::to_string(c.epoch) + " takes reducer " + c.address +
+                    " into slot " + std::to_string(c.slot) + ", which this rank has not joined");
+  }
+  std::shared_ptr<Link> link = std::move(join_->link);
+  join_.reset();
+  Status started = link->start();
+  if (started.isOk() && link_settings_.raw) {
+    started = progress_->add(static_cast<RawLink*>(link.get()),
+                             static_cast<RawLink*>(link.get())->fd());
+  }
+  if (!started.isOk()) {
+    link->retire(started.message(), false);
+    std::lock_guard<std::mutex> lock(links_mu_);
+    retired_.push_back(std::move(link));
+    return failOver("cannot start the link to reducer " + c.address + ": " + started.message());
+  }
+  uint32_t live = 0;
+  {
+    std::lock_guard<std::mutex> lock(post_mu_);
+    {
+      std::lock_guard<std::mutex> llock(links_mu_);
+      retired_.push_back(std::move(links_[c.slot]));
+      links_[c.slot] = std::move(link);
+    }
+    MembershipChange change;
+    change.kind = MembershipChange::Kind::kJoin;
+    change.epoch = c.epoch;
+    change.slot = c.slot;
+    change.boundary = c.next_call;
+    (void)placement_.apply(change);
+    suspected_[c.slot] = false;
+    lost_reasons_[c.slot].clear();
+    ping_sent_ns_[c.slot] = 0;
+    addresses_[c.slot] = c.address;
+    catch_up_until_ = std::max(catch_up_until_, c.next_call);
+    hold_ = false;
+    live = placement_.liveCount();
+    flushBoundariesLocked();
+  }
+  TALLY_WARN("CollNet communicator %s: reducer %s joined as slot %u; continues on %u of %zu "
+             "reducers from call %" PRIu64 " (epoch %u)",
+             comm_.toString().c_str(), c.address.c_str(), c.slot, live, links_.size(),
+             c.next_call, c.epoch);
+}
+
+}  // namespace tally::worker_client
