@@ -366,7 +366,9 @@ CollClientImpl::CollClientImpl(const CollOptions& options, int rank, int nranks)
       lost_reasons_(options.reducers.size()),
       ping_sent_ns_(options.reducers.size(), 0),
       addresses_(options.reducers),
-      offer_cursor_(options.reducers.size(), 0) {
+      offer_cursor_(options.reducers.size(), 0),
+      offer_after_ns_(options.reducers.size(), 0),
+      offer_backoff_ms_(options.reducers.size(), 0) {
   if (rank == 0) {
     coordinator_ = std::make_unique<Coordinator>(nranks, options.reducers, options.min_reducers);
   }
@@ -388,6 +390,11 @@ Status CollClientImpl::start() {
 std::vector<std::shared_ptr<Link>> CollClientImpl::linkSnapshot() {
   std::lock_guard<std::mutex> lock(links_mu_);
   return links_;
+}
+
+void CollClientImpl::snapshotLinks(std::vector<std::shared_ptr<Link>>* out) {
+  std::lock_guard<std::mutex> lock(links_mu_);
+  out->assign(links_.begin(), links_.end());
 }
 
 void CollClientImpl::setProgress(std::shared_ptr<Progress> progress) {

@@ -146,6 +146,8 @@ class CollClientImpl final : public CollClient {
   std::vector<std::shared_ptr<Link>> retired_;
   std::mutex links_mu_;  // replacing an entry of links_ (with post_mu_), and fail()'s reading
   std::vector<std::shared_ptr<Link>> linkSnapshot();
+  // The same into *out, reusing its room (the keeper's, every tick: nothing allocated).
+  void snapshotLinks(std::vector<std::shared_ptr<Link>>* out);
 
   // Posting (post_mu_).
   std::mutex post_mu_;
@@ -201,6 +203,8 @@ class CollClientImpl final : public CollClient {
   void onJoinedFailed(const wire::Control& c, const std::string& why);
   void applyJoin(const wire::Control& c);
   void dropJoin();
+  // Rank 0: how a join of `slot` ended, for the wait before the next offer.
+  void joinOutcome(uint32_t slot, bool joined);
   void heartbeat(int64_t now_ns);
   void checkRounds(int64_t now_ns);
   // Rank 0: sends the coordinator's next proposal, if one waits.
@@ -236,6 +240,7 @@ class CollClientImpl final : public CollClient {
   log::RateLimitedLog warnings_;  // refused failover messages
   std::vector<int64_t> ping_sent_ns_;  // by slot: the first Ping since the reducer was heard
   uint64_t ping_token_ = 0;
+  std::vector<std::shared_ptr<Link>> keeper_links_;  // the keeper's copy of links_
   LinkSettings link_settings_;
   std::vector<std::string> addresses_;  // by slot: the reducer serving it now, or last
   // A join under way on this rank: its thread opens the link, the keeper installs it.
@@ -250,6 +255,10 @@ class CollClientImpl final : public CollClient {
   std::unique_ptr<Join> join_;
   int64_t next_offer_ns_ = 0;            // rank 0: when to look for reducers again
   std::vector<uint32_t> offer_cursor_;   // rank 0: by slot, which candidate is next
+  // Rank 0, by slot: no join is offered before offer_after_ns_; each join that did not happen
+  // doubles the wait (a frozen reducer's socket still accepts, but it never answers).
+  std::vector<int64_t> offer_after_ns_;
+  std::vector<int64_t> offer_backoff_ms_;
 };
 
 }  // namespace tally::worker_client

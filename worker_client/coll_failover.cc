@@ -231,6 +231,13 @@ void CollClientImpl::onPropose(const wire::Control& c) {
   r.change = c.change;
   r.epoch = c.epoch;
   r.slot = c.slot;
+  {
+    // No call is posted until the decision: K is then past every rank's last call. First, so
+    // that no post puts a slice in the lost link's books after they are taken below.
+    std::lock_guard<std::mutex> lock(post_mu_);
+    hold_ = true;
+    r.next_call = next_seq_;
+  }
   std::shared_ptr<Link> link = linkSnapshot()[c.slot];
   if (!suspected_[c.slot]) {
     // Another rank dropped it: this rank closes its connection too, so that nothing more comes
@@ -241,12 +248,6 @@ void CollClientImpl::onPropose(const wire::Control& c) {
   }
   orphans_.clear();
   orphans_ = link->takeOrphans(&r.commit);
-  {
-    // No call is posted until the decision: K is then past every rank's last call.
-    std::lock_guard<std::mutex> lock(post_mu_);
-    hold_ = true;
-    r.next_call = next_seq_;
-  }
   waiting_since_ns_ = nowNs();
   sendToRankZero(r);
 }
@@ -272,6 +273,7 @@ void CollClientImpl::onDecide(const wire::Control& c) {
     case wire::Change::kVoid: {
       TALLY_INFO(log::kColl, "CollNet communicator %s: epoch %u passes without %s joining: %s",
                  comm_.toString().c_str(), c.epoch, c.address.c_str(), c.reason.c_str());
+      joinOutcome(c.slot, false);
       // A join still opening finishes on its own thread and is dropped when it reports
       // (onJoined): waiting for it here could hold up a loss behind it.
       if (!join_ || join_->done) dropJoin();
@@ -332,6 +334,11 @@ void CollClientImpl::applyLost(const wire::Control& c) {
     if (cannot.empty()) flushBoundariesLocked();
   }
   if (!cannot.empty()) return failOver(cannot);
+  if (rank_ == 0) {
+    // Its own address, restarted, is worth a look soon; backing off starts from here.
+    offer_backoff_ms_[c.slot] = 0;
+    offer_after_ns_[c.slot] = nowNs() + options_.rejoin_interval_ms * kNsPerMs;
+  }
   TALLY_WARN("CollNet communicator %s: reducer %s (slot %u) lost: %s; continues on %u of %zu "
              "reducers from call %" PRIu64 " (epoch %u; %zu slices summed again)",
              comm_.toString().c_str(), address.c_str(), c.slot, why.c_str(), live, links_.size(),
@@ -348,9 +355,9 @@ void CollClientImpl::failOver(const std::string& why) {
 void CollClientImpl::heartbeat(int64_t now_ns) {
   const int64_t timeout_ns = options_.reducer_timeout_ms * kNsPerMs;
   const int64_t interval_ns = std::max<int64_t>(timeout_ns / 4, kNsPerMs);
-  const std::vector<std::shared_ptr<Link>> links = linkSnapshot();
-  for (uint32_t s = 0; s < links.size(); ++s) {
-    Link& link = *links[s];
+  snapshotLinks(&keeper_links_);
+  for (uint32_t s = 0; s < keeper_links_.size(); ++s) {
+    Link& link = *keeper_links_[s];
     if (suspected_[s] || !placement_.live(s) || link.ended()) continue;
     const int64_t heard = link.lastHeardNs();
     if (ping_sent_ns_[s] != 0 && ping_sent_ns_[s] <= heard) ping_sent_ns_[s] = 0;
@@ -380,8 +387,8 @@ void CollClientImpl::checkRounds(int64_t now_ns) {
     }
     return proposeNext();
   }
-  if (rank_ == 0 && coordinator_->roundOpen() && round_since_ns_ != 0 &&
-      now_ns - round_since_ns_ > bound_ns) {
+  if (rank_ == 0 && coordinator_->roundOpen() && !coordinator_->joinRoundOpen() &&
+      round_since_ns_ != 0 && now_ns - round_since_ns_ > bound_ns) {
     std::string missing;
     for (uint32_t r : coordinator_->missingReports()) {
       missing += (missing.empty() ? "" : ", ") + std::to_string(r);

@@ -95,7 +95,7 @@ class ThreadedLink final : public Link {
   std::condition_variable cv_;
   SliceLedger ledger_;  // queued, sent, landed: until committed (ledger.h)
   int outstanding_ = 0;  // slices sent whose results have not landed (credits in use)
-  std::deque<wire::Frame> control_;  // control frames waiting for the sender
+  std::deque<wire::Frame, PoolAllocator<wire::Frame>> control_;  // control frames for the sender
   bool bye_ = false;
   bool sender_done_ = false;
   std::atomic<bool> stop_{false};

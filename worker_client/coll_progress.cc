@@ -124,13 +124,13 @@ bool Progress::round(int wait_ms) {
   }
   const int64_t now = nowNs();
   if (now >= next_check_ns_) {
-    // A copy: a timeout's report may reach a join that adds a link (which takes links_mu_).
-    std::vector<RawLink*> links;
+    // A copy (into kept room: nothing allocated per round): a timeout's report may reach a
+    // join that adds a link (which takes links_mu_).
     {
       std::lock_guard<std::mutex> lock(links_mu_);
-      links = links_;
+      checked_.assign(links_.begin(), links_.end());
     }
-    for (RawLink* link : links) link->checkTimeout(now);
+    for (RawLink* link : checked_) link->checkTimeout(now);
     next_check_ns_ = now + kPollMs * 1000000LL;
   }
   return true;

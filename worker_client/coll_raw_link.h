@@ -87,6 +87,7 @@ class Progress final : public Poller {
   Fd wake_;  // eventfd: stop() wakes the thread through it
   std::mutex links_mu_;  // add() after start() races the loop's timeout checks
   std::vector<RawLink*> links_;
+  std::vector<RawLink*> checked_;  // the round's copy of links_ (the progress thread's)
   std::atomic<bool> started_{false};
   std::atomic<bool> stop_{false};
   std::mutex stop_mu_;
@@ -179,7 +180,8 @@ class RawLink final : public Link {
   std::vector<uint32_t> free_frames_;
   // Control frames (Ack, Ping, Relay, Dismiss) until written, with the count of messages
   // pushed once each was.
-  std::deque<std::pair<uint64_t, wire::Frame>> control_;
+  std::deque<std::pair<uint64_t, wire::Frame>, PoolAllocator<std::pair<uint64_t, wire::Frame>>>
+      control_;
   wire::Frame bye_frame_;
   wire::Frame abort_frame_;
 

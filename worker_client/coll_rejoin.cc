@@ -31,7 +31,7 @@ void CollClientImpl::offerJoins(int64_t now_ns) {
   }
   next_offer_ns_ = now_ns + options_.rejoin_interval_ms * kNsPerMs;
   for (uint32_t s = 0; s < links_.size(); ++s) {
-    if (placement_.live(s) || !coordinator_->idle()) continue;
+    if (placement_.live(s) || !coordinator_->idle() || now_ns < offer_after_ns_[s]) continue;
     // The slot's own reducer, restarted, or a spare that no live slot uses.
     std::vector<std::string> candidates{options_.reducers[s]};
     for (const std::string& spare : options_.spare_reducers) {
@@ -49,6 +49,16 @@ void CollClientImpl::offerJoins(int64_t now_ns) {
     proposeNext();
     return;
   }
+}
+
+void CollClientImpl::joinOutcome(uint32_t slot, bool joined) {
+  if (rank_ != 0 || slot >= offer_backoff_ms_.size()) return;
+  constexpr int64_t kMaxBackoffMs = 30000;
+  offer_backoff_ms_[slot] =
+      joined ? 0
+             : std::min(kMaxBackoffMs, std::max(options_.rejoin_interval_ms,
+                                                2 * offer_backoff_ms_[slot]));
+  offer_after_ns_[slot] = nowNs() + offer_backoff_ms_[slot] * kNsPerMs;
 }
 
 void CollClientImpl::startJoin(const wire::Control& c) {
@@ -210,6 +220,7 @@ void CollClientImpl::applyJoin(const wire::Control& c) {
     live = placement_.liveCount();
     flushBoundariesLocked();
   }
+  joinOutcome(c.slot, true);
   TALLY_WARN("CollNet communicator %s: reducer %s joined as slot %u; continues on %u of %zu "
              "reducers from call %" PRIu64 " (epoch %u)",
              comm_.toString().c_str(), c.address.c_str(), c.slot, live, links_.size(),

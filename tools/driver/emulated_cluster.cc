@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -226,6 +227,39 @@ Status writeNamespaceSysctl(const std::string& netns_path, const char* path,
                            err);
 }
 
+// A network namespace other than the host's may pick only the congestion controls in the host's
+// tcp_allowed_congestion_control (some kernels allow just "reno bbr" there, though cubic is
+// built in). Adds `name` to that list when the kernel has it and the list lacks it; the host's
+// own choice, tcp_congestion_control, stays as it was. Best effort: the namespace's own write
+// then says what went wrong.
+void allowCongestionControl(const std::string& name) {
+  auto readLine = [](const char* path) {
+    std::string text;
+    if (FILE* f = std::fopen(path, "re")) {
+      char buf[512];
+      if (std::fgets(buf, sizeof(buf), f) != nullptr) text = buf;
+      std::fclose(f);
+    }
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    return text;
+  };
+  auto has = [](const std::string& list, const std::string& word) {
+    for (const std::string& w : splitList(list, ' ')) {
+      if (w == word) return true;
+    }
+    return false;
+  };
+  const std::string allowed = readLine("/proc/sys/net/ipv4/tcp_allowed_congestion_control");
+  if (has(allowed, name) ||
+      !has(readLine("/proc/sys/net/ipv4/tcp_available_congestion_control"), name)) {
+    return;
+  }
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/tcp_allowed_congestion_control", "we")) {
+    std::fprintf(f, "%s %s\n", allowed.c_str(), name.c_str());
+    std::fclose(f);
+  }
+}
+
 }  // namespace
 
 bool EmulatedCluster::canEmulate(std::string* why) {
@@ -302,6 +336,7 @@ Status EmulatedCluster::build() {
     head.insert(head.end(), tbf.begin(), tbf.end());
     return head;
   };
+  if (!options_.tcp_congestion.empty()) allowCongestionControl(options_.tcp_congestion);
   TALLY_RETURN_IF_ERROR(runCommand({"ip", "netns", "add", sw}));
   TALLY_RETURN_IF_ERROR(runCommand({"ip", "-n", sw, "link", "add", bridge_, "type", "bridge"}));
   TALLY_RETURN_IF_ERROR(runCommand({"ip", "-n", sw, "link", "set", bridge_, "up"}));
