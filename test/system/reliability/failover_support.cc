@@ -1,8 +1,10 @@
 #include "test/system/reliability/failover_support.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -78,12 +80,18 @@ std::string describeCall(const CallPlan& p) {
 
 Status runWorkload(driver::CollComm* comm, uint64_t seed, uint64_t ncalls, int pause_every,
                    int pause_ms, RunResult* out) {
+  return runWorkloadWhile(comm, seed, [ncalls] { return ncalls; }, pause_every, pause_ms, out);
+}
+
+Status runWorkloadWhile(driver::CollComm* comm, uint64_t seed,
+                        const std::function<uint64_t()>& last_call, int pause_every,
+                        int pause_ms, RunResult* out) {
   const int rank = comm->rank();
   const int n = comm->nranks();
   RunResult r;
   int64_t last = steadyMs();
   std::vector<char> in, got, want;
-  for (uint64_t i = 0; i < ncalls; ++i) {
+  for (uint64_t i = 0; i < last_call(); ++i) {
     const CallPlan p = planCall(seed, i);
     const size_t elt = dataTypeSize(p.type);
     const std::string what = "call " + std::to_string(i) + " (" + describeCall(p) + ")";
@@ -136,6 +144,7 @@ Status runWorkload(driver::CollComm* comm, uint64_t seed, uint64_t ncalls, int p
     r.longest_gap_ms = std::max(r.longest_gap_ms, now - last);
     last = now;
     r.last_done_ms = now;
+    r.done_ms.push_back(now);
     r.calls = i + 1;
     *out = r;
     if (pause_every > 0 && (i + 1) % static_cast<uint64_t>(pause_every) == 0) {
@@ -145,6 +154,35 @@ Status runWorkload(driver::CollComm* comm, uint64_t seed, uint64_t ncalls, int p
   }
   *out = r;
   return Status::ok();
+}
+
+std::vector<int64_t> resumeAfter(const std::vector<int64_t>& done_ms,
+                                 const std::vector<int64_t>& fault_ms) {
+  std::vector<int64_t> out;
+  for (int64_t f : fault_ms) {
+    auto it = std::upper_bound(done_ms.begin(), done_ms.end(), f);
+    out.push_back(it == done_ms.end() ? -1 : *it - f);
+  }
+  return out;
+}
+
+std::string formatTimes(const std::vector<int64_t>& ms) {
+  std::string text;
+  for (int64_t t : ms) text += (text.empty() ? "" : " ") + std::to_string(t);
+  return text;
+}
+
+std::vector<int64_t> parseTimes(const std::string& text) {
+  std::vector<int64_t> out;
+  const char* p = text.c_str();
+  char* end = nullptr;
+  for (;;) {
+    const long long v = std::strtoll(p, &end, 10);
+    if (end == p) break;
+    out.push_back(v);
+    p = end;
+  }
+  return out;
 }
 
 std::string formatResult(const Status& st, const RunResult& r) {

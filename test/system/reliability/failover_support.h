@@ -7,7 +7,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "common/types.h"
@@ -37,7 +39,16 @@ struct RunResult {
   uint64_t digest = 0;  // of every all-reduce and all-gather output, in order
   int64_t longest_gap_ms = 0;  // between two completions (or the start and the first)
   int64_t last_done_ms = 0;    // steady clock, ms, when the last call completed
+  std::vector<int64_t> done_ms;  // steady clock, ms, when each call completed
 };
+
+// How long after each fault (steady clock, ms) the first call completed: what "calls resume
+// within" measures. A fault after the last completion gets -1.
+std::vector<int64_t> resumeAfter(const std::vector<int64_t>& done_ms,
+                                 const std::vector<int64_t>& fault_ms);
+// The completion times as text for the store ("t1 t2 ..."), and back.
+std::string formatTimes(const std::vector<int64_t>& ms);
+std::vector<int64_t> parseTimes(const std::string& text);
 
 // Runs calls [0, ncalls) of the workload on `comm`, each checked exactly against the reference.
 // Stops at the first error or wrong element (the Status says which call and element).
@@ -45,6 +56,12 @@ struct RunResult {
 // calls).
 Status runWorkload(driver::CollComm* comm, uint64_t seed, uint64_t ncalls, int pause_every,
                    int pause_ms, RunResult* out);
+
+// The same, for as long as last_call() (asked before every call) is above the call's index:
+// for runs whose length another process decides.
+Status runWorkloadWhile(driver::CollComm* comm, uint64_t seed,
+                        const std::function<uint64_t()>& last_call, int pause_every,
+                        int pause_ms, RunResult* out);
 
 // "ok <calls> <digest> <gap_ms> <last_ms>", or "error <calls> <now_ms> <status>" (the calls
 // done before the error, and when it came), for the store.
