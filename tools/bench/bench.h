@@ -17,6 +17,10 @@
 // prints one line per (type, op, size) with a group of columns per algorithm, then the ratio of
 // reduction server to ring (and to Gloo's best). docs/bench.md has the columns and the JSON.
 //
+// With faults (--fault), the run is different: the reduction server alone at one size, calls back
+// to back for a duration while reducers are killed, frozen, resumed and restarted at given times;
+// the output is a bandwidth timeline and the stall after each fault (bench_fault*.cc).
+//
 // Cleanup: reducers, workers and Gloo ranks die with the bench (PR_SET_PDEATHSIG); the emulated
 // cluster and the scratch directory are removed on return and when SIGINT or SIGTERM arrives
 // during runBench (exit status 130 or 143 then).
@@ -53,6 +57,33 @@ Status sizeSeries(uint64_t min_bytes, uint64_t max_bytes, uint64_t factor,
 // parseTcRate() (link_rate.h) is the grammar.
 bool validRate(const std::string& rate);
 
+// --fault: what happens to a reducer, and when (docs/bench.md, "Faults").
+enum class FaultKind {
+  kKill,     // kill-reducer: SIGKILL
+  kStop,     // stop-reducer: SIGSTOP (a frozen reducer)
+  kCont,     // cont-reducer: SIGCONT
+  kRestart,  // restart-reducer (or restart): a new tally-reducer at the killed one's address
+};
+struct Fault {
+  FaultKind kind = FaultKind::kKill;
+  int reducer = 0;    // index into the reducers, 0 .. reducers - 1
+  int64_t at_ms = 0;  // after the start of the timed calls
+  std::string given;  // the item as written, for messages
+};
+// "kill-reducer:1@5s": the canonical name of a fault (restart spelled out, the time in s when
+// whole, else in ms).
+std::string faultName(const Fault& fault);
+// A time of --fault and --duration: a number (a decimal fraction allowed) with ms, s or m.
+Status parseFaultTime(const std::string& text, int64_t* ms);
+// --fault LIST: a comma list of EVENT[:REDUCER]@TIME. The result is in time order (items of one
+// time in the order written), with every restart's reducer filled in (no index: the reducer last
+// killed before it). Fails, naming the bad item, on bad syntax, on a restart of a reducer not
+// dead, a cont of one not stopped, a stop of one not running and a kill of one already dead.
+// What depends on other flags (the reducer count, the duration, --algo) is checked by runBench.
+Status parseFaults(const std::string& text, std::vector<Fault>* out);
+// --duration when not given: the last fault's time plus 10 s, and at least 20 s.
+int64_t defaultFaultDuration(const std::vector<Fault>& faults);
+
 // How the table is printed. kBench: nccl-tests shaped rows. kDemo: the `tally demo` table (human
 // sizes, server and ring side by side, one #wrong column, a closing verdict line).
 enum class TableStyle { kBench, kDemo };
@@ -81,6 +112,11 @@ struct BenchOptions {
   bool progress = true;  // a progress line on stderr on long runs
   TableStyle style = TableStyle::kBench;
   std::string command_name = "tally bench";  // prefix of messages
+  // --fault: with faults, the run measures the reduction server at one size (the largest), one
+  // type and op (the first), calls back to back for duration_ms, and prints a bandwidth timeline
+  // instead of the table. Empty: the table.
+  std::vector<Fault> faults;
+  int64_t duration_ms = 0;  // --duration; 0: defaultFaultDuration(faults)
   // Test hook: the worker of this rank flips the low bit of byte 0 of every result before
   // checking it, so the --check path must report wrong elements. -1: off.
   int corrupt_rank = -1;

@@ -1,6 +1,7 @@
 // tally bench [-b 256K] [-e 64M] [-f 2] [-n 5] [-w 2] [-d float32] [-o sum] [-c 1]
 //             [--workers 4] [--reducers 2] [--algo rs,ring] [--emulate 1gbit]
-//             [--json FILE] [--plot FILE.png] [--plugin SO] [--reducer BIN] ...
+//             [--json FILE] [--plot FILE.png] [--plugin SO] [--reducer BIN]
+//             [--fault kill-reducer:1@5s,restart@15s [--duration 25s]] ...
 // Exit status: 0 when every result is right, 1 when one is wrong or a run failed, 2 for bad
 // options or a failed setup (docs/bench.md).
 #include <unistd.h>
@@ -29,6 +30,8 @@ struct BenchFlags {
   int check = 1;
   std::string algos = "both";
   std::string timeout = "600s";
+  std::string faults;
+  std::string duration;
   bool no_progress = false;
 };
 
@@ -64,6 +67,13 @@ Status toOptions(const BenchFlags& f, BenchOptions* o) {
     return Status::invalidUsage("--timeout: expected a duration such as 90s or 10m, got \"" +
                                 f.timeout + "\"");
   o->progress = !f.no_progress;
+  if (!f.faults.empty()) TALLY_RETURN_IF_ERROR(parseFaults(f.faults, &o->faults));
+  if (!f.duration.empty()) {
+    if (f.faults.empty()) return Status::invalidUsage("--duration: only with --fault");
+    Status s = parseFaultTime(f.duration, &o->duration_ms);
+    if (!s.isOk()) return Status::invalidUsage("--duration: " + s.message());
+    if (o->duration_ms <= 0) return Status::invalidUsage("--duration: must be positive");
+  }
   // "all" means every algorithm this build has: without tally-gloo-bench, Gloo is left out.
   const bool gloo_built = !o->gloo_bench.empty() && ::access(o->gloo_bench.c_str(), X_OK) == 0;
   if (f.algos.find("all") != std::string::npos && !gloo_built) {
@@ -149,6 +159,14 @@ commands::Subcommand addBenchCommand(CLI::App& parent) {
       ->check(CLI::Range(0, 256));
   cmd->add_option("--timeout", f.timeout, "Bound on each phase (Tally workers, Gloo ranks)")
       ->capture_default_str();
+  cmd->add_option("--fault", f.faults,
+                  "Faults to inject, a comma list of EVENT[:REDUCER]@TIME: kill-reducer, "
+                  "stop-reducer, cont-reducer, restart-reducer (or restart), e.g. "
+                  "kill-reducer:1@5s,restart@15s; prints a bandwidth timeline of rs at the "
+                  "largest size instead of the table");
+  cmd->add_option("--duration", f.duration,
+                  "With --fault: how long the calls run (default: the last fault + 10s, at "
+                  "least 20s)");
   cmd->add_flag("--no-progress", f.no_progress, "No progress line on stderr");
   cmd->add_flag("--verbose", o.verbose, "Show the plugin's INFO lines");
   // Test hook, hidden from --help: this rank corrupts its results before checking them.

@@ -1,6 +1,7 @@
 // Pieces of `tally bench` shared by its files (tools/bench/bench*.cc); not an interface for
 // anything else. Everything here runs in the bench's parent process on its main thread, except
-// runBenchWorker (in a forked worker) and RunGuard's watcher thread.
+// the worker functions (in a forked worker), RunGuard's watcher thread and a fault run's
+// injector thread (bench_fault.cc).
 #pragma once
 
 #include <sys/types.h>
@@ -16,9 +17,13 @@
 
 #include "common/params.h"
 #include "common/status.h"
+#include "common/store.h"
 #include "tools/bench/bench.h"
+#include "tools/driver/coll_driver.h"
 #include "tools/driver/emulated_cluster.h"
+#include "tools/driver/plugin_library.h"
 #include "tools/driver/process.h"
+#include "tools/driver/ring_allreduce.h"
 
 namespace tally::bench {
 
@@ -32,6 +37,17 @@ Status validateOptions(const BenchOptions& options, bool* gloo_runs);
 // without repeats.
 std::vector<uint64_t> typeSizes(const BenchOptions& options, DataType type);
 
+// --- faults (bench_fault_options.cc) ---
+
+// "5s" when whole seconds, else "1500ms".
+std::string timeText(int64_t ms);
+// The checks of --fault that need other flags: --algo includes rs, every reducer index is below
+// --reducers, every fault is before the end of the run.
+Status validateFaultOptions(const BenchOptions& options);
+// The options a fault run measures with: rs only, the first type and op, the largest size, the
+// duration filled in.
+BenchOptions faultRunOptions(const BenchOptions& given);
+
 // --- worker (bench_worker.cc) ---
 
 struct WorkerPlan {
@@ -44,10 +60,42 @@ struct WorkerPlan {
   std::vector<pid_t> reducer_pids;  // rank 0 reads their CPU around each reduction-server row
 };
 
+// A worker's bounds on store waits and barriers, and on a stretch of a comm without progress
+// (slow emulated links).
+inline constexpr int64_t kStoreTimeoutMs = 120000;
+inline constexpr int64_t kCommTimeoutMs = 120000;
+// The inputs of size B are fillInput(..., kInputSeed + B, ...).
+inline constexpr uint64_t kInputSeed = 0x7a11;
+
 // The body of one forked worker: enters its node, sets the plugin's environment, runs every
 // (type, op, size, algorithm) the options ask for and writes the results to the store. Returns
 // the worker's exit code.
 int runBenchWorker(const WorkerPlan& plan, int rank);
+
+// A worker's side of a run once it is set up: its store, the plugin, and the comms it asked for.
+// Declared in the order they are made, so they are destroyed in reverse.
+struct WorkerSession {
+  std::unique_ptr<Store> store;
+  std::unique_ptr<driver::PluginLibrary> lib;
+  std::unique_ptr<driver::CollNetApi> coll_api;
+  std::unique_ptr<driver::CollComm> coll;
+  std::unique_ptr<driver::NetApi> net_api;
+  std::unique_ptr<driver::RingComm> ring;
+};
+// In a forked worker: enters its node, opens the store, sets the plugin's environment (what the
+// caller set before wins), loads the plugin and sets up a CollComm (`server`) and a RingComm
+// (`ring`). Returns 0, or the worker's exit code after printing why: 2 before the plugin is
+// loaded, 3 when a comm cannot be set up.
+int openWorker(const WorkerPlan& plan, int rank, bool server, bool ring, WorkerSession* out);
+// The end of a worker: a barrier, so no comm is closed while a peer still reads from it, then
+// every comm closed. Returns 0, or 5 after printing why.
+int closeWorker(const WorkerPlan& plan, int rank, WorkerSession* session);
+// Prints "<command>: worker <rank>: <what>: <status>" and returns false when s is an error.
+bool reportWorker(const BenchOptions& options, int rank, const Status& s, const char* what);
+
+// The body of one forked worker of a fault run (bench_fault_worker.cc): warm-up calls, a barrier,
+// then calls back to back until the duration has passed, each checked; writes faultResultKey.
+int runFaultWorker(const WorkerPlan& plan, int rank);
 
 // Store keys shared by the workers and the parent.
 // "res/<algo>/<type>/<op>/<bytes>/<rank>" = "<mean us> <wrong or -1> <cpu s> <reducer cpu s>"
@@ -58,6 +106,14 @@ std::string resultKey(Algo algo, DataType type, ReduceOp op, uint64_t bytes, int
 std::string skipKey(Algo algo, DataType type, ReduceOp op);
 // Rank 0 writes what it starts next: "rs float32 sum 16 MiB 3/8".
 inline constexpr char kProgressKey[] = "progress";
+// Fault runs. Rank 0 writes the start of the timed calls, in ms of the steady clock
+// (CLOCK_MONOTONIC, which every process of the machine and its network namespaces shares), after
+// the barrier that ends the warm-up; and the number of calls every worker makes, once it sees the
+// duration has passed. "fault/res/<rank>" = "<wrong or -1> <calls> <completion ms>..." (each
+// call's completion, ms after the start).
+inline constexpr char kFaultStartKey[] = "fault/start";
+inline constexpr char kFaultCallsKey[] = "fault/calls";
+std::string faultResultKey(int rank);
 
 // --- children and signals (bench_children.cc) ---
 
@@ -110,6 +166,54 @@ class Progress {
   bool shown_ = false;
   std::string last_;
   std::chrono::steady_clock::time_point last_plain_{};
+};
+
+// --- setup (bench_env.cc) ---
+
+// The newest table version both of the plugin's tables export, or `wanted` when it does.
+Status pickVersion(const std::string& plugin, int wanted, int* out);
+
+// What a run stands on: the signal guard, the scratch directory and its store, the emulated
+// cluster (with --emulate) and, when `server`, the reducers. The destructor stops the reducers,
+// removes the cluster, then the directory; SIGINT or SIGTERM meanwhile does the same from the
+// guard's watcher. One thread at a time; the options must outlive it.
+class BenchEnv {
+ public:
+  // On failure what was made is taken down again; the message is for the user.
+  static Status create(const BenchOptions& options, bool server, std::unique_ptr<BenchEnv>* out);
+  ~BenchEnv();
+  BenchEnv(const BenchEnv&) = delete;
+  BenchEnv& operator=(const BenchEnv&) = delete;
+
+  RunGuard* guard() { return guard_.get(); }
+  Store* store() { return store_.get(); }
+  const std::string& dir() const { return dir_->path(); }
+  const std::vector<driver::EmulatedNode>* nodes() const;  // null on loopback
+  const driver::EmulatedNode* workerNode(int rank) const;  // null on loopback
+  std::string reducerList() const;                         // TALLY_REDUCERS
+  std::vector<pid_t> reducerPids() const;
+
+  // For --fault. kill: SIGKILL reducer i and reap it. signal: send it `sig` (SIGSTOP, SIGCONT).
+  // restart: a new tally-reducer at the address reducer i had (in its node when emulating) in
+  // its place, registered with the guard; the calling thread becomes its parent, and it dies when
+  // that thread ends (PR_SET_PDEATHSIG), so that thread must outlive the run or stop it first
+  // (stopReducer).
+  void killReducer(int i);
+  void signalReducer(int i, int sig);
+  Status restartReducer(int i);
+  Status stopReducer(int i);
+
+ private:
+  explicit BenchEnv(const BenchOptions& options) : o_(options) {}
+  driver::ReducerOptions reducerOptions(int i, const std::string& listen) const;
+
+  const BenchOptions& o_;
+  // Declared before guard_, so that it outlives the guard whose cleanup reads it.
+  std::unique_ptr<driver::EmulatedCluster> cluster_;
+  std::unique_ptr<RunGuard> guard_;
+  std::unique_ptr<driver::TempDir> dir_;
+  std::unique_ptr<Store> store_;
+  std::vector<std::unique_ptr<driver::ReducerProcess>> reducers_;
 };
 
 // --- Gloo (bench_gloo.cc) ---
@@ -178,5 +282,82 @@ struct RatioRow {
   double over_gloo;
 };
 std::vector<RatioRow> computeRatios(const BenchOptions& options, const std::vector<BenchRow>& rows);
+
+// Runs a gnuplot script (written to a scratch file first), bounded in time.
+Status runGnuplotScript(const std::string& script);
+// The script's first lines: a PNG terminal of width x height, pngcairo when gnuplot has it.
+std::string gnuplotTerminal(int width, int height);
+
+// --- fault runs (bench_fault.cc, bench_fault_report.cc) ---
+
+// `tally bench --fault`: checks the options, sets up as runBench does, runs the workers while a
+// thread injects the faults, and reports the timeline. Returns the exit code (0, 1 or 2).
+int runFaultBench(const BenchOptions& given);
+
+// "kill-reducer" and the others: the event's long name.
+const char* faultEventName(FaultKind kind);
+
+struct InjectedFault {
+  double at_ms = -1;  // when it was done, ms after the start; -1: never (the run ended first)
+  std::string error;  // why it failed (a restart that could not start); empty when it worked
+};
+
+// What a fault run measured.
+struct FaultRunData {
+  std::vector<InjectedFault> injected;  // one per fault of the options, in their order
+  // Call i completed at completions_ms[i], ms after the start: when its slowest worker had it.
+  std::vector<double> completions_ms;
+  int64_t wrong = 0;    // elements wrong over every worker and call; -1: not checked
+  bool failed = false;  // a worker or a fault failed (printed when found)
+};
+
+struct FaultBucket {
+  double start_ms = 0;
+  int calls = 0;               // calls completed in [start, start + bucket)
+  double algbw_gbs = 0;        // calls x bytes / bucket length
+  std::vector<size_t> faults;  // indices of the faults done in it
+};
+// The time from one fault (or the start) to the next (or the end of the duration), and the mean
+// algbw of the buckets wholly inside it.
+struct FaultSpan {
+  int from = -1;  // fault index; -1: the start
+  int to = -1;    // fault index; -1: the end
+  double from_ms = 0, to_ms = 0;
+  int buckets = 0;        // whole buckets inside
+  double algbw_gbs = -1;  // their mean; -1 when there are none
+  // bytes / the median time between consecutive completions inside the span: free of the
+  // buckets' rounding to whole calls, which matters once a call takes about a bucket; -1: fewer
+  // than two completions inside.
+  double call_algbw_gbs = -1;
+};
+// The longest stretch without a completion from a fault until the next fault (or the end of the
+// duration); a gap that spans either fault is cut at it.
+struct FaultStall {
+  size_t fault = 0;
+  double from_ms = 0, to_ms = 0;
+  bool resumed = false;  // a call completed after the fault
+  double first_ms = -1;  // the first completion after the fault; -1: none
+};
+struct FaultTimeline {
+  int64_t bucket_ms = 0;
+  std::vector<FaultBucket> buckets;
+  std::vector<FaultSpan> spans;
+  std::vector<FaultStall> stalls;
+  double median_gap_ms = -1;  // between consecutive completions over the run; -1: fewer than 2
+};
+
+// 500 ms, or the duration / 60 rounded up to 100 ms when that is longer.
+int64_t faultBucketMs(int64_t duration_ms);
+// When fault i happened: when it was injected, else when it was due.
+double faultMs(const BenchOptions& options, const FaultRunData& data, size_t i);
+FaultTimeline computeTimeline(const BenchOptions& options, const FaultRunData& data);
+// The timeline table, the summary and the verdict on stdout; returns the exit code (1 when an
+// element was wrong or something failed, else 0).
+int printFaultReport(const BenchOptions& options, const FaultRunData& data,
+                     const FaultTimeline& timeline);
+Status writeFaultJson(const BenchOptions& options, const RunInfo& info, const FaultRunData& data,
+                      const FaultTimeline& timeline, int exit_code);
+Status writeFaultPlot(const BenchOptions& options, const FaultRunData& data,
+                      const FaultTimeline& timeline);
 
 }  // namespace tally::bench

@@ -1,5 +1,6 @@
 // The bench's files: the JSON record of a run (options, machine, rows, ratios) and the gnuplot
-// chart of algbw against size. docs/bench.md describes both.
+// chart of algbw against size, with the pieces a fault run's files share (bench_json.h, the
+// gnuplot runner). docs/bench.md describes both.
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/utsname.h>
@@ -20,39 +21,13 @@
 
 #include "common/params.h"
 #include "tools/bench/bench_internal.h"
+#include "tools/bench/bench_json.h"
 #include "tools/bench/cpu_cost.h"
 
 namespace tally::bench {
 namespace {
 
 using nlohmann::ordered_json;
-
-ordered_json optionsJson(const BenchOptions& o) {
-  ordered_json j;
-  j["workers"] = o.workers;
-  j["reducers"] = o.reducers;
-  j["sizes"] = o.sizes;
-  j["iters"] = o.iters;
-  j["warmup"] = o.warmup;
-  ordered_json types = ordered_json::array(), ops = ordered_json::array(),
-               algos = ordered_json::array();
-  for (DataType t : o.types) types.push_back(typeLabel(t));
-  for (ReduceOp op : o.ops) ops.push_back(reduceOpName(op));
-  for (Algo a : o.algos) algos.push_back(algoName(a));
-  j["types"] = types;
-  j["ops"] = ops;
-  j["algos"] = algos;
-  j["check"] = o.check;
-  j["emulate"] = o.emulate.empty() ? ordered_json(nullptr) : ordered_json(o.emulate);
-  j["emulate_cc"] = o.emulate.empty() ? ordered_json(nullptr) : ordered_json(o.emulate_cc);
-  j["table_version"] = o.table_version;
-  j["reducer_threads"] = o.reducer_threads;
-  j["timeout_ms"] = o.timeout_ms;
-  j["plugin"] = o.plugin;
-  j["reducer"] = o.reducer;
-  j["gloo_bench"] = o.gloo_bench;
-  return j;
-}
 
 ordered_json ratioValue(double v) { return v > 0 ? ordered_json(v) : ordered_json(nullptr); }
 
@@ -112,20 +87,69 @@ RunInfo machineInfo() {
   return info;
 }
 
+ordered_json optionsJson(const BenchOptions& o) {
+  ordered_json j;
+  j["workers"] = o.workers;
+  j["reducers"] = o.reducers;
+  j["sizes"] = o.sizes;
+  j["iters"] = o.iters;
+  j["warmup"] = o.warmup;
+  ordered_json types = ordered_json::array(), ops = ordered_json::array(),
+               algos = ordered_json::array();
+  for (DataType t : o.types) types.push_back(typeLabel(t));
+  for (ReduceOp op : o.ops) ops.push_back(reduceOpName(op));
+  for (Algo a : o.algos) algos.push_back(algoName(a));
+  j["types"] = types;
+  j["ops"] = ops;
+  j["algos"] = algos;
+  j["check"] = o.check;
+  j["emulate"] = o.emulate.empty() ? ordered_json(nullptr) : ordered_json(o.emulate);
+  j["emulate_cc"] = o.emulate.empty() ? ordered_json(nullptr) : ordered_json(o.emulate_cc);
+  j["table_version"] = o.table_version;
+  j["reducer_threads"] = o.reducer_threads;
+  j["timeout_ms"] = o.timeout_ms;
+  j["plugin"] = o.plugin;
+  j["reducer"] = o.reducer;
+  j["gloo_bench"] = o.gloo_bench;
+  if (!o.faults.empty()) {
+    ordered_json faults = ordered_json::array();
+    for (const Fault& f : o.faults) faults.push_back(faultName(f));
+    j["faults"] = faults;
+    j["duration_ms"] = o.duration_ms;
+  }
+  return j;
+}
+
+ordered_json machineJson(const RunInfo& info) {
+  struct utsname u = {};
+  ::uname(&u);
+  return {{"hostname", info.hostname},
+          {"cores", info.cores},
+          {"kernel", u.release},
+          {"arch", u.machine}};
+}
+
+ordered_json runJson(const RunInfo& info) {
+  return {{"table_version", info.version},
+          {"reducer_addresses", info.reducer_list},
+          {"notes", info.notes}};
+}
+
+Status writeJsonFile(const std::string& path, const ordered_json& j) {
+  std::ofstream out(path, std::ios::trunc);
+  out << j.dump(2) << "\n";
+  out.close();
+  if (!out) return Status::system("cannot write " + path);
+  return Status::ok();
+}
+
 Status writeJson(const BenchOptions& o, const RunInfo& info, const std::vector<BenchRow>& rows,
                  int exit_code) {
   ordered_json j;
   j["command"] = o.command_name;
   j["options"] = optionsJson(o);
-  struct utsname u = {};
-  ::uname(&u);
-  j["machine"] = {{"hostname", info.hostname},
-                  {"cores", info.cores},
-                  {"kernel", u.release},
-                  {"arch", u.machine}};
-  j["run"] = {{"table_version", info.version},
-              {"reducer_addresses", info.reducer_list},
-              {"notes", info.notes}};
+  j["machine"] = machineJson(info);
+  j["run"] = runJson(info);
   ordered_json jrows = ordered_json::array();
   for (const BenchRow& r : rows) {
     ordered_json row;
@@ -161,11 +185,7 @@ Status writeJson(const BenchOptions& o, const RunInfo& info, const std::vector<B
   }
   j["ratios"] = ratios;
   j["exit_code"] = exit_code;
-  std::ofstream out(o.json_path, std::ios::trunc);
-  out << j.dump(2) << "\n";
-  out.close();
-  if (!out) return Status::system("cannot write " + o.json_path);
-  return Status::ok();
+  return writeJsonFile(o.json_path, j);
 }
 
 bool gnuplotAvailable() { return onPath("gnuplot"); }
@@ -173,9 +193,7 @@ bool gnuplotAvailable() { return onPath("gnuplot"); }
 Status writePlot(const BenchOptions& o, const std::vector<BenchRow>& rows) {
   // One line per (algorithm, type, op) that has a result; the data go inline as datablocks.
   std::ostringstream script, plot;
-  script << "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
-         << "  set terminal pngcairo size 1000,600 noenhanced\n"
-         << "} else {\n  set terminal png size 1000,600 noenhanced\n}\n";
+  script << gnuplotTerminal(1000, 600);
   std::string out = o.plot_path;
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i] == '\'') return Status::invalidUsage("--plot: no quotes in the file name, please");
@@ -211,12 +229,22 @@ Status writePlot(const BenchOptions& o, const std::vector<BenchRow>& rows) {
          << "set logscale x 2\nset format x '%.0b %BB'\nset xlabel 'size'\n"
          << "set ylabel 'algbw (GB/s)'\nset yrange [0:*]\nset grid\nset key outside right top\n"
          << plot.str() << "\n";
+  return runGnuplotScript(script.str());
+}
+
+std::string gnuplotTerminal(int width, int height) {
+  const std::string size = " size " + std::to_string(width) + "," + std::to_string(height);
+  return "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n  set terminal pngcairo" + size +
+         " noenhanced\n} else {\n  set terminal png" + size + " noenhanced\n}\n";
+}
+
+Status runGnuplotScript(const std::string& script) {
   std::unique_ptr<driver::TempDir> dir;
   TALLY_RETURN_IF_ERROR(driver::TempDir::create("plot", &dir));
   const std::string path = dir->path() + "/bench.gp";
   {
     std::ofstream f(path);
-    f << script.str();
+    f << script;
     if (!f) return Status::system("cannot write " + path);
   }
   return runTool({"gnuplot", path}, 60);

@@ -132,11 +132,22 @@ void printHeader(const BenchOptions& o, const RunInfo& info) {
     std::printf("%splugin %s, ncclCollNet v%d / ncclNet v%d\n", p, o.plugin.c_str(), info.version,
                 info.version);
   }
-  std::printf(
-      "%s%d warm-up + %d timed iterations per size; time is the slowest worker's mean; "
-      "algbw = bytes / time%s\n",
-      p, o.warmup, o.iters, demo ? "" : "; busbw = algbw x 2(n-1)/n");
-  if (!demo) {
+  if (!o.faults.empty()) {
+    // A fault run: what it measures instead of the table's iterations.
+    std::string faults;
+    for (const Fault& f : o.faults) faults += (faults.empty() ? "" : ", ") + faultName(f);
+    std::printf(
+        "%s%d warm-up calls, then %s calls back to back for %s; algbw = bytes of the calls every "
+        "worker completed in a bucket / %s\n%sfaults: %s\n",
+        p, o.warmup, formatBytes(o.sizes.front()).c_str(), timeText(o.duration_ms).c_str(),
+        timeText(faultBucketMs(o.duration_ms)).c_str(), p, faults.c_str());
+  } else {
+    std::printf(
+        "%s%d warm-up + %d timed iterations per size; time is the slowest worker's mean; "
+        "algbw = bytes / time%s\n",
+        p, o.warmup, o.iters, demo ? "" : "; busbw = algbw x 2(n-1)/n");
+  }
+  if (!demo && o.faults.empty()) {
     std::printf(
         "%swcpu, rcpu = CPU seconds (user + system) of all workers, of all reducers, per GiB "
         "moved (bytes x iterations x workers)\n",

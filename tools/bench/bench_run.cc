@@ -1,7 +1,8 @@
-// runBench: checks the options, builds the (emulated) cluster, starts the reducers, runs the
-// Gloo's ranks and then the Tally workers, printing each line of the table once its size is
-// measured, and reports. Cleanup order on every path: children first
-// (they die with their owners), then the reducers, the emulated cluster and the scratch directory.
+// runBench: checks the options, builds the (emulated) cluster and starts the reducers (BenchEnv),
+// runs Gloo's ranks and then the Tally workers, printing each line of the table once its size is
+// measured, and reports. With --fault it hands over to runFaultBench (bench_fault.cc). Cleanup
+// order on every path: children first (they die with their owners), then the reducers, the
+// emulated cluster and the scratch directory.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -18,25 +19,6 @@ namespace {
 
 bool has(const std::vector<Algo>& algos, Algo a) {
   return std::find(algos.begin(), algos.end(), a) != algos.end();
-}
-
-// Newest version both tables export, or the one asked for.
-Status pickVersion(const std::string& plugin, int wanted, int* out) {
-  // Only dlopen and dlsym here: the parent never initializes the plugin, so the workers it forks
-  // inherit no plugin threads or sockets.
-  std::unique_ptr<driver::PluginLibrary> lib;
-  TALLY_RETURN_IF_ERROR(driver::PluginLibrary::open(plugin, &lib));
-  std::vector<int> net = lib->netVersions(), coll = lib->collNetVersions();
-  for (int v = driver::kMaxTableVersion; v >= driver::kMinTableVersion; --v) {
-    bool both = std::count(net.begin(), net.end(), v) && std::count(coll.begin(), coll.end(), v);
-    if ((wanted == 0 || wanted == v) && both) {
-      *out = v;
-      return Status::ok();
-    }
-  }
-  return Status::invalidUsage(plugin +
-                              " exports no matching ncclNetPlugin_vN/ncclCollNetPlugin_vN pair" +
-                              (wanted ? " for v" + std::to_string(wanted) : std::string()));
 }
 
 // A row's key: what it measures, before any result.
@@ -117,6 +99,7 @@ std::vector<std::string> notesFor(const BenchOptions& o, bool gloo_runs) {
 }  // namespace
 
 int runBench(const BenchOptions& o, std::vector<BenchRow>* out_rows) {
+  if (!o.faults.empty()) return runFaultBench(o);
   const char* name = o.command_name.c_str();
   auto fail = [&](const Status& s) {
     std::fprintf(stderr, "%s: %s\n", name, s.isOk() ? "failed" : s.message().c_str());
@@ -135,76 +118,12 @@ int runBench(const BenchOptions& o, std::vector<BenchRow>* out_rows) {
     if (!s.isOk()) return fail(s);
   }
 
-  // Declared first, so that it outlives the guard whose cleanup reads it.
-  std::unique_ptr<driver::EmulatedCluster> cluster;
-  std::unique_ptr<RunGuard> guard;
-  s = RunGuard::install(&guard);
+  std::unique_ptr<BenchEnv> env;
+  s = BenchEnv::create(o, server, &env);
   if (!s.isOk()) return fail(s);
-  std::unique_ptr<driver::TempDir> dir;
-  s = driver::TempDir::create("bench", &dir);
-  if (!s.isOk()) return fail(s);
-  std::unique_ptr<Store> store;
-  s = createFileStore(dir->path(), &store);
-  if (!s.isOk()) return fail(s);
-
-  const std::string dir_path = dir->path();
-  guard->setCleanup([&cluster, dir_path] {
-    if (cluster) (void)cluster->destroy();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_path, ec);
-  });
-  struct ClusterTeardown {
-    RunGuard* guard;
-    std::unique_ptr<driver::EmulatedCluster>* cluster;
-    ~ClusterTeardown() {
-      std::lock_guard<std::mutex> lock(guard->mutex());
-      if (*cluster) {
-        Status ds = (*cluster)->destroy();
-        if (!ds.isOk())
-          std::fprintf(stderr, "emulated cluster teardown: %s\n", ds.toString().c_str());
-        cluster->reset();
-      }
-    }
-  } teardown{guard.get(), &cluster};  // runs after the reducers below are stopped
-
-  if (!o.emulate.empty()) {
-    driver::EmulationOptions eo;
-    eo.nodes = o.workers + (server ? o.reducers : 0);
-    eo.rate = o.emulate;
-    eo.tcp_congestion = o.emulate_cc == "host" ? "" : o.emulate_cc;
-    std::lock_guard<std::mutex> lock(guard->mutex());
-    s = driver::EmulatedCluster::create(eo, &cluster);
-    if (!s.isOk()) return fail(s);
-  }
-
-  std::vector<std::unique_ptr<driver::ReducerProcess>> reducers;
-  struct ReducerStop {
-    RunGuard* guard;
-    std::vector<std::unique_ptr<driver::ReducerProcess>>* reducers;
-    ~ReducerStop() {
-      for (auto& r : *reducers) {
-        Status rs = r->stop();
-        guard->removeChild(r->pid());
-        if (!rs.isOk()) std::fprintf(stderr, "reducer: %s\n", rs.toString().c_str());
-      }
-    }
-  } reducer_stop{guard.get(), &reducers};
-  if (server) {
-    std::vector<std::string> extra;
-    if (o.reducer_threads > 0) extra = {"--threads", std::to_string(o.reducer_threads)};
-    for (int i = 0; i < o.reducers; ++i) {
-      driver::ReducerOptions ro;
-      ro.extra_args = extra;
-      if (cluster)
-        ro = driver::reducerInNode(cluster->nodes()[static_cast<size_t>(o.workers + i)], extra);
-      std::unique_ptr<driver::ReducerProcess> r;
-      s = driver::ReducerProcess::launch(o.reducer, ro, 20000, &r);
-      if (!s.isOk()) return fail(s);
-      guard->addChild(r->pid());
-      reducers.push_back(std::move(r));
-    }
-    info.reducer_list = driver::reducerList(reducers);
-  }
+  if (server) info.reducer_list = env->reducerList();
+  Store* store = env->store();
+  const std::string& dir_path = env->dir();
 
   printHeader(o, info);
   TablePrinter table(o);
@@ -215,8 +134,7 @@ int runBench(const BenchOptions& o, std::vector<BenchRow>* out_rows) {
   // Gloo first: its rows are then known while the Tally workers run, so each line of the table
   // is printed as soon as the workers have measured its size.
   if (gloo_runs) {
-    s = runGloo(o, guard.get(), cluster ? &cluster->nodes() : nullptr, dir_path, &progress, &rows,
-                &failed);
+    s = runGloo(o, env->guard(), env->nodes(), dir_path, &progress, &rows, &failed);
     if (!s.isOk()) {
       std::fprintf(stderr, "%s: %s\n", name, s.toString().c_str());
       failed = true;
@@ -246,8 +164,8 @@ int runBench(const BenchOptions& o, std::vector<BenchRow>* out_rows) {
     plan.reducer_list = info.reducer_list;
     plan.version = info.version;
     plan.store_dir = dir_path;
-    plan.ifname = cluster ? "eth0" : "lo";
-    for (const auto& r : reducers) plan.reducer_pids.push_back(r->pid());
+    plan.ifname = env->nodes() ? "eth0" : "lo";
+    plan.reducer_pids = env->reducerPids();
     // The lines printed so far, with the rows they were printed from.
     std::vector<BenchRow> shown = rows;
     auto printMeasured = [&] {
@@ -255,7 +173,7 @@ int runBench(const BenchOptions& o, std::vector<BenchRow>* out_rows) {
         std::vector<BenchRow> line_rows;
         for (Algo a : {Algo::kServer, Algo::kRing}) {
           if (!has(o.algos, a)) continue;
-          BenchRow r = collectRow(o, store.get(), a, line->type, line->op, line->bytes);
+          BenchRow r = collectRow(o, store, a, line->type, line->op, line->bytes);
           if (!r.present && !r.skipped) return;  // not measured yet by every worker
           line_rows.push_back(r);
         }
@@ -266,10 +184,10 @@ int runBench(const BenchOptions& o, std::vector<BenchRow>* out_rows) {
     };
     std::vector<driver::WorkerExit> exits;
     s = runChildren(
-        guard.get(), o.workers,
+        env->guard(), o.workers,
         [&](int rank) {
           WorkerPlan mine = plan;
-          if (cluster) mine.node = &cluster->nodes()[static_cast<size_t>(rank)];
+          mine.node = env->workerNode(rank);
           return runBenchWorker(mine, rank);
         },
         o.timeout_ms,
@@ -292,7 +210,7 @@ int runBench(const BenchOptions& o, std::vector<BenchRow>* out_rows) {
       for (ReduceOp op : o.ops) {
         for (uint64_t bytes : typeSizes(o, type)) {
           for (Algo a : {Algo::kServer, Algo::kRing}) {
-            if (has(o.algos, a)) rows.push_back(collectRow(o, store.get(), a, type, op, bytes));
+            if (has(o.algos, a)) rows.push_back(collectRow(o, store, a, type, op, bytes));
           }
         }
       }

@@ -24,9 +24,6 @@ using Clock = std::chrono::steady_clock;
 using driver::CollComm;
 using driver::RingComm;
 
-constexpr int64_t kStoreTimeoutMs = 120000;
-constexpr int64_t kCommTimeoutMs = 120000;  // a stretch without progress (slow emulated links)
-
 struct Ctx {
   const BenchOptions& options;
   Store* store;
@@ -113,20 +110,20 @@ Status measure(const Ctx& c, Algo algo, DataType type, ReduceOp op, uint64_t byt
 
 }  // namespace
 
-int runBenchWorker(const WorkerPlan& plan, int rank) {
+bool reportWorker(const BenchOptions& o, int rank, const Status& s, const char* what) {
+  if (s.isOk()) return true;
+  std::fprintf(stderr, "%s: worker %d: %s: %s\n", o.command_name.c_str(), rank, what,
+               s.toString().c_str());
+  return false;
+}
+
+int openWorker(const WorkerPlan& plan, int rank, bool server, bool ring, WorkerSession* w) {
   const BenchOptions& o = *plan.options;
-  const char* name = o.command_name.c_str();
-  if (plan.node != nullptr) {
-    Status s = driver::EmulatedCluster::enter(*plan.node);
-    if (!s.isOk()) {
-      std::fprintf(stderr, "%s: worker %d: %s\n", name, rank, s.toString().c_str());
-      return 2;
-    }
+  if (plan.node != nullptr &&
+      !reportWorker(o, rank, driver::EmulatedCluster::enter(*plan.node), "enter node")) {
+    return 2;
   }
-  std::unique_ptr<Store> store;
-  Status s = createFileStore(plan.store_dir, &store);
-  Ctx c{o, store.get(), rank, name, &plan.reducer_pids};
-  if (!report(c, s, "store")) return 2;
+  if (!reportWorker(o, rank, createFileStore(plan.store_dir, &w->store), "store")) return 2;
 
   // An NCCL job's environment: the reducers, the interface, and bounded waits.
   if (!plan.reducer_list.empty()) ::setenv("TALLY_REDUCERS", plan.reducer_list.c_str(), 1);
@@ -138,43 +135,58 @@ int runBenchWorker(const WorkerPlan& plan, int rank) {
     ::setenv("TALLY_LINK_MBPS", std::to_string(rateMbps(o.emulate)).c_str(), 0);
   if (o.verbose) driver::setPluginLogLevel(NCCL_LOG_INFO);
 
-  std::unique_ptr<driver::PluginLibrary> lib;
-  if (!report(c, driver::PluginLibrary::open(o.plugin, &lib), "load plugin")) return 2;
+  if (!reportWorker(o, rank, driver::PluginLibrary::open(o.plugin, &w->lib), "load plugin"))
+    return 2;
+  const int nranks = o.workers;
+  if (server) {
+    if (!reportWorker(o, rank, w->lib->collNet(plan.version, &w->coll_api), "collnet table"))
+      return 2;
+    driver::CollCommOptions coll_options;
+    coll_options.timeout_ms = kCommTimeoutMs;
+    Status s = CollComm::create(w->coll_api.get(), w->store.get(), "coll", rank, nranks,
+                                coll_options, &w->coll);
+    if (!reportWorker(o, rank, s, "collnet setup")) return 3;
+  }
+  if (ring) {
+    if (!reportWorker(o, rank, w->lib->net(plan.version, &w->net_api), "net table")) return 2;
+    driver::RingOptions ring_options;
+    ring_options.net.timeout_ms = kCommTimeoutMs;
+    Status s = RingComm::create(w->net_api.get(), w->store.get(), "ring", rank, nranks,
+                                ring_options, &w->ring);
+    if (!reportWorker(o, rank, s, "ring setup")) return 3;
+  }
+  return 0;
+}
 
+int closeWorker(const WorkerPlan& plan, int rank, WorkerSession* w) {
+  const BenchOptions& o = *plan.options;
+  // Every worker finishes before any closes: a comm closed while a peer still reads from it is a
+  // teardown race this benchmark has no reason to provoke (the functional tests do).
+  Status s = storeBarrier(w->store.get(), "barrier/close", rank, o.workers, kStoreTimeoutMs);
+  if (!reportWorker(o, rank, s, "final barrier")) return 5;
+  bool ok = true;
+  if (w->coll) ok = reportWorker(o, rank, w->coll->close(), "collnet close") && ok;
+  if (w->ring) ok = reportWorker(o, rank, w->ring->close(), "ring close") && ok;
+  return ok ? 0 : 5;
+}
+
+int runBenchWorker(const WorkerPlan& plan, int rank) {
+  const BenchOptions& o = *plan.options;
   bool want_server = false, want_ring = false;
   for (Algo a : o.algos) {
     want_server |= a == Algo::kServer;
     want_ring |= a == Algo::kRing;
   }
+  WorkerSession w;
+  if (int code = openWorker(plan, rank, want_server, want_ring, &w); code != 0) return code;
+  Store* store = w.store.get();
+  CollComm* coll = w.coll.get();
+  RingComm* ring = w.ring.get();
+  Ctx c{o, store, rank, o.command_name.c_str(), &plan.reducer_pids};
   const int nranks = o.workers;
-  std::unique_ptr<driver::CollNetApi> coll_api;
-  std::unique_ptr<CollComm> coll;
-  if (want_server) {
-    if (!report(c, lib->collNet(plan.version, &coll_api), "collnet table")) return 2;
-    driver::CollCommOptions coll_options;
-    coll_options.timeout_ms = kCommTimeoutMs;
-    if (!report(c,
-                CollComm::create(coll_api.get(), store.get(), "coll", rank, nranks, coll_options,
-                                 &coll),
-                "collnet setup")) {
-      return 3;
-    }
-  }
-  std::unique_ptr<driver::NetApi> net_api;
-  std::unique_ptr<RingComm> ring;
-  if (want_ring) {
-    if (!report(c, lib->net(plan.version, &net_api), "net table")) return 2;
-    driver::RingOptions ring_options;
-    ring_options.net.timeout_ms = kCommTimeoutMs;
-    if (!report(
-            c,
-            RingComm::create(net_api.get(), store.get(), "ring", rank, nranks, ring_options, &ring),
-            "ring setup")) {
-      return 3;
-    }
-  }
+  Status s;
 
-  const uint64_t seed = 0x7a11;
+  const uint64_t seed = kInputSeed;
   for (DataType type : o.types) {
     for (ReduceOp op : o.ops) {
       const bool server = coll && coll->supported(type, op);
@@ -218,16 +230,7 @@ int runBenchWorker(const WorkerPlan& plan, int rank) {
     }
   }
 
-  // Every worker finishes before any closes: a comm closed while a peer still reads from it is a
-  // teardown race this benchmark has no reason to provoke (the functional tests do).
-  if (!report(c, storeBarrier(store.get(), "barrier/close", rank, nranks, kStoreTimeoutMs),
-              "final barrier")) {
-    return 5;
-  }
-  bool ok = true;
-  if (coll) ok = report(c, coll->close(), "collnet close") && ok;
-  if (ring) ok = report(c, ring->close(), "ring close") && ok;
-  return ok ? 0 : 5;
+  return closeWorker(plan, rank, &w);
 }
 
 }  // namespace tally::bench

@@ -1,0 +1,209 @@
+// `tally bench --fault`: the fault list's grammar (good lists get past it, each kind of bad item
+// exits 2 naming it), a loopback run that kills a reducer and restarts it, one that freezes and
+// resumes a reducer, and a kill and restart on an emulated cluster (root only).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "test/tools/bench_cli/run_tally.h"
+
+namespace tally::bench::test {
+namespace {
+
+using nlohmann::json;
+
+TEST(BenchFault, GoodListsPassTheParser) {
+  // The plugin is checked after the fault list: a list that parses reaches that check.
+  const std::vector<std::vector<std::string>> lists = {
+      {"--fault", "kill-reducer:1@5s,restart@15s", "--reducers", "2"},
+      {"--fault", "stop-reducer@500ms,cont-reducer@1.5s"},
+      {"--fault", "kill-reducer:0@1m, restart-reducer:0@90s"},
+      {"--fault", "restart@3s,kill-reducer@1s"},  // sorted by time first
+      {"--fault", "kill-reducer@1s,restart@2s,kill-reducer@3s,restart@4s", "--duration", "5s"},
+  };
+  for (const auto& list : lists) {
+    std::vector<std::string> args = list;
+    args.insert(args.end(), {"--plugin", "/nonexistent/libnccl-net-tally.so"});
+    TallyRun run = runTally(smallRun(args), 30);
+    EXPECT_EQ(run.status, 2) << list[1] << ": " << run.err;
+    EXPECT_NE(run.err.find("not found (use --plugin)"), std::string::npos)
+        << list[1] << ": " << run.err;
+  }
+}
+
+TEST(BenchFault, BadItemsExitTwoNamingThem) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {{"--fault", "kill-reduce@5s"}, "\"kill-reduce@5s\": unknown event \"kill-reduce\""},
+      {{"--fault", "kill-reducer:x@5s"}, "\"kill-reducer:x@5s\": reducer \"x\" is not an index"},
+      {{"--fault", "kill-reducer:-1@5s"}, "\"kill-reducer:-1@5s\": reducer \"-1\""},
+      {{"--fault", "kill-reducer:1"}, "\"kill-reducer:1\": no time"},
+      {{"--fault", "kill-reducer@5"}, "\"kill-reducer@5\": time \"5\" needs a unit"},
+      {{"--fault", "kill-reducer@5h"}, "\"kill-reducer@5h\": time \"5h\" needs a unit"},
+      {{"--fault", "kill-reducer@s"}, "\"kill-reducer@s\": time \"s\" is not a number"},
+      {{"--fault", "kill-reducer@1..5s"}, "time \"1..5s\" is not a number"},
+      {{"--fault", "kill-reducer@1s@2s"}, "\"kill-reducer@1s@2s\": more than one '@'"},
+      {{"--fault", "kill-reducer@1s,,restart@2s"}, "--fault: an empty item"},
+      {{"--fault", "restart@3s"}, "\"restart@3s\": no reducer was killed before it"},
+      {{"--fault", "restart-reducer:0@3s,kill-reducer:0@5s"},
+       "\"restart-reducer:0@3s\": reducer 0 was not killed before it"},
+      {{"--fault", "cont-reducer@3s"}, "\"cont-reducer@3s\": reducer 0 is not stopped"},
+      {{"--fault", "kill-reducer@1s,stop-reducer@2s"}, "\"stop-reducer@2s\": reducer 0 is not"},
+      {{"--fault", "kill-reducer@1s,kill-reducer@2s"}, "\"kill-reducer@2s\": reducer 0 is already"},
+      {{"--fault", "kill-reducer:5@1s"}, "\"kill-reducer:5@1s\": there is no reducer 5"},
+      {{"--fault", "kill-reducer@30s", "--duration", "20s"},
+       "\"kill-reducer@30s\": at or after the end of the run (--duration 20s)"},
+      {{"--fault", "kill-reducer@1s", "--algo", "ring"}, "--algo must include rs"},
+      {{"--fault", "kill-reducer@1s", "--duration", "10"}, "--duration: time \"10\" needs a unit"},
+      {{"--fault", "kill-reducer@1s", "--duration", "700s"}, "is not below --timeout"},
+      {{"--duration", "10s"}, "--duration: only with --fault"},
+  };
+  for (const Case& c : cases) {
+    TallyRun run = runTally(smallRun(c.args), 30);
+    const std::string all = run.out + run.err;
+    EXPECT_EQ(run.status, 2) << c.args[1] << ": " << all;
+    EXPECT_NE(run.err.find(c.says), std::string::npos) << c.args[1] << ": " << all;
+    EXPECT_TRUE(run.out.empty()) << "ran anyway: " << all;
+  }
+}
+
+// Calls completed in [from, to) ms.
+int callsBetween(const json& j, double from, double to) {
+  int n = 0;
+  for (double t : j["completions_ms"]) n += t >= from && t < to;
+  return n;
+}
+
+// What every fault run's JSON must show: the duration covered by buckets, every fault injected
+// near its time, a stall for each that ended (calls resumed) under a generous bound, and right
+// results.
+void expectSoundRun(const json& j, double duration_ms) {
+  EXPECT_EQ(j["mode"], "fault");
+  EXPECT_EQ(j["wrong"], 0);
+  EXPECT_EQ(j["exit_code"], 0);
+  const double width = j["bucket_ms"];
+  ASSERT_FALSE(j["buckets"].empty());
+  EXPECT_EQ(j["buckets"][0]["start_ms"], 0);
+  EXPECT_GE(j["buckets"].size() * width, duration_ms);
+  int calls = 0;
+  for (const json& b : j["buckets"]) calls += b["calls"].get<int>();
+  EXPECT_EQ(calls, j["calls"].get<int>());
+  EXPECT_EQ(j["completions_ms"].size(), j["calls"].get<size_t>());
+  for (const json& f : j["faults"]) {
+    ASSERT_TRUE(f["injected_ms"].is_number()) << f;
+    EXPECT_NEAR(f["injected_ms"].get<double>(), f["at_ms"].get<double>(), 500) << f;
+    EXPECT_TRUE(f["error"].is_null()) << f;
+  }
+  ASSERT_EQ(j["stalls"].size(), j["faults"].size());
+  for (const json& s : j["stalls"]) {
+    EXPECT_TRUE(s["resumed"].get<bool>()) << s;
+    EXPECT_LT(s["stall_ms"].get<double>(), 5000) << s;  // a loaded 2-core machine
+  }
+}
+
+TEST(BenchFault, LoopbackKillAndRestart) {
+  const std::string path = tempPath("fault.json");
+  const std::string png = tempPath("fault.png");
+  std::vector<std::string> args = {"--workers",  "3", "--reducers", "3", "--sizes", "4M",
+                                   "--fault",    "kill-reducer:1@1s,restart@3s",
+                                   "--duration", "6s", "--json",     path};
+  const bool gnuplot = !commandOutput("command -v gnuplot").empty();
+  if (gnuplot) args.insert(args.end(), {"--plot", png});
+  TallyRun run = runTally(smallRun(args), 90);
+  ASSERT_FALSE(run.timed_out) << run.out << run.err;
+  EXPECT_EQ(run.status, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("# faults: kill-reducer:1@1s, restart-reducer:1@3s"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("# kill-reducer:1@1s: calls resumed after "), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("#wrong 0"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("# all results correct"), std::string::npos) << run.out;
+
+  json j = json::parse(readFile(path), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << readFile(path);
+  EXPECT_EQ(j["options"]["faults"], json({"kill-reducer:1@1s", "restart-reducer:1@3s"}));
+  EXPECT_EQ(j["options"]["algos"], json({"rs"}));
+  EXPECT_EQ(j["bytes"], 4 << 20);
+  expectSoundRun(j, 6000);
+  ASSERT_EQ(j["faults"].size(), 2u);
+  EXPECT_EQ(j["faults"][1]["event"], "restart-reducer");
+  EXPECT_EQ(j["faults"][1]["reducer"], 1);
+  const double kill = j["faults"][0]["injected_ms"], restart = j["faults"][1]["injected_ms"];
+  EXPECT_GT(callsBetween(j, 0, kill), 0) << run.out;
+  EXPECT_GT(callsBetween(j, kill, restart), 0) << run.out;
+  EXPECT_GT(callsBetween(j, restart, 1e12), 0) << run.out;
+  ASSERT_EQ(j["spans"].size(), 3u);
+  EXPECT_TRUE(j["spans"][0]["from"].is_null());
+  EXPECT_EQ(j["spans"][2]["from"], "restart-reducer:1@3s");
+  ASSERT_TRUE(j["spans"][2]["algbw_gbs"].is_number()) << j["spans"];
+  EXPECT_GT(j["spans"][2]["algbw_gbs"].get<double>(), 0) << j["spans"];
+  if (gnuplot) {
+    const std::string data = readFile(png);
+    ASSERT_GT(data.size(), 1000u);
+    EXPECT_EQ(data.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  }
+  std::remove(path.c_str());
+  std::remove(png.c_str());
+}
+
+// A frozen reducer is dropped after TALLY_REDUCER_TIMEOUT_MS (shortened here), and taken back in
+// once it resumes, since it still listens at its address.
+TEST(BenchFault, LoopbackStopAndCont) {
+  const std::string path = tempPath("stop.json");
+  TallyRun run = runTally(smallRun({"--workers", "2", "--reducers", "2", "--sizes", "1M",
+                                    "--fault", "stop-reducer:0@1s,cont-reducer:0@4s",
+                                    "--duration", "7s", "--json", path}),
+                          90, {"TALLY_REDUCER_TIMEOUT_MS=1500"});
+  ASSERT_FALSE(run.timed_out) << run.out << run.err;
+  EXPECT_EQ(run.status, 0) << run.out << run.err;
+  json j = json::parse(readFile(path), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << readFile(path);
+  expectSoundRun(j, 7000);
+  const double stop = j["faults"][0]["injected_ms"], cont = j["faults"][1]["injected_ms"];
+  EXPECT_GT(callsBetween(j, stop, cont), 0) << run.out;
+  EXPECT_GT(callsBetween(j, cont, 1e12), 0) << run.out;
+  std::remove(path.c_str());
+}
+
+std::string cannotEmulate() {
+  if (::geteuid() != 0) return "not root";
+  if (commandOutput("command -v ip").empty() || commandOutput("command -v tc").empty())
+    return "iproute2 (ip, tc) is not installed";
+  const std::string name = "tlyfault" + std::to_string(::getpid());
+  std::string made = commandOutput("ip netns add " + name + " 2>&1 && echo MADE");
+  commandOutput("ip netns delete " + name + " 2>/dev/null");
+  if (made.find("MADE") == std::string::npos) return "cannot create a network namespace: " + made;
+  return "";
+}
+
+// The restarted reducer comes back in its node, at its old address.
+TEST(BenchFault, EmulatedKillAndRestart) {
+  const std::string why = cannotEmulate();
+  if (!why.empty()) GTEST_SKIP() << "emulated cluster unavailable: " << why;
+  const std::string path = tempPath("fault-emulated.json");
+  TallyRun run = runTally(smallRun({"--workers", "2", "--reducers", "2", "--sizes", "1M",
+                                    "--emulate", "200mbit", "--fault",
+                                    "kill-reducer:1@1s,restart@3s", "--duration", "6s", "--json",
+                                    path}),
+                          90);
+  ASSERT_FALSE(run.timed_out) << run.out << run.err;
+  EXPECT_EQ(run.status, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("(198.18."), std::string::npos) << run.out;
+  EXPECT_TRUE(commandOutput("ip netns list | grep tly" + std::to_string(run.pid) + "-").empty());
+  json j = json::parse(readFile(path), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << readFile(path);
+  expectSoundRun(j, 6000);
+  const double restart = j["faults"][1]["injected_ms"];
+  EXPECT_GT(callsBetween(j, restart, 1e12), 0) << run.out;
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace tally::bench::test
