@@ -110,6 +110,11 @@ void CollClientImpl::handleEvent(FailoverEvent& ev) {
     case FailoverEvent::Kind::kLinkLost:
       return handleLinkLost(ev.slot, ev.why);
     case FailoverEvent::Kind::kRelay:
+      if (rank_ == 0 && ev.relay.from == 0) {
+        TALLY_WARN_LIMITED(warnings_, "CollNet rank 0: ignoring a %s relayed as its own",
+                           wire::controlKindName(ev.relay.control.kind));
+        return;
+      }
       return handleControl(ev.relay.from, ev.relay.control);
     case FailoverEvent::Kind::kJoined:
       return onJoined(ev.why);

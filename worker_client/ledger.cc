@@ -121,6 +121,14 @@ Status SliceLedger::commit(const wire::AckPoint& point, const std::string& reduc
                             std::to_string(q.call->seq) + " before this rank sent all of it");
     }
   }
+  // The least of every rank's Ack never passes this rank's own: a Commit past it covers
+  // slices not even sent (or posted) yet.
+  if (point.calls > acked_.calls || point.recovery_epoch > acked_.recovery_epoch) {
+    return Status::remote("reducer " + reducer + " sent Commit(" + std::to_string(point.calls) +
+                          ", " + std::to_string(point.recovery_epoch) + ") past this rank's Ack(" +
+                          std::to_string(acked_.calls) + ", " +
+                          std::to_string(acked_.recovery_epoch) + ")");
+  }
   committed_ = point;
   for (auto it = entries_.begin(); it != entries_.end();) {
     if (!scan_all && it->first.first >= point.calls) break;

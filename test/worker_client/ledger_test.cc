@@ -65,6 +65,7 @@ TEST_F(LedgerTest, CommitCompletesCallsAndOnlyLandedOnes) {
   EXPECT_EQ(c0->remaining.load(), 2u);
   EXPECT_EQ(ledger_.recorded(), 3u);
   ledger_.land(b);
+  ASSERT_TRUE(ledger_.nextAck(2, 0).has_value());  // a link acknowledges before any Commit
   ASSERT_TRUE(ledger_.commit({1, 0}, "r:1").isOk());
   EXPECT_EQ(c0->remaining.load(), 0u);
   EXPECT_EQ(c1->remaining.load(), 1u);
@@ -83,6 +84,7 @@ TEST_F(LedgerTest, RecoverySlicesHaveTheirOwnAckAndCommit) {
   ledger_.land(n);
   // The normal ack passes call 3 (its recovery slice is not normal); recovery stops below 2.
   EXPECT_EQ(ledger_.ackPoint(10, 2), (wire::AckPoint{10, 1}));
+  ASSERT_TRUE(ledger_.nextAck(10, 2).has_value());
   ASSERT_TRUE(ledger_.commit({10, 1}, "r:1").isOk());
   EXPECT_EQ(c9->remaining.load(), 0u);
   EXPECT_EQ(c3->remaining.load(), 2u);  // the recovery slice waits for its own commit
@@ -90,6 +92,7 @@ TEST_F(LedgerTest, RecoverySlicesHaveTheirOwnAckAndCommit) {
   ledger_.land(r);
   EXPECT_EQ(ledger_.ackPoint(10, 2), (wire::AckPoint{10, 2}));
   EXPECT_EQ(ledger_.ackPoint(10, 1), (wire::AckPoint{10, 1}));  // at most what was applied
+  ASSERT_TRUE(ledger_.nextAck(10, 2).has_value());
   ASSERT_TRUE(ledger_.commit({10, 2}, "r:1").isOk());
   EXPECT_EQ(c3->remaining.load(), 1u);
   EXPECT_TRUE(ledger_.empty());
