@@ -24,8 +24,8 @@ constexpr size_t kReadyBody = 16 + 4 + 4;
 // length, scope (Error; 0 for the others), text
 constexpr size_t kReasonBody = 2 + 2 + kMaxReasonBytes;
 // seq, slice, kind, reserved (3), offset, count, total_count, type, op, reserved (2), crc,
-// rank_count, window_offset.
-constexpr size_t kSliceBody = 8 + 4 + 1 + 3 + 8 + 8 + 8 + 1 + 1 + 2 + 4 + 8 + 8;
+// rank_count, window_offset, ack calls, ack recovery epoch, reserved.
+constexpr size_t kSliceBody = 8 + 4 + 1 + 3 + 8 + 8 + 8 + 1 + 1 + 2 + 4 + 8 + 8 + 8 + 4 + 4;
 constexpr size_t kByeBody = 0;
 constexpr size_t kChallengeBody = 4 + 4 + auth::kNonceBytes;  // flags, reserved, nonce
 constexpr size_t kAnswerBody = auth::kNonceBytes + auth::kMacBytes;
@@ -101,6 +101,9 @@ Frame encodeSliceAs(MsgType t, const SliceHeader& m) {
   w.u32(m.crc);
   w.u64(m.rank_count);
   w.u64(m.window_offset);
+  w.u64(m.ack.calls);
+  w.u32(m.ack.recovery_epoch);
+  w.u32(0);
   return f;
 }
 
@@ -139,7 +142,10 @@ Status decodeSliceAs(const uint8_t* data, size_t size, MsgType t, SliceHeader* o
   m.crc = r.u32();
   m.rank_count = r.u64();
   m.window_offset = r.u64();
-  if (pad1[0] != 0 || pad1[1] != 0 || pad1[2] != 0 || pad2 != 0) {
+  m.ack.calls = r.u64();
+  m.ack.recovery_epoch = r.u32();
+  const uint32_t pad3 = r.u32();
+  if (pad1[0] != 0 || pad1[1] != 0 || pad1[2] != 0 || pad2 != 0 || pad3 != 0) {
     return Status::remote(std::string("malformed ") + msgTypeName(t) +
                           " header: reserved bytes are not zero");
   }

@@ -241,6 +241,10 @@ struct SliceHeader {
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   uint32_t crc = 0;          // CRC32C of the payload when the communicator checksums, else 0
+  // Carried along so that a stream of slices and results needs no Ack or Commit messages of its
+  // own: in a Slice, the sender's Ack (as an Ack message says it); in a Result, a Commit for
+  // its receiver. A point that raises nothing is ignored: {0, 0} carries nothing.
+  AckPoint ack;
 
   size_t payloadBytes() const { return static_cast<size_t>(count) * dataTypeSize(type); }
 };

@@ -29,6 +29,8 @@ Communicator::Communicator(const wire::Hello& first, Engine* engine, ServerObser
       members_(first.nranks),
       open_(first.nranks, false),
       acks_(first.nranks),
+      owed_(first.nranks, false),
+      pending_inputs_(new std::atomic<uint32_t>[first.nranks]()),
       relays_(first.nranks),
       decided_epoch_(first.epoch) {}
 

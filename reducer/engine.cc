@@ -181,6 +181,7 @@ PendingMap::node_type Engine::Shard::fileLocked(SliceInput in, std::string* fail
   // Inputs are stamped before they are filed, so a later stamp can be filed first.
   p.first_arrival = std::min(p.first_arrival, in.arrived);
   p.inputs[in.rank] = std::move(in.data);
+  comm.inputFiled(in.rank);
   p.peers[in.rank] = std::move(in.peer);
   ++p.have;
   if (p.folds) {
@@ -287,26 +288,30 @@ void Engine::Shard::complete(Pending* p) {
   wire::SliceHeader result_header = h;
   result_header.offset = p->slice.offset;
   result_header.count = p->slice.count;
+  result_header.ack = wire::AckPoint{};  // h carried its sender's Ack; a result carries Commits
   const bool scatter = h.kind == wire::CollKind::kReduceScatter;
   // Once for all ranks; a reduce-scatter's pieces get their own below.
   if (!scatter) result_header.crc = p->comm->resultCrc(result->data(), p->slice.count * elt);
-  wire::Frame frame = wire::encodeResult(result_header);
+  // The Commit each rank is owed goes along with its result (failover.cc, sliceCompleted).
+  thread_local std::vector<wire::AckPoint> commits;
+  commits.resize(n);
+  p->comm->sliceCompleted(commits.data());
   for (uint32_t r = 0; r < n; ++r) {
     OutMsg m;
     Span piece = p->slice;
+    wire::SliceHeader mine = result_header;
+    mine.ack = commits[r];
     if (scatter) {
       // Each rank gets only its own part of the sum: maybe nothing, then the bare header.
       piece = pieceOf(p->slice, p->comm->partOf(h, r));
-      wire::SliceHeader mine = result_header;
       mine.offset = piece.offset;
       mine.count = piece.count;
       mine.crc = piece.count == 0
                      ? 0
                      : p->comm->resultCrc(result->data() + (piece.offset - p->slice.offset) * elt,
                                           piece.count * elt);
-      frame = wire::encodeResult(mine);
     }
-    m.header = frame;
+    m.header = wire::encodeResult(mine);
     if (piece.count > 0) {
       m.payload = result;
       m.payload_offset = (piece.offset - p->slice.offset) * elt;

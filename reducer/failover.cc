@@ -88,6 +88,7 @@ Status Communicator::ack(int rank, const wire::AckPoint& point) {
     const wire::AckPoint least = acks_.least();
     if (least.calls > committed_.calls || least.recovery_epoch > committed_.recovery_epoch) {
       committed_ = least;  // neither field falls: each is a minimum of values that only rise
+      std::fill(owed_.begin(), owed_.end(), true);
       commit_due_ = true;
     }
     if (!commit_due_ || committing_ || failed()) return Status::ok();
@@ -95,6 +96,15 @@ Status Communicator::ack(int rank, const wire::AckPoint& point) {
   }
   sendCommits();
   return Status::ok();
+}
+
+void Communicator::sliceCompleted(wire::AckPoint* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint32_t r = 0; r < nranks; ++r) {
+    pending_inputs_[r].fetch_sub(1, std::memory_order_acq_rel);
+    out[r] = owed_[r] ? committed_ : wire::AckPoint{};
+    owed_[r] = false;
+  }
 }
 
 void Communicator::sendCommits() {
@@ -112,6 +122,11 @@ void Communicator::sendCommits() {
       commit_due_ = false;
       point = committed_;
       for (uint32_t r = 0; r < members_.size(); ++r) {
+        // A rank with an input in a slice not yet complete gets this Commit with that slice's
+        // result (sliceCompleted takes it under this lock); a count read as 0 here can only
+        // rise for slices whose results come after this Commit.
+        if (!owed_[r] || pending_inputs_[r].load(std::memory_order_acquire) > 0) continue;
+        owed_[r] = false;
         if (members_[r] && open_[r]) commit_to_.push_back(members_[r]);
       }
     }

@@ -275,7 +275,16 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // finds another sending leaves the newest Commit to it. A Commit to rank r follows every
   // result it covers on r's connection: r acknowledged those results, so they were queued
   // before. Not ok (nothing changed): the communicator has not formed.
+  //
+  // A Commit rides on the next result to a rank when one is coming: a rank with an input filed
+  // in a slice not yet complete gets one (sliceCompleted); the others get a Commit message at
+  // once. So a stream of results needs no Commit messages, and none is held back for good.
   Status ack(int rank, const wire::AckPoint& point);
+  // The engine filed an input of `rank` into a slice (any thread, no lock).
+  void inputFiled(int rank) { pending_inputs_[rank].fetch_add(1, std::memory_order_acq_rel); }
+  // The engine completed a slice (every rank's input of it filed): out[r] is the Commit rank r
+  // is owed, to go with its result, or {0, 0}. Takes mu_.
+  void sliceCompleted(wire::AckPoint* out);
   // A Relay from `rank`: stamped with it and forwarded, from rank 0 to every other open member,
   // from any other rank to rank 0 only; never back to the sender. Dropped once failed. Rank 0's
   // first Decide of an epoch above every earlier one (and above `epoch`) is told the observer,
@@ -312,6 +321,11 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   wire::AckPoint committed_;  // the newest Commit computed
   bool commit_due_ = false;   // committed_ has not been sent yet
   bool committing_ = false;   // a thread is in sendCommits()
+  // By rank: committed_ has not reached it (neither in a Commit nor with a result), and the
+  // inputs it has in slices the engine has not completed. The two decide together, under mu_
+  // (the count falls only in sliceCompleted), whether a Commit can wait for a result.
+  std::vector<bool> owed_;
+  std::unique_ptr<std::atomic<uint32_t>[]> pending_inputs_;
   // The members a Commit goes to: only the committing thread uses it.
   std::vector<std::shared_ptr<Member>> commit_to_;
   std::vector<RelayAllowance> relays_;  // by rank

@@ -67,6 +67,14 @@ Status acceptSliceHeader(Communicator& comm, int rank, const uint8_t* data, size
     comm.fail(st.message());
     return st;
   }
+  // The sender's Ack, carried along (wire.h SliceHeader::ack): taken like an Ack message.
+  if (h->ack.calls != 0 || h->ack.recovery_epoch != 0) {
+    st = comm.ack(rank, h->ack);
+    if (!st.isOk()) {
+      comm.fail(st.message());
+      return st;
+    }
+  }
   *bytes = h->payloadBytes();
   return Status::ok();
 }

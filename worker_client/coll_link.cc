@@ -68,13 +68,15 @@ bool ThreadedLink::tryPostNow(SliceTask& task) {
   }
   st = sendControlLocked();
   SliceTask sent;
+  wire::AckPoint ack;
   if (st.isOk()) {
     // Recorded before the send is posted: the result may come back before isend returns.
     std::lock_guard<std::mutex> lock(mu_);
     sent = ledger_.record(std::move(task), false).task;
+    ack = dueAckLocked();
     if (outstanding_++ == 0) last_progress_ns_.store(nowNs());
   }
-  if (st.isOk()) st = sendSlice(sent);
+  if (st.isOk()) st = sendSlice(sent, ack);
   if (!st.isOk()) reportFailure(st, false);
   return true;
 }
@@ -263,7 +265,15 @@ Status ThreadedLink::reapSends(bool block) {
   return Status::ok();
 }
 
-Status ThreadedLink::sendSlice(const SliceTask& task) {
+wire::AckPoint ThreadedLink::dueAckLocked() {
+  const std::shared_ptr<Shared>& shared = client_->shared();
+  std::optional<wire::AckPoint> ack =
+      ledger_.nextAck(shared->posted_through.load(std::memory_order_acquire),
+                      shared->applied_epoch.load(std::memory_order_acquire));
+  return ack ? *ack : wire::AckPoint{};
+}
+
+Status ThreadedLink::sendSlice(const SliceTask& task, const wire::AckPoint& ack) {
   std::unique_ptr<Sent> sent;
   if (spare_sends_.empty()) {
     sent = std::make_unique<Sent>();
@@ -271,7 +281,8 @@ Status ThreadedLink::sendSlice(const SliceTask& task) {
     sent = std::move(spare_sends_.back());
     spare_sends_.pop_back();
   }
-  const OutgoingSlice out = outgoingSlice(task, crc_);
+  OutgoingSlice out = outgoingSlice(task, crc_);
+  out.header.ack = ack;  // the Ack this rank owes goes along: no message of its own
   const void* payload = out.payload;
   const size_t bytes = out.bytes;
   sent->header = wire::encodeSlice(out.header);
@@ -300,6 +311,7 @@ void ThreadedLink::senderLoop() {
   bool send_bye = false;
   while (!stop_.load(std::memory_order_acquire)) {
     SliceTask task;
+    wire::AckPoint ack;
     bool have = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -317,13 +329,14 @@ void ThreadedLink::senderLoop() {
       std::lock_guard<std::mutex> lock(mu_);
       if (!ledger_.queueEmpty() && outstanding_ < window_) {
         task = ledger_.record(ledger_.popQueued(), true).task;
+        ack = dueAckLocked();
         if (outstanding_++ == 0) last_progress_ns_.store(nowNs());
         have = true;
       } else if (bye_ && ledger_.queueEmpty()) {
         send_bye = true;
       }
     }
-    if (st.isOk() && have) st = sendSlice(task);
+    if (st.isOk() && have) st = sendSlice(task, ack);
     if (st.isOk()) st = reapSends(false);
     if (!st.isOk() || send_bye) break;
   }
@@ -363,6 +376,13 @@ Status ThreadedLink::receiveResult(const uint8_t* header, size_t size, bool* fat
   wire::SliceHeader h;
   TALLY_RETURN_IF_ERROR(wire::decodeResult(header, size, &h));
   LedgerEntry* entry = nullptr;
+  {
+    // A Commit carried along: for results before this one.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (h.ack.calls != 0 || h.ack.recovery_epoch != 0) {
+      TALLY_RETURN_IF_ERROR(ledger_.commit(h.ack, address_));
+    }
+  }
   {
     // The record stays put: only this thread erases records (a Commit), and takeOrphans runs
     // after the thread is joined.

@@ -66,7 +66,10 @@ class ThreadedLink final : public Link {
   // Waits for `req` in short steps; gives up when stopping or when no result has arrived for
   // timeout_ms while slices are outstanding (that one fails the communicator: *fatal).
   Status waitBounded(transport::Request* req, size_t* size, bool* fatal);
-  Status sendSlice(const SliceTask& task);
+  // `ack`: the Ack it carries ({0, 0}: none).
+  Status sendSlice(const SliceTask& task, const wire::AckPoint& ack);
+  // The Ack due now, to go along with the slice being sent ({0, 0}: none; mu_ held).
+  wire::AckPoint dueAckLocked();
   // Sends the control frames waiting in control_ (send_mu_ held).
   Status sendControlLocked();
   Status sendHeaderOnly(const wire::Frame& frame);

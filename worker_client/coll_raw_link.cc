@@ -67,7 +67,17 @@ void RawLink::reportFailure(const Status& st) {
 }
 
 void RawLink::pushSliceLocked(SliceTask task, bool from_queue) {
-  const OutgoingSlice out = outgoingSlice(task, crc_);
+  OutgoingSlice out = outgoingSlice(task, crc_);
+  // The Ack this rank owes goes along (no message of its own): recorded first, so that it
+  // never speaks for this very slice.
+  LedgerEntry& e = ledger_.record(std::move(task), from_queue);
+  const std::shared_ptr<Shared>& shared = client_->shared();
+  if (std::optional<wire::AckPoint> ack =
+          ledger_.nextAck(shared->posted_through.load(std::memory_order_acquire),
+                          shared->applied_epoch.load(std::memory_order_acquire))) {
+    out.header.ack = *ack;
+    landed_ = false;
+  }
   const uint32_t slot = free_frames_.back();
   free_frames_.pop_back();
   frames_[slot] = wire::encodeSlice(out.header);
@@ -78,7 +88,6 @@ void RawLink::pushSliceLocked(SliceTask task, bool from_queue) {
     out_.push(wire::kTagPayload, out.payload, out.bytes);
     ++messages_pushed_;
   }
-  LedgerEntry& e = ledger_.record(std::move(task), from_queue);
   e.last_message = messages_pushed_;
   e.frame = slot;
   if (outstanding_++ == 0) last_progress_ns_.store(nowNs());
@@ -387,6 +396,10 @@ Status RawLink::onMessageLocked(const uint8_t* header, size_t size) {
 Status RawLink::onResultLocked(const uint8_t* header, size_t size) {
   wire::SliceHeader h;
   TALLY_RETURN_IF_ERROR(wire::decodeResult(header, size, &h));
+  // A Commit carried along: for results before this one.
+  if (h.ack.calls != 0 || h.ack.recovery_epoch != 0) {
+    TALLY_RETURN_IF_ERROR(ledger_.commit(h.ack, address_));
+  }
   LedgerEntry* entry = ledger_.find(h.seq, h.slice);
   if (entry == nullptr || entry->landed) {
     return Status::remote("unexpected result for " + wire::describeSlice(h));

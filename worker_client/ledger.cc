@@ -93,13 +93,12 @@ std::optional<wire::AckPoint> SliceLedger::nextAck(uint64_t posted_through,
   return acked_;
 }
 
-Status SliceLedger::commit(const wire::AckPoint& point, const std::string& reducer) {
-  if (point.calls < committed_.calls || point.recovery_epoch < committed_.recovery_epoch) {
-    return Status::remote("reducer " + reducer + " sent Commit(" + std::to_string(point.calls) +
-                          ", " + std::to_string(point.recovery_epoch) + ") after Commit(" +
-                          std::to_string(committed_.calls) + ", " +
-                          std::to_string(committed_.recovery_epoch) + ")");
-  }
+Status SliceLedger::commit(const wire::AckPoint& given, const std::string& reducer) {
+  // Commits come as messages and with results, which two threads of the reducer may queue in
+  // either order: one that raises nothing is stale, not wrong.
+  const wire::AckPoint point{std::max(given.calls, committed_.calls),
+                             std::max(given.recovery_epoch, committed_.recovery_epoch)};
+  if (point == committed_) return Status::ok();
   auto covered = [&](const LedgerEntry& e) {
     return e.task.epoch == 0 ? e.task.call->seq < point.calls
                              : e.task.epoch <= point.recovery_epoch;
@@ -124,8 +123,8 @@ Status SliceLedger::commit(const wire::AckPoint& point, const std::string& reduc
   // The least of every rank's Ack never passes this rank's own: a Commit past it covers
   // slices not even sent (or posted) yet.
   if (point.calls > acked_.calls || point.recovery_epoch > acked_.recovery_epoch) {
-    return Status::remote("reducer " + reducer + " sent Commit(" + std::to_string(point.calls) +
-                          ", " + std::to_string(point.recovery_epoch) + ") past this rank's Ack(" +
+    return Status::remote("reducer " + reducer + " sent Commit(" + std::to_string(given.calls) +
+                          ", " + std::to_string(given.recovery_epoch) + ") past this rank's Ack(" +
                           std::to_string(acked_.calls) + ", " +
                           std::to_string(acked_.recovery_epoch) + ")");
   }

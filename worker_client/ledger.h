@@ -52,9 +52,10 @@ class SliceLedger {
   // Its whole result is in the receive buffer.
   void land(LedgerEntry* entry);
 
-  // A Commit from the reducer: erases every slice it covers (each counted done in its call).
-  // Not ok: it covers a slice that has not landed here (or lowers an earlier Commit), a
-  // protocol violation; nothing changes then.
+  // A Commit from the reducer (a message, or carried by a result): erases every slice it
+  // covers (each counted done in its call). One that raises nothing is stale and changes
+  // nothing. Not ok: it covers a slice that has not landed here, or passes this rank's own last
+  // Ack, a protocol violation; nothing changes then.
   Status commit(const wire::AckPoint& point, const std::string& reducer);
   // The last Commit taken.
   const wire::AckPoint& committed() const { return committed_; }

@@ -145,6 +145,26 @@ TEST(WireFailover, ErrorCarriesItsScope) {
   EXPECT_FALSE(decodeReject(f.data(), f.size, &r).isOk());
 }
 
+TEST(WireFailover, SlicesAndResultsCarryAnAckPoint) {
+  SliceHeader h;
+  h.seq = 9;
+  h.slice = 2;
+  h.offset = 0;
+  h.count = 10;
+  h.total_count = 100;
+  h.ack = AckPoint{(1ull << 33) + 5, 3};
+  SliceHeader d;
+  Frame f = encodeSlice(h);
+  ASSERT_TRUE(decodeSlice(f.data(), f.size, &d).isOk());
+  EXPECT_EQ(d.ack, h.ack);
+  f = encodeResult(h);
+  ASSERT_TRUE(decodeResult(f.data(), f.size, &d).isOk());
+  EXPECT_EQ(d.ack, h.ack);
+  // The reserved bytes after it must be zero.
+  f.bytes[f.size - 1] = 1;
+  EXPECT_FALSE(decodeResult(f.data(), f.size, &d).isOk());
+}
+
 TEST(WireFailover, EveryNewTypeHasItsOneSize) {
   const Frame frames[] = {encodeAck({}), encodeCommit({}), encodePing({}), encodePong({}),
                           encodeRelay({}), encodeDismiss({})};
