@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "common/crc32c.h"
 #include "common/status.h"
@@ -64,13 +65,27 @@ struct CallSpec {
   uint64_t recv_origin = 0;
 };
 
+// A call whose input is at most this many bytes is done as soon as its results have landed,
+// not when the reducers commit them: the client keeps a copy of its input until then, so the
+// rank can still send it again if a reducer is lost, and it drops any result sent again
+// (docs/failover.md, "Small calls"). A lone small call then pays no commit round trip; the copy
+// costs less than that round trip up to about a bandwidth-delay product, and a large call's
+// round trip is hidden by the calls in flight behind it.
+inline constexpr size_t kEarlyDoneBytes = 128 * 1024;
+
 // One posted call; records are reused (CollClientImpl::freeCallLocked).
 struct Call final : CollCall, CallSpec {
   Status test(bool* done) override;
 
   std::shared_ptr<Shared> shared;
   uint64_t seq = 0;
-  std::atomic<uint32_t> remaining{0};  // slices not committed yet (ledger.h)
+  // Slices not done yet: not committed (ledger.h), or, for an early call, not landed.
+  std::atomic<uint32_t> remaining{0};
+  // Done at landing (kEarlyDoneBytes): every slice is sent from `copy`, this rank's input as it
+  // was posted, held as long as the record (so until every slice is committed); the caller's
+  // buffers may be reused once the call is done.
+  bool early = false;
+  std::vector<uint8_t> copy;  // kept across reuses of the record: no allocation once warm
   // Whether the send and receive buffers overlap: a result that lands there overwrites the
   // input, which can then not be sent again.
   bool inPlace() const;
@@ -85,6 +100,9 @@ struct SliceTask {
   Span send;  // window-relative elements
   Span recv;
   uint32_t epoch = 0;  // 0: a normal slice; else a recovery slice of that epoch (placement.h)
+  // Sent again after its call was done at landing (an early call): its result is dropped, not
+  // written into the receive buffer the caller has been given back.
+  bool drop_result = false;
 };
 
 // What goes out for a slice: its header (with the payload's CRC32C when `crc` is given) and
@@ -109,11 +127,13 @@ inline OutgoingSlice outgoingSlice(const SliceTask& task, const crc32c::Crc32c* 
   h.op = call.op;
   h.rank_count = call.rank_count;
   h.window_offset = call.window_offset;
-  // Zero copy: the payload goes from the user's buffer. Its result can only come back (and be
-  // written over this range, when send == recv) after the reducer has received all of it.
+  // Zero copy: the payload goes from the user's buffer (an early call's from its copy). Its
+  // result can only come back (and be written over this range, when send == recv) after the
+  // reducer has received all of it.
   out.bytes = task.send.count * elt;
   if (out.bytes > 0) {
-    out.payload = call.send + (task.send.offset - call.send_origin) * elt;
+    const uint8_t* base = call.early ? call.copy.data() : call.send;
+    out.payload = base + (task.send.offset - call.send_origin) * elt;
     if (crc != nullptr) h.crc = crc->compute(out.payload, out.bytes);
   }
   return out;

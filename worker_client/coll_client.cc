@@ -523,6 +523,15 @@ Status CollClientImpl::post(const CallSpec& spec, size_t result_bytes, CollReque
     std::shared_ptr<Call> call = freeCallLocked();
     static_cast<CallSpec&>(*call) = spec;
     call->shared = shared_;
+    // This rank's input, as far as its buffer holds it: all of it, but for an all-gather only
+    // its own part.
+    const size_t send_bytes =
+        (spec.kind == wire::CollKind::kAllGather ? part.count : spec.count) * elt;
+    call->early = send_bytes <= kEarlyDoneBytes;
+    if (call->early) {
+      call->copy.resize(send_bytes);  // within the record's kept capacity once warm
+      if (send_bytes > 0) std::memcpy(call->copy.data(), spec.send, send_bytes);
+    }
     call->remaining.store(static_cast<uint32_t>(nslices), std::memory_order_relaxed);
     call->seq = next_seq_++;
     shared_->calls_in_flight.fetch_add(1, std::memory_order_acq_rel);

@@ -182,6 +182,8 @@ Status FakeReducer::readLoop(Member* m) {
       case wire::MsgType::kSlice: {
         wire::SliceHeader h;
         TALLY_RETURN_IF_ERROR(wire::decodeSlice(buf.data(), got, &h));
+        // The sender's Ack may come along with the slice (wire.h SliceHeader::ack).
+        if (h.ack.calls != 0 || h.ack.recovery_epoch != 0) onAck(m->rank, h.ack);
         std::vector<uint8_t> payload(h.payloadBytes());
         if (!payload.empty()) {
           size_t bytes = 0;
@@ -366,6 +368,7 @@ void FakeReducer::answer(Pending p) {
   }
   wire::SliceHeader h = p.header;
   h.crc = 0;
+  h.ack = wire::AckPoint{};  // the first sender's Ack; this fake sends its Commits on their own
   bool act = false;
   if (!acted_.load()) {
     if (script_.act == Misbehaviour::kReplayControl) {
@@ -430,6 +433,20 @@ void FakeReducer::answer(Pending p) {
       }
       return;
     }
+    case Misbehaviour::kCrashBeforeCommit: {
+      for (Member* m : live) sendResult(m, h, result);
+      // Every result out (bounded), then every connection gone, before any Commit for them.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      for (Member* m : live) {
+        std::unique_lock<std::mutex> lock(m->mu);
+        m->cv.wait_until(lock, deadline, [m] { return m->closed || m->sent == m->queued; });
+      }
+      // Time for every rank to read its result (a close with the ranks' later slices unread
+      // resets the connection, and a reset can drop what the rank had not read yet).
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      for (Member* m : live) endMember(m);
+      return;
+    }
     case Misbehaviour::kNone:
       break;
   }
@@ -437,6 +454,7 @@ void FakeReducer::answer(Pending p) {
 
 void FakeReducer::onAck(int rank, const wire::AckPoint& p) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (script_.act == Misbehaviour::kCrashBeforeCommit && acted_.load()) return;
   Member* me = members_[rank].get();
   me->acked.calls = std::max(me->acked.calls, p.calls);
   me->acked.recovery_epoch = std::max(me->acked.recovery_epoch, p.recovery_epoch);

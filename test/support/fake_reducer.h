@@ -50,6 +50,10 @@ enum class Misbehaviour {
   kReplayControl,
   // The target is sent bytes that are no wire header, in place of its result.
   kGarbage,
+  // Partial delivery: from the act on, no Commit leaves (neither as a message nor with a
+  // result); the act's slice's results go to every rank, and once they are out every
+  // connection is closed, as by a reducer that dies between its results and their Commit.
+  kCrashBeforeCommit,
 };
 
 struct FakeScript {

@@ -441,6 +441,116 @@ TEST_P(WireAttack, ProposeRelayedToRankZeroAsItsOwnIsIgnored) {
   expectNoFailure();
 }
 
+// Partial delivery, the hard case: a reducer sends a slice's results to every rank and dies
+// before its Commit. Each test posts one call per rank with one slice on the fake (2 slots: the
+// real reducer, then the fake; call k's only slice goes to slot k % 2), in place.
+//
+// A small call (kEarlyDoneBytes) is done when its result lands, before any Commit; the caller may
+// reuse its buffer at once (here: a sentinel). The fake's loss then has the slice summed again
+// on the real reducer from the rank's copy of its input, for the others' sake, and the result
+// that comes back is dropped: the buffer keeps the sentinel. Later calls are exact.
+TEST_P(WireAttack, SmallCallDoneAtLandingSurvivesItsReducersLossUntouched) {
+  FakeScript script;
+  script.act = Misbehaviour::kCrashBeforeCommit;
+  script.after_slices = 0;  // the first slice the fake sums
+  form(1, 2, script);
+  constexpr size_t kCount = 1000;  // 4 KB: one slice, early
+  const std::string err = onEveryRank(2, [&](int r) -> Status {
+    std::vector<float> buf(kCount);
+    for (uint64_t call = 0; call < 4; ++call) {
+      for (size_t i = 0; i < kCount; ++i) buf[i] = static_cast<float>((i + call * 3 + r * 7) % 50);
+      CollRequest req;
+      TALLY_RETURN_IF_ERROR(post(clients_[r].get(), buf.data(), buf.data(), kCount,
+                                 DataType::kFloat32, ReduceOp::kSum, &req));
+      TALLY_RETURN_IF_ERROR(waitRequest(&req, nullptr, 15000));
+      for (size_t i = 0; i < kCount; ++i) {
+        const float want = static_cast<float>((i + call * 3) % 50 + (i + call * 3 + 7) % 50);
+        if (buf[i] != want) {
+          return Status::internal("test: call " + std::to_string(call) + " element " +
+                                  std::to_string(i) + ": " + std::to_string(buf[i]));
+        }
+      }
+      if (call != 1) continue;
+      // Call 1 went to the fake, which is now gone: its slice is summed again elsewhere once
+      // every rank hears of it. The buffer is the caller's again meanwhile.
+      std::fill(buf.begin(), buf.end(), -1.0f);
+      if (!waitUntil([&] { return warningsWith({fake_->address(), ") lost: "}).size() >= 2; })) {
+        return Status::internal("test: the fake's loss was never decided");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      for (size_t i = 0; i < kCount; ++i) {
+        if (buf[i] != -1.0f) {
+          return Status::internal("test: a result came back into a buffer given back, element " +
+                                  std::to_string(i));
+        }
+      }
+    }
+    return Status::ok();
+  });
+  EXPECT_EQ(err, "");
+  EXPECT_TRUE(fake_->acted());
+  expectLostOnce(fake_->address(), 1);
+  expectNoFailure();
+}
+
+// A large call is done only once committed: the fake's results landed, but its loss has the
+// slice summed again on the real reducer, and the call completes then, exact.
+TEST_P(WireAttack, LargeCallWaitsForItsCommitAndIsSummedAgain) {
+  FakeScript script;
+  script.act = Misbehaviour::kCrashBeforeCommit;
+  script.after_slices = 0;
+  form(1, 2, script);
+  constexpr size_t kCount = 300000;  // 1.2 MB: several slices on each slot, not early
+  const std::string err = onEveryRank(2, [&](int r) -> Status {
+    std::vector<float> in(kCount), out(kCount);
+    for (size_t i = 0; i < kCount; ++i) in[i] = static_cast<float>((i + r * 5) % 61);
+    CollRequest req;
+    TALLY_RETURN_IF_ERROR(post(clients_[r].get(), in.data(), out.data(), kCount,
+                               DataType::kFloat32, ReduceOp::kSum, &req));
+    TALLY_RETURN_IF_ERROR(waitRequest(&req, nullptr, 15000));
+    for (size_t i = 0; i < kCount; ++i) {
+      const float want = static_cast<float>(i % 61 + (i + 5) % 61);
+      if (out[i] != want) {
+        return Status::internal("test: element " + std::to_string(i) + ": " +
+                                std::to_string(out[i]));
+      }
+    }
+    return Status::ok();
+  });
+  EXPECT_EQ(err, "");
+  EXPECT_TRUE(fake_->acted());
+  expectLostOnce(fake_->address(), 1);
+  expectNoFailure();
+}
+
+// The same in place: the result that landed overwrote the input, which cannot be sent again;
+// the communicator fails with an error that says so (never a wrong sum).
+TEST_P(WireAttack, LargeInPlaceCallOverwrittenByALostResultFailsSayingWhy) {
+  FakeScript script;
+  script.act = Misbehaviour::kCrashBeforeCommit;
+  script.after_slices = 0;
+  form(1, 2, script);
+  constexpr size_t kCount = 300000;
+  std::vector<Status> got(2);
+  const std::string err = onEveryRank(2, [&](int r) -> Status {
+    std::vector<float> buf(kCount);
+    for (size_t i = 0; i < kCount; ++i) buf[i] = static_cast<float>((i + r * 5) % 61);
+    CollRequest req;
+    TALLY_RETURN_IF_ERROR(post(clients_[r].get(), buf.data(), buf.data(), kCount,
+                               DataType::kFloat32, ReduceOp::kSum, &req));
+    got[r] = waitRequest(&req, nullptr, 15000);
+    return Status::ok();
+  });
+  EXPECT_EQ(err, "");
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FALSE(got[r].isOk()) << "rank " << r;
+    // One rank's own reason, or the other's as the reducers passed it on.
+    EXPECT_NE(got[r].message().find("in-place call"), std::string::npos) << got[r].toString();
+    EXPECT_NE(got[r].message().find("overwritten this rank's input"), std::string::npos)
+        << got[r].toString();
+  }
+}
+
 // Strangers on a reducer with a job token: each opens a connection, takes the Challenge and
 // sends a failover message (Relay, Ack, Dismiss, Ping) instead of proving the token. Each is
 // refused and its connection closed, while two real ranks with the token go on summing over
