@@ -181,7 +181,6 @@ PendingMap::node_type Engine::Shard::fileLocked(SliceInput in, std::string* fail
   // Inputs are stamped before they are filed, so a later stamp can be filed first.
   p.first_arrival = std::min(p.first_arrival, in.arrived);
   p.inputs[in.rank] = std::move(in.data);
-  comm.inputFiled(in.rank);
   p.peers[in.rank] = std::move(in.peer);
   ++p.have;
   if (p.folds) {

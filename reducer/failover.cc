@@ -89,6 +89,7 @@ Status Communicator::ack(int rank, const wire::AckPoint& point) {
     if (least.calls > committed_.calls || least.recovery_epoch > committed_.recovery_epoch) {
       committed_ = least;  // neither field falls: each is a minimum of values that only rise
       std::fill(owed_.begin(), owed_.end(), true);
+      owed_any_.store(true, std::memory_order_seq_cst);  // before sendCommits reads the counts
       commit_due_ = true;
     }
     if (!commit_due_ || committing_ || failed()) return Status::ok();
@@ -99,12 +100,21 @@ Status Communicator::ack(int rank, const wire::AckPoint& point) {
 }
 
 void Communicator::sliceCompleted(wire::AckPoint* out) {
+  // Without the lock when no Commit is owed (most slices): the counts fall first, then the flag
+  // is read, and ack() sets the flag before it reads the counts, all sequentially consistent. So
+  // either ack() sees the fall (and sends the Commit itself), or this sees the flag and takes
+  // the Commit under the lock below; never neither.
+  for (uint32_t r = 0; r < nranks; ++r) pending_inputs_[r].fetch_sub(1, std::memory_order_seq_cst);
+  if (!owed_any_.load(std::memory_order_seq_cst)) {
+    for (uint32_t r = 0; r < nranks; ++r) out[r] = wire::AckPoint{};
+    return;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   for (uint32_t r = 0; r < nranks; ++r) {
-    pending_inputs_[r].fetch_sub(1, std::memory_order_acq_rel);
     out[r] = owed_[r] ? committed_ : wire::AckPoint{};
     owed_[r] = false;
   }
+  owed_any_.store(false, std::memory_order_seq_cst);  // every rank's taken just now
 }
 
 void Communicator::sendCommits() {
@@ -125,7 +135,7 @@ void Communicator::sendCommits() {
         // A rank with an input in a slice not yet complete gets this Commit with that slice's
         // result (sliceCompleted takes it under this lock); a count read as 0 here can only
         // rise for slices whose results come after this Commit.
-        if (!owed_[r] || pending_inputs_[r].load(std::memory_order_acquire) > 0) continue;
+        if (!owed_[r] || pending_inputs_[r].load(std::memory_order_seq_cst) > 0) continue;
         owed_[r] = false;
         if (members_[r] && open_[r]) commit_to_.push_back(members_[r]);
       }

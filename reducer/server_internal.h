@@ -276,12 +276,13 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // result it covers on r's connection: r acknowledged those results, so they were queued
   // before. Not ok (nothing changed): the communicator has not formed.
   //
-  // A Commit rides on the next result to a rank when one is coming: a rank with an input filed
-  // in a slice not yet complete gets one (sliceCompleted); the others get a Commit message at
-  // once. So a stream of results needs no Commit messages, and none is held back for good.
+  // A Commit rides on the next result to a rank when one is coming: a rank with an input on its
+  // way to a slice not yet complete gets one (sliceCompleted); the others get a Commit message
+  // at once. So a stream of results needs no Commit messages, and none is held back for good.
   Status ack(int rank, const wire::AckPoint& point);
-  // The engine filed an input of `rank` into a slice (any thread, no lock).
-  void inputFiled(int rank) { pending_inputs_[rank].fetch_add(1, std::memory_order_acq_rel); }
+  // A slice header of `rank` was accepted: its input is on its way to the engine, which will
+  // complete its slice unless the communicator fails (any thread, no lock).
+  void inputFiled(int rank) { pending_inputs_[rank].fetch_add(1, std::memory_order_seq_cst); }
   // The engine completed a slice (every rank's input of it filed): out[r] is the Commit rank r
   // is owed, to go with its result, or {0, 0}. Takes mu_.
   void sliceCompleted(wire::AckPoint* out);
@@ -325,6 +326,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // inputs it has in slices the engine has not completed. The two decide together, under mu_
   // (the count falls only in sliceCompleted), whether a Commit can wait for a result.
   std::vector<bool> owed_;
+  std::atomic<bool> owed_any_{false};  // some owed_ is set (written under mu_, read without)
   std::unique_ptr<std::atomic<uint32_t>[]> pending_inputs_;
   // The members a Commit goes to: only the committing thread uses it.
   std::vector<std::shared_ptr<Member>> commit_to_;

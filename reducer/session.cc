@@ -67,6 +67,9 @@ Status acceptSliceHeader(Communicator& comm, int rank, const uint8_t* data, size
     comm.fail(st.message());
     return st;
   }
+  // From here the slice is on its way to the engine, which completes it (or the communicator
+  // fails): counted first, so that a Commit its Ack below brings goes with its result.
+  comm.inputFiled(rank);
   // The sender's Ack, carried along (wire.h SliceHeader::ack): taken like an Ack message.
   if (h->ack.calls != 0 || h->ack.recovery_epoch != 0) {
     st = comm.ack(rank, h->ack);

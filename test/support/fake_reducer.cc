@@ -220,6 +220,15 @@ Status FakeReducer::readLoop(Member* m) {
 }
 
 void FakeReducer::writeLoop(Member* m) {
+  writeQueued(m);
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    m->writer_done = true;
+  }
+  m->cv.notify_all();
+}
+
+void FakeReducer::writeQueued(Member* m) {
   for (;;) {
     Out out;
     {
@@ -496,9 +505,10 @@ bool FakeReducer::inject(int rank, const wire::Frame& frame) {
   }
   std::unique_lock<std::mutex> lock(m->mu);
   const uint64_t mine = m->queued;
-  return m->cv.wait_for(lock, std::chrono::seconds(5), [&] {
-    return m->closed || m->sent >= mine;
-  }) && m->sent >= mine;
+  // Not `closed`: the worker may close as soon as it reads the frame, before the writer counts
+  // it sent, so wait for the writer itself.
+  m->cv.wait_for(lock, std::chrono::seconds(5), [&] { return m->writer_done || m->sent >= mine; });
+  return m->sent >= mine;
 }
 
 std::string FakeReducer::trouble() const {

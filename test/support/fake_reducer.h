@@ -119,6 +119,7 @@ class FakeReducer {
     bool closed = false;  // no more sends (guarded by mu)
     uint64_t queued = 0;  // messages queued and sent in all (guarded by mu)
     uint64_t sent = 0;
+    bool writer_done = false;  // the writer thread has returned (guarded by mu)
     std::thread writer;
     wire::AckPoint acked;  // guarded by FakeReducer::mu_
   };
@@ -137,6 +138,7 @@ class FakeReducer {
   Status readLoop(Member* m);
   Status recvMessage(transport::Connection* conn, void* data, size_t size, int tag, size_t* got);
   void writeLoop(Member* m);
+  void writeQueued(Member* m);  // writeLoop until the connection or the fake ends
   // Queues messages to one rank, in order, as one unit (a header and its payload stay together).
   void send(Member* m, std::vector<Out> msgs);
   void sendHeader(Member* m, const wire::Frame& f);
