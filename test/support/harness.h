@@ -98,4 +98,16 @@ inline Status post(CollClient* c, const void* send, void* recv, size_t count, Da
   }
 }
 
+// Runs fn(rank) on every rank at once; returns the first failure, "" when all passed.
+inline std::string onEveryRank(int n, const std::function<Status(int)>& fn) {
+  std::vector<Status> st(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { st[r] = fn(r); });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    if (!st[r].isOk()) return "rank " + std::to_string(r) + ": " + st[r].toString();
+  }
+  return "";
+}
+
 }  // namespace tally::reducer::test

@@ -21,18 +21,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Runs fn(rank) on every rank at once; returns the first failure, "" when all passed.
-std::string onEveryRank(int n, const std::function<Status(int)>& fn) {
-  std::vector<Status> st(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { st[r] = fn(r); });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < n; ++r) {
-    if (!st[r].isOk()) return "rank " + std::to_string(r) + ": " + st[r].toString();
-  }
-  return "";
-}
-
 Status waitPosted(const std::function<Status(CollRequest*)>& postFn, CollRequest* req) {
   const auto deadline = Clock::now() + std::chrono::seconds(20);
   for (;;) {

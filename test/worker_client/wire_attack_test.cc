@@ -71,18 +71,6 @@ bool waitUntil(const std::function<bool()>& done, int64_t ms = 5000) {
   return true;
 }
 
-// Runs fn(rank) on every rank at once; the first failure, "" when all passed.
-std::string onEveryRank(int n, const std::function<Status(int)>& fn) {
-  std::vector<Status> st(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { st[r] = fn(r); });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < n; ++r) {
-    if (!st[r].isOk()) return "rank " + std::to_string(r) + ": " + st[r].toString();
-  }
-  return "";
-}
-
 // One round's calls: odd sizes, one of many slices among single-slice ones; every third an
 // int32 sum, the others float32.
 const std::vector<size_t> kCounts = {1, 7, 8191, 100003, 3, 65537, 33333, 5, 20011};

@@ -8,16 +8,8 @@
 namespace tally::driver {
 namespace {
 
-uint64_t mix(uint64_t x) {
-  // splitmix64 finalizer: a cheap, well-spread hash of (seed, rank, index).
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 uint64_t randomBits(uint64_t seed, int rank, size_t index) {
-  return mix(seed * 0x100000001b3ull ^ mix(static_cast<uint64_t>(rank) + 1) ^
+  return splitmix64(seed * 0x100000001b3ull ^ splitmix64(static_cast<uint64_t>(rank) + 1) ^
              (static_cast<uint64_t>(index) << 1));
 }
 
@@ -155,6 +147,13 @@ double combineFloat(ReduceOp op, double a, double b) {
 }
 
 }  // namespace
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
 
 void encodeExact(DataType type, double value, void* out) {
   switch (type) {

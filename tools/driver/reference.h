@@ -33,6 +33,9 @@ void fillExpected(DataType type, ReduceOp op, int nranks, uint64_t seed, size_t 
 size_t countMismatches(DataType type, const void* got, const void* expected, size_t count,
                        size_t* first_bad = nullptr);
 
+// The splitmix64 finalizer: a cheap, well-spread hash of a 64-bit value (seeds, indices).
+uint64_t splitmix64(uint64_t x);
+
 // FNV-1a, for comparing outputs across processes through the Store.
 uint64_t hashBytes(const void* data, size_t bytes);
 

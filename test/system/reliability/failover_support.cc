@@ -13,16 +13,10 @@
 namespace tally::reliability {
 namespace {
 
-// splitmix64: a small, well-mixed function of the seed and the index.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+using driver::splitmix64;
 
 uint64_t foldDigest(uint64_t digest, const void* data, size_t bytes) {
-  return mix(digest ^ driver::hashBytes(data, bytes));
+  return splitmix64(digest ^ driver::hashBytes(data, bytes));
 }
 
 Status mismatch(const CallPlan& p, DataType type, const void* got, const void* want,
@@ -43,15 +37,15 @@ int64_t steadyMs() {
 }
 
 CallPlan planCall(uint64_t seed, uint64_t index) {
-  uint64_t r = mix(seed * 1000003 + index);
+  uint64_t r = splitmix64(seed * 1000003 + index);
   CallPlan p;
   p.seed = r;
   const unsigned pick = static_cast<unsigned>(r % 10);
-  r = mix(r);
+  r = splitmix64(r);
   p.type = static_cast<DataType>(r % kNumDataTypes);
-  r = mix(r);
+  r = splitmix64(r);
   p.op = static_cast<ReduceOp>(r % kNumReduceOps);
-  r = mix(r);
+  r = splitmix64(r);
   if (pick < 6) {
     static const size_t kCounts[] = {1, 7, 1001, 65537, 262147, (1u << 20) + 3};
     p.kind = CallPlan::Kind::kAllReduce;
