@@ -52,23 +52,6 @@ Status pipeline(size_t n, int depth, const std::function<Status(size_t, CollRequ
   return Status::ok();
 }
 
-// Runs body(rank) on every rank in threads; returns the first rank's error text, or "".
-std::string onEveryRank(int nranks, const std::function<Status(int)>& body) {
-  std::vector<std::string> errors(nranks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < nranks; ++r) {
-    threads.emplace_back([&, r] {
-      Status s = body(r);
-      if (!s.isOk()) errors[r] = "rank " + std::to_string(r) + ": " + s.toString();
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (!e.empty()) return e;
-  }
-  return "";
-}
-
 // Rank r's part of a reduce-scatter: elements [r x count, (r + 1) x count) of the vector.
 Status reduceScatter(CollClient* c, int rank, int nranks, const uint8_t* in, uint8_t* out,
                      uint64_t count, DataType type, ReduceOp op, uint64_t width) {

@@ -10,7 +10,7 @@ namespace {
 
 uint64_t randomBits(uint64_t seed, int rank, size_t index) {
   return splitmix64(seed * 0x100000001b3ull ^ splitmix64(static_cast<uint64_t>(rank) + 1) ^
-             (static_cast<uint64_t>(index) << 1));
+                    (static_cast<uint64_t>(index) << 1));
 }
 
 bool isFloat(DataType t) {
