@@ -384,6 +384,7 @@ void LoopPeer::lingerFor(const wire::Frame& reject) {
 
 void LoopPeer::end(Ending ending) {
   ending.counted = ending.counted || counted_;
+  if (!comm_) endOfEvicted(ctx_, name_, opened_, opening_.get(), &ending);
   reportEnd(ctx_, comm_, rank_, name_, ending, ctx_->stopping.load());
   comm_.reset();
   payload_.reset();

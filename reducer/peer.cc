@@ -230,6 +230,7 @@ void Peer::readerLoop() {
   ending.worker_aborted = worker_aborted;
   ending.dismissed = dismissed;
   ending.counted = counted_;
+  if (!comm_) endOfEvicted(ctx_, name_, opened_, opening_.get(), &ending);
   reportEnd(ctx_, comm_, rank_, name_, ending, ctx_->stopping.load() || aborted_.load());
   comm_.reset();
   opening_.reset();

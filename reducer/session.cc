@@ -119,17 +119,26 @@ void refusedInOpening(ServerContext* ctx, const std::string& name, wire::MsgType
   *reject = wire::encodeReject(wire::Reason{why.message()});
 }
 
+namespace {
+
+Status evicted(ServerContext* ctx, const std::string& name,
+               std::chrono::steady_clock::time_point opened, const OpeningBudget::Slot* slot,
+               std::chrono::steady_clock::time_point now) {
+  if (slot == nullptr || !slot->evicted()) return Status::ok();
+  ctx->observer->error(ServerError::kLimit);
+  const auto held = std::chrono::duration_cast<std::chrono::milliseconds>(now - opened);
+  return Status::system("peer " + name + " was evicted after " + std::to_string(held.count()) +
+                        " ms without joining: " + std::to_string(ctx->openings.limit()) +
+                        " newer connections have not joined either (the opening budget, "
+                        "--max-opening-connections)");
+}
+
+}  // namespace
+
 Status openingDeadline(ServerContext* ctx, const std::string& name,
                        std::chrono::steady_clock::time_point opened, bool answering,
                        const OpeningBudget::Slot* slot, std::chrono::steady_clock::time_point now) {
-  if (slot != nullptr && slot->evicted()) {
-    ctx->observer->error(ServerError::kLimit);
-    const auto held = std::chrono::duration_cast<std::chrono::milliseconds>(now - opened);
-    return Status::system("peer " + name + " was evicted after " + std::to_string(held.count()) +
-                          " ms without joining: " + std::to_string(ctx->openings.limit()) +
-                          " newer connections have not joined either (the opening budget, "
-                          "--max-opening-connections)");
-  }
+  if (Status st = evicted(ctx, name, opened, slot, now); !st.isOk()) return st;
   const int64_t auth_ms = ctx->options.auth_timeout_ms;
   const int64_t join_ms = ctx->options.join_timeout_ms;
   std::string why;
@@ -155,6 +164,16 @@ Status memberDeadline(ServerContext* ctx, Communicator& comm,
   return Status::timeout("communicator " + comm.describe() + " did not form within " +
                          std::to_string(limit) + " ms of its first Hello (" + comm.joinedText() +
                          ")");
+}
+
+void endOfEvicted(ServerContext* ctx, const std::string& name,
+                  std::chrono::steady_clock::time_point opened, const OpeningBudget::Slot* slot,
+                  Ending* e) {
+  if (e->counted || e->graceful) return;
+  Status st = evicted(ctx, name, opened, slot, std::chrono::steady_clock::now());
+  if (st.isOk()) return;
+  e->status = std::move(st);
+  e->counted = true;
 }
 
 ServerError causeOf(const Ending& e) {

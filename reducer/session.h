@@ -75,6 +75,13 @@ struct Ending {
   bool counted = false;         // the error was counted already (auth, checksum, timeout)
 };
 
+// An opening connection ends (reset, closed, a bad message) after it was evicted but before
+// its tick saw that: the eviction is why it went, so it is counted as `limit` and described as
+// one. Leaves an ending that was counted already, or a graceful one, alone.
+void endOfEvicted(ServerContext* ctx, const std::string& name,
+                  std::chrono::steady_clock::time_point opened, const OpeningBudget::Slot* slot,
+                  Ending* e);
+
 // Whether `type` is one of a member's failover messages: Ack, Ping, Relay, Dismiss.
 bool isMemberMessage(wire::MsgType type);
 

@@ -445,6 +445,47 @@ TEST(Pressure, E_SilentConnectionsCannotKeepATokenHolderOut) {
   expectIdle(r, "after the job");
 }
 
+// E, the race in it: a connection evicted from the opening budget that resets before its next
+// tick (every 100 ms) sees the eviction is still counted as evicted (`limit`), not as a lost
+// peer. The Challenge the newer connection reads shows the reducer took it in, and so evicted the
+// older one; the older one resets microseconds later.
+TEST(Pressure, E_AnEvictedConnectionThatResetsIsCountedAsEvicted) {
+  char path[] = "/tmp/tally-pressure-token-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string text = std::string(kToken) + "\n";
+  ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ::close(fd);
+  struct Unlink {
+    const char* path;
+    ~Unlink() { ::unlink(path); }
+  } unlink_token{path};
+  PressuredReducer r;
+  Status st = r.start({"--token-file", path, "--max-opening-connections", "1"});
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  std::array<uint8_t, wire::kMaxHeaderBytes> buf;
+  size_t got = 0;
+  constexpr int kRounds = 5;
+  for (int i = 0; i < kRounds; ++i) {
+    std::vector<Fd> older = connectStreams(r.address(), 1, 0xe100 + static_cast<uint64_t>(i));
+    ASSERT_EQ(older.size(), 1u);
+    ASSERT_TRUE(recvMsg(older[0].get(), &buf, &got).isOk());  // its Challenge: it holds the slot
+    std::vector<Fd> newer = connectStreams(r.address(), 1, 0xe200 + static_cast<uint64_t>(i));
+    ASSERT_EQ(newer.size(), 1u);
+    ASSERT_TRUE(recvMsg(newer[0].get(), &buf, &got).isOk());  // taken in: the older one evicted
+    const struct linger reset = {1, 0};
+    ASSERT_EQ(::setsockopt(older[0].get(), SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)), 0);
+    older.clear();  // an RST, before the reducer's tick
+    newer.clear();  // a plain close of the one holding the slot
+  }
+  EXPECT_TRUE(r.waitFor([&] {
+    return r.errors("limit") == kRounds && r.gauge("tally_reducer_connections") == 0;
+  })) << r.errors("limit") << " evicted, " << r.errors("peer_lost") << " lost, "
+      << r.gauge("tally_reducer_connections") << " open";
+  EXPECT_EQ(r.errors("timeout"), 0);
+  expectIdle(r, "after the evictions");
+}
+
 // F: junk of every kind, each dropped and counted under its own cause: a bad transport hello
 // (`accept`), a socket that sends none (`timeout`), a bad frame magic, an oversized frame and an
 // undecodable slice header (`protocol`, the last with an Error that says why). None is a lost
