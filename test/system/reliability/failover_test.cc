@@ -414,6 +414,32 @@ INSTANTIATE_TEST_SUITE_P(Seeds, JoinFault, ::testing::Values(1, 2, 3, 4),
                                   std::to_string(p.param);
                          });
 
+// Another reducer killed while the first one's rejoin is under way (its probe, the proposal, the
+// joins' openings, or the calls up to the join's boundary): the loss goes first, the join is
+// called off or finished, and the calls resume within the kill's bound all the same.
+class LossDuringAnotherRejoin : public FailoverTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(LossDuringAnotherRejoin, CallsResumeInTheKillsBound) {
+  ASSERT_NO_FATAL_FAILURE(startReducers(4));
+  const int seed = GetParam();
+  const int64_t during = 700 + 20 + (seed * 131) % 400;
+  const std::vector<Fault> faults = {Fault{Fault::Kind::kKill, 1, 300},
+                                     Fault{Fault::Kind::kRestart, 1, 700},
+                                     Fault{Fault::Kind::kKill, 2, during}};
+  const uint64_t ncalls = 400;
+  double rejoins = -1;
+  ASSERT_NO_FATAL_FAILURE(run(60 + seed, ncalls, faults, -1, 0, [&] {
+    rejoins = counter(1, "tally_reducer_rejoins_total");
+  }));
+  expectEveryCallExact(ncalls, 1000, faults);
+  EXPECT_GE(rejoins, 1) << "the restarted reducer was never taken in";
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, LossDuringAnotherRejoin, ::testing::Values(1, 2, 3, 4, 5, 6),
+                         [](const ::testing::TestParamInfo<int>& p) {
+                           return "seed" + std::to_string(p.param);
+                         });
+
 // A spare (TALLY_SPARE_REDUCERS) takes the place of a lost reducer that does not come back.
 TEST_F(FailoverTest, SpareTakesTheLostReducersPlace) {
   ASSERT_NO_FATAL_FAILURE(startReducers(2, 1));
