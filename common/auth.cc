@@ -21,14 +21,6 @@ constexpr char kLabel[] = "tally-auth-v3";  // with its terminating 0 byte
 // Overwrites secret bytes; explicit_bzero is never optimized away as a dead store.
 void wipeBytes(void* p, size_t n) { explicit_bzero(p, n); }
 
-// Whether a and b are equal, taking the same time wherever they differ (a MAC compare must not
-// tell an attacker how many leading bytes were right).
-bool constantTimeEqual(const uint8_t* a, const uint8_t* b, size_t n) {
-  volatile uint8_t diff = 0;
-  for (size_t i = 0; i < n; ++i) diff = static_cast<uint8_t>(diff | (a[i] ^ b[i]));
-  return diff == 0;
-}
-
 Status readTokenFile(const std::string& path, std::string* out) {
   const std::string what = "job token file " + path;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -71,6 +63,12 @@ Status readTokenFile(const std::string& path, std::string* out) {
 }
 
 }  // namespace
+
+bool constantTimeEqual(const uint8_t* a, const uint8_t* b, size_t n) {
+  volatile uint8_t diff = 0;
+  for (size_t i = 0; i < n; ++i) diff = static_cast<uint8_t>(diff | (a[i] ^ b[i]));
+  return diff == 0;
+}
 
 Status randomBytes(void* out, size_t n) {
   // getrandom(2) with no flags reads the kernel's CSPRNG and blocks only until it is seeded at

@@ -38,6 +38,10 @@ inline constexpr size_t kMaxTokenFileBytes = 64 * 1024;
 // Who is proving.
 enum class Role : uint8_t { kWorker = 'W', kReducer = 'R' };
 
+// Whether [a, a + n) and [b, b + n) are equal, taking the same time wherever they differ (a MAC
+// compare must not tell an attacker how many leading bytes were right).
+bool constantTimeEqual(const uint8_t* a, const uint8_t* b, size_t n);
+
 // Fills [out, out + n) from the kernel's CSPRNG (getrandom). kSystem when it cannot; out is then
 // unspecified.
 Status randomBytes(void* out, size_t n);

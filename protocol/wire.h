@@ -63,8 +63,8 @@ inline constexpr uint32_t kMagic = 0x594c4154;  // bytes "TALY" on the wire
 // Proof), Hello.checksum and the slice CRC. 4: all-gather and reduce-scatter (SliceHeader::kind,
 // rank_count, window_offset; empty pieces). 5: the slice plan in Hello (slices_per_reducer,
 // min_slice_bytes). 6: reducer failover (Ack, Commit, Ping, Pong, Relay, Dismiss; Hello.epoch;
-// the scope of an Error).
-inline constexpr uint16_t kVersion = 6;
+// the scope of an Error). 7: Relay.seal, rank-to-rank MACs under a key in rank 0's handle.
+inline constexpr uint16_t kVersion = 7;
 
 // Transport tags: a header, and the payload that follows a slice or result header.
 inline constexpr int kTagHeader = 0x7a11;
@@ -202,10 +202,13 @@ const char* controlKindName(ControlKind k);
 const char* changeName(Change c);
 
 // A Relay: `from` is written by the reducer (the sender's rank in the communicator); a worker
-// sends 0.
+// sends 0. `seal` is the sending rank's MAC over the relay (worker_client/relay_seal.h), which
+// reducers carry untouched and cannot make: all zero when the job has no token.
+inline constexpr size_t kRelaySealBytes = 16;
 struct Relay {
   uint32_t from = 0;
   Control control;
+  std::array<uint8_t, kRelaySealBytes> seal{};
 };
 
 // A Ping's token comes back in its Pong.

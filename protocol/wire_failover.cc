@@ -22,8 +22,8 @@ constexpr size_t kPingBody = 8;
 // recovery epoch u32, address length u8, reason length u8, reserved u16, address, reason.
 constexpr size_t kControlBytes = 1 + 1 + 2 + 4 + 4 + 4 + 8 + 8 + 4 + 1 + 1 + 2 +
                                  kMaxControlAddressBytes + kMaxControlReasonBytes;
-// from u32, reserved u32, the control.
-constexpr size_t kRelayBody = 4 + 4 + kControlBytes;
+// from u32, reserved u32, the control, the seal.
+constexpr size_t kRelayBody = 4 + 4 + kControlBytes + kRelaySealBytes;
 static_assert(kPreambleBytes + kRelayBody <= kMaxHeaderBytes);
 static_assert(kMaxControlAddressBytes < 256 && kMaxControlReasonBytes < 256);
 
@@ -141,6 +141,7 @@ Frame encodeRelay(const Relay& m) {
   w.u16(0);
   w.text(c.address, kMaxControlAddressBytes);
   w.text(c.reason, kMaxControlReasonBytes);
+  for (uint8_t b : m.seal) w.u8(b);
   return f;
 }
 
@@ -185,6 +186,7 @@ Status decodeRelay(const uint8_t* data, size_t size, Relay* out) {
   c.ok = (flags & kControlOk) != 0;
   c.address.assign(reinterpret_cast<const char*>(r.take(kMaxControlAddressBytes)), address);
   c.reason.assign(reinterpret_cast<const char*>(r.take(kMaxControlReasonBytes)), reason);
+  for (uint8_t& b : m.seal) b = r.u8();
   *out = std::move(m);
   return Status::ok();
 }

@@ -2,6 +2,8 @@
 // in coll_connect.cc), iallreduce, close.
 #include "worker_client/coll_client.h"
 
+#include <strings.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -15,6 +17,7 @@
 #include "worker_client/coll_link.h"
 #include "worker_client/coll_raw_link.h"
 #include "worker_client/coordinator.h"
+#include "worker_client/relay_seal.h"
 #include "protocol/opening.h"
 #include "protocol/slicing.h"
 #include "common/fd.h"
@@ -36,14 +39,19 @@ namespace {
 // Handle layout (little-endian): magic u32 | version u16 | reserved u16 | comm id (hi u64, lo u64)
 // | config digest u64 | nreducers u32 | zeros up to kCollHandleBytes.
 constexpr uint32_t kHandleMagic = 0x48594c54;  // "TLYH"
-constexpr uint16_t kHandleVersion = 1;
-constexpr size_t kHandleUsedBytes = 4 + 2 + 2 + 16 + 8 + 4;
+// 2: the relay seal's flag and key (relay_seal.h).
+constexpr uint16_t kHandleVersion = 2;
+constexpr size_t kHandleKeyOffset = 40;
+constexpr size_t kHandleUsedBytes = kHandleKeyOffset + RelaySeal::kKeyBytes;
 static_assert(kHandleUsedBytes <= kCollHandleBytes);
+constexpr uint32_t kHandleSealed = 1u << 0;
 
 struct HandleInfo {
   wire::CommId comm;
   uint64_t digest = 0;
   uint32_t nreducers = 0;
+  bool sealed = false;  // the ranks seal their relays under `key` (they have a job token)
+  RelaySeal::Key key{};
 };
 
 void putLe(uint8_t* p, uint64_t v, int n) {
@@ -137,7 +145,28 @@ Status decodeHandle(const void* handle, int rank, HandleInfo* out) {
   h.comm.lo = getLe(p + 16, 8);
   h.digest = getLe(p + 24, 8);
   h.nreducers = static_cast<uint32_t>(getLe(p + 32, 4));
+  h.sealed = (getLe(p + 36, 4) & kHandleSealed) != 0;
+  std::memcpy(h.key.data(), p + kHandleKeyOffset, h.key.size());
   *out = h;
+  return Status::ok();
+}
+
+// The seal this rank puts on its relays and checks on the others' (relay_seal.h): rank 0's key
+// when the job has a token. Rank 0 and this rank must agree on having one.
+Status relaySealFor(const HandleInfo& rank0, const auth::JobToken& token, int rank,
+                    RelaySeal* out) {
+  if (rank0.sealed != !token.empty()) {
+    return Status::invalidUsage(
+        std::string("rank ") + std::to_string(rank) + " (this rank) " +
+        (token.empty() ? "has no job token and rank 0 has one"
+                       : "has a job token and rank 0 has none") +
+        " (TALLY_JOB_TOKEN or TALLY_JOB_TOKEN_FILE must be set alike on every rank)");
+  }
+  if (!rank0.sealed) return Status::ok();
+  Status why;
+  const hmac::HmacSha256* h = hmac::shared(&why);
+  if (h == nullptr) return why;
+  *out = RelaySeal(h, rank0.key, rank0.comm);
   return Status::ok();
 }
 
@@ -155,7 +184,16 @@ Status CollClient::makeHandle(const CollOptions& options, void* out) {
   putLe(h + 16, id.lo, 8);
   putLe(h + 24, configDigest(options), 8);
   putLe(h + 32, options.reducers.size(), 4);
+  if (!options.job_token.empty() || !options.job_token_file.empty()) {
+    // Rank 0's key is the communicator's; the other ranks' go unused.
+    RelaySeal::Key key;
+    TALLY_RETURN_IF_ERROR(RelaySeal::newKey(&key));
+    putLe(h + 36, kHandleSealed, 4);
+    std::memcpy(h + kHandleKeyOffset, key.data(), key.size());
+    explicit_bzero(key.data(), key.size());
+  }
   std::memcpy(out, h, sizeof(h));
+  explicit_bzero(h, sizeof(h));
   return Status::ok();
 }
 
@@ -193,6 +231,15 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
   {
     Status st = auth::loadJobToken(options.job_token, options.job_token_file, &token);
     if (st.isOk() && options.checksum) crc = crc32c::shared(&st);
+    if (!st.isOk()) {
+      TALLY_WARN("CollNet rank %d: %s", rank, st.toString().c_str());
+      return st;
+    }
+  }
+  RelaySeal seal;
+  {
+    Status st = relaySealFor(infos[0], token, rank, &seal);
+    explicit_bzero(infos[0].key.data(), infos[0].key.size());
     if (!st.isOk()) {
       TALLY_WARN("CollNet rank %d: %s", rank, st.toString().c_str());
       return st;
@@ -268,6 +315,7 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
   chans.clear();
   auto impl = std::make_unique<CollClientImpl>(options, rank, nranks);
   impl->setCommunicator(comm);
+  impl->setRelaySeal(seal);
   {
     LinkSettings settings;
     settings.raw = raw;
@@ -364,6 +412,7 @@ CollClientImpl::CollClientImpl(const CollOptions& options, int rank, int nranks)
       placement_(static_cast<uint32_t>(options.reducers.size())),
       suspected_(options.reducers.size(), false),
       lost_reasons_(options.reducers.size()),
+      joined_at_(options.reducers.size(), 0),
       ping_sent_ns_(options.reducers.size(), 0),
       addresses_(options.reducers),
       offer_cursor_(options.reducers.size(), 0),

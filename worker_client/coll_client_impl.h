@@ -50,6 +50,7 @@
 #include "worker_client/coll_connect.h"
 #include "worker_client/ledger.h"
 #include "worker_client/placement.h"
+#include "worker_client/relay_seal.h"
 #include "protocol/slicing.h"
 #include "protocol/wire.h"
 #include "transport/transport.h"
@@ -100,6 +101,8 @@ class CollClientImpl final : public CollClient {
   void addLink(std::shared_ptr<Link> link) { links_.push_back(std::move(link)); }
   void setProgress(std::shared_ptr<Progress> progress);
   void setCommunicator(const wire::CommId& comm) { comm_ = comm; }
+  // The seal on this communicator's relays (relay_seal.h); none unless the job has a token.
+  void setRelaySeal(const RelaySeal& seal) { relay_seal_ = seal; }
   void setLinkSettings(LinkSettings settings) { link_settings_ = std::move(settings); }
   // Starts the links, the progress thread and the keeper; fails as Link::start does.
   Status start();
@@ -234,6 +237,9 @@ class CollClientImpl final : public CollClient {
   int64_t round_since_ns_ = 0;   // rank 0: the round under way began
   std::vector<bool> suspected_;  // by slot: this rank dropped it, the decision is pending
   std::vector<std::string> lost_reasons_;  // by slot: why this rank dropped it
+  // By slot: the epoch its reducer joined at (0: it formed with the communicator). A Suspect
+  // from before it is about the reducer that was there before (late, or replayed).
+  std::vector<uint32_t> joined_at_;
   std::vector<std::string> lost_;  // "address (why)", every reducer lost, in order
   // The books of the slot the proposal under way loses, taken when this rank froze.
   std::vector<LedgerEntry> orphans_;
@@ -242,6 +248,7 @@ class CollClientImpl final : public CollClient {
   uint64_t ping_token_ = 0;
   std::vector<std::shared_ptr<Link>> keeper_links_;  // the keeper's copy of links_
   LinkSettings link_settings_;
+  RelaySeal relay_seal_;
   std::vector<std::string> addresses_;  // by slot: the reducer serving it now, or last
   // A join under way on this rank: its thread opens the link, the keeper installs it.
   struct Join {

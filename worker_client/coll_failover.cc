@@ -110,6 +110,15 @@ void CollClientImpl::handleEvent(FailoverEvent& ev) {
     case FailoverEvent::Kind::kLinkLost:
       return handleLinkLost(ev.slot, ev.why);
     case FailoverEvent::Kind::kRelay:
+      if (!relay_seal_.opens(ev.relay)) {
+        // No rank made it: the reducer that carried it forged or changed it. It is dropped
+        // like a lost one, through the agreement; the message is not looked at.
+        return handleLinkLost(
+            ev.slot, Status::remote("it relayed a " +
+                                    std::string(wire::controlKindName(ev.relay.control.kind)) +
+                                    " as rank " + std::to_string(ev.relay.from) +
+                                    "'s that does not carry that rank's seal"));
+      }
       if (rank_ == 0 && ev.relay.from == 0) {
         TALLY_WARN_LIMITED(warnings_, "CollNet rank 0: ignoring a %s relayed as its own",
                            wire::controlKindName(ev.relay.control.kind));
@@ -154,6 +163,9 @@ void CollClientImpl::handleLinkLost(uint32_t slot, const Status& why) {
 void CollClientImpl::broadcastRelay(const wire::Control& c) {
   wire::Relay relay;
   relay.control = c;
+  if (Status st = relay_seal_.seal(static_cast<uint32_t>(rank_), &relay); !st.isOk()) {
+    return failOver("cannot seal a failover message: " + st.message());
+  }
   const wire::Frame frame = wire::encodeRelay(relay);
   const std::vector<std::shared_ptr<Link>> links = linkSnapshot();
   for (uint32_t s = 0; s < links.size(); ++s) {
@@ -176,6 +188,7 @@ void CollClientImpl::handleControl(uint32_t from, const wire::Control& c) {
   switch (c.kind) {
     case wire::ControlKind::kSuspect:
       if (rank_ != 0 || c.change != wire::Change::kLost || c.slot >= links_.size()) return;
+      if (c.epoch < joined_at_[c.slot]) return;  // about the slot's reducer before this one
       coordinator_->suspect(c.slot, c.reason);
       if (coordinator_->joinRoundOpen()) {
         // A loss goes first: the join is called off (and may be offered again later).

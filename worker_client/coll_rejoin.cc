@@ -213,6 +213,7 @@ void CollClientImpl::applyJoin(const wire::Control& c) {
     (void)placement_.apply(change);
     suspected_[c.slot] = false;
     lost_reasons_[c.slot].clear();
+    joined_at_[c.slot] = c.epoch;
     ping_sent_ns_[c.slot] = 0;
     addresses_[c.slot] = c.address;
     catch_up_until_ = std::max(catch_up_until_, c.next_call);

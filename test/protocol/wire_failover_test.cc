@@ -59,12 +59,15 @@ TEST(WireFailover, RelayRoundTrip) {
   Relay m;
   m.from = 5;
   m.control = sampleControl();
+  for (size_t i = 0; i < m.seal.size(); ++i) m.seal[i] = static_cast<uint8_t>(0xa0 + i);
   Frame f = encodeRelay(m);
   EXPECT_LE(f.size, kMaxHeaderBytes);
   Relay d;
   ASSERT_TRUE(decodeRelay(f.data(), f.size, &d).isOk());
   EXPECT_EQ(d.from, 5u);
   EXPECT_EQ(d.control, m.control);
+  EXPECT_EQ(d.seal, m.seal);  // carried as it is, the last bytes of the message
+  EXPECT_EQ(f.bytes[f.size - 1], 0xa0 + kRelaySealBytes - 1);
   // The reducer stamps the sender where kRelayFromOffset says.
   f.bytes[kRelayFromOffset] = 9;
   ASSERT_TRUE(decodeRelay(f.data(), f.size, &d).isOk());

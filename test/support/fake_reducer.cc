@@ -5,6 +5,9 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/auth.h"
+#include "protocol/opening.h"
+
 namespace tally::reducer::test {
 
 namespace {
@@ -126,17 +129,26 @@ Status FakeReducer::recvMessage(transport::Connection* conn, void* data, size_t 
 }
 
 void FakeReducer::serve(std::unique_ptr<transport::Connection> conn) {
-  // The opening: a Challenge that asks for no token, then the worker's Hello.
-  wire::Challenge challenge;
-  challenge.auth_required = false;
-  for (size_t i = 0; i < challenge.nonce.size(); ++i) challenge.nonce[i] = static_cast<uint8_t>(i);
-  const wire::Frame cf = wire::encodeChallenge(challenge);
+  // The opening: a Challenge (asking for the job token when the script has one; then the
+  // worker's Answer and this side's Proof), then the worker's Hello.
+  const auth::JobToken token(script_.job_token);
+  protocol::opening::ReducerSide side;
+  Status st = protocol::opening::ReducerSide::start(&token, &side);
+  const wire::Frame cf = side.challenge();
   std::unique_ptr<transport::Request> req;
-  Status st = conn->isend(cf.data(), cf.size, wire::kTagHeader, nullptr, &req);
+  if (st.isOk()) st = conn->isend(cf.data(), cf.size, wire::kTagHeader, nullptr, &req);
   if (st.isOk() && req) st = req->wait(kOpeningMs, nullptr);
   std::array<uint8_t, wire::kMaxHeaderBytes> buf{};
   size_t got = 0;
   if (st.isOk()) st = recvMessage(conn.get(), buf.data(), buf.size(), wire::kTagHeader, &got);
+  wire::Frame proof;
+  std::unique_ptr<transport::Request> proof_req;
+  if (st.isOk() && side.authRequired()) {
+    st = side.checkAnswer(buf.data(), got, &proof);
+    if (st.isOk()) st = conn->isend(proof.data(), proof.size, wire::kTagHeader, nullptr, &proof_req);
+    if (st.isOk() && proof_req) st = proof_req->wait(kOpeningMs, nullptr);
+    if (st.isOk()) st = recvMessage(conn.get(), buf.data(), buf.size(), wire::kTagHeader, &got);
+  }
   wire::Hello hello;
   if (st.isOk()) st = wire::decodeHello(buf.data(), got, &hello);
   auto m = std::make_shared<Member>();
@@ -149,6 +161,7 @@ void FakeReducer::serve(std::unique_ptr<transport::Connection> conn) {
       // A second communicator, a rejoin, or a broken opening: this fake serves one formation.
       conn->close();
       req.reset();
+      proof_req.reset();
       return;
     }
     m->rank = static_cast<int>(hello.rank);
@@ -165,7 +178,8 @@ void FakeReducer::serve(std::unique_ptr<transport::Connection> conn) {
       for (auto& each : members_) sendHeader(each.get(), wire::encodeReady(ready));
     }
   }
-  req.reset();  // the Challenge went out (or the connection is closed)
+  req.reset();  // the Challenge (and the Proof) went out, or the connection is closed
+  proof_req.reset();
   (void)readLoop(m.get());
   endMember(m.get());
 }

@@ -64,6 +64,9 @@ struct FakeScript {
   // every rank).
   int target = -1;
   uint32_t window = 8;  // the window its Ready announces
+  // Set: it requires and proves this job token in the opening, as a reducer of the job does (an
+  // insider: it can do everything a reducer can, but make a rank's seal).
+  std::string job_token;
 };
 
 class FakeReducer {

@@ -596,6 +596,56 @@ TEST_P(WireAttack, FailoverMessagesBeforeTheTokensAnswerAreRefused) {
   EXPECT_TRUE(warningsWith({"communicator", "failed"}).empty());
 }
 
+// An insider: a reducer of the job, holding its token, forges rank 0's proposal and decision of
+// the next epoch (the loss of a real reducer) and sends them to every rank. The epoch and sender
+// are right, so only the seal can tell (worker_client/relay_seal.h): no rank takes them, every
+// rank drops the forger as epoch 1, and the calls go on exact over the real reducers, neither of
+// which is lost. Taken, the forged Decide would drop real reducer 0 on every rank.
+TEST_P(WireAttack, InsiderCannotForgeRankZerosMessages) {
+  const std::string secret(64, 'q');
+  for (int i = 0; i < 2; ++i) {
+    ServerOptions so;
+    so.listen = "127.0.0.1:0";
+    so.threads = 2;
+    so.job_token = auth::JobToken(secret);
+    std::unique_ptr<ReducerServer> s;
+    Status st = ReducerServer::start(so, &s);
+    ASSERT_TRUE(st.isOk()) << st.toString();
+    servers_.push_back(std::move(s));
+  }
+  nranks_ = 3;
+  FakeScript script;
+  script.job_token = secret;
+  Status st = FakeReducer::start(nranks_, script, &fake_);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  CollOptions o = optionsFor(servers_, 32 * 1024);
+  o.reducers.push_back(fake_->address());
+  o.progress = GetParam();
+  o.job_token = secret;
+  o.reducer_timeout_ms = 2000;
+  o.rejoin_interval_ms = 0;
+  const auto statuses = connectAll(std::vector<CollOptions>(nranks_, o), &clients_);
+  for (const Status& s : statuses) ASSERT_TRUE(s.isOk()) << s.toString();
+  rounds(0, 1);
+  std::vector<wire::Relay> forged(2, FakeReducer::forgedRelays(0)[2]);  // rank 0's, Lost slot 0
+  forged[0].control.epoch = 1;
+  forged[0].control.reason = "forged";
+  forged[1].control.kind = wire::ControlKind::kDecide;
+  forged[1].control.epoch = 1;
+  forged[1].control.next_call = 0;
+  // The first reaches rank 0; after it a rank may have dropped the forger already (itself, or
+  // through the agreement), which closes its connection, so the rest go where they still can.
+  ASSERT_TRUE(fake_->inject(0, wire::encodeRelay(forged[0])));
+  for (int r = 0; r < nranks_; ++r) {
+    for (const wire::Relay& f : forged) (void)fake_->inject(r, wire::encodeRelay(f));
+  }
+  rounds(1, 4);
+  expectLostOnce(fake_->address(), 1, {"does not carry that rank's seal"});
+  expectNeverLost(servers_[0]->address());
+  expectNeverLost(servers_[1]->address());
+  EXPECT_TRUE(warningsWith({"communicator", "failed"}).empty());
+}
+
 INSTANTIATE_TEST_SUITE_P(Links, WireAttack,
                          ::testing::Values(CollProgress::kThread, CollProgress::kLegacy),
                          [](const ::testing::TestParamInfo<CollProgress>& p) {
