@@ -261,6 +261,20 @@ class WireAttack : public ::testing::TestWithParam<CollProgress> {
     }
   }
 
+  // `count` in-process reducers that require the job token `secret`.
+  void startTokenServers(int count, const std::string& secret) {
+    for (int i = 0; i < count; ++i) {
+      ServerOptions so;
+      so.listen = "127.0.0.1:0";
+      so.threads = 2;
+      so.job_token = auth::JobToken(secret);
+      std::unique_ptr<ReducerServer> s;
+      Status st = ReducerServer::start(so, &s);
+      ASSERT_TRUE(st.isOk()) << st.toString();
+      servers_.push_back(std::move(s));
+    }
+  }
+
   void expectNeverLost(const std::string& address) {
     EXPECT_TRUE(warningsWith({"reducer " + address + " (slot", ") lost: "}).empty());
   }
@@ -545,16 +559,7 @@ TEST_P(WireAttack, LargeInPlaceCallOverwrittenByALostResultFailsSayingWhy) {
 // that reducer and another, neither of which is lost.
 TEST_P(WireAttack, FailoverMessagesBeforeTheTokensAnswerAreRefused) {
   const std::string secret(64, 'k');
-  for (int i = 0; i < 2; ++i) {
-    ServerOptions so;
-    so.listen = "127.0.0.1:0";
-    so.threads = 2;
-    so.job_token = auth::JobToken(secret);
-    std::unique_ptr<ReducerServer> s;
-    Status st = ReducerServer::start(so, &s);
-    ASSERT_TRUE(st.isOk()) << st.toString();
-    servers_.push_back(std::move(s));
-  }
+  ASSERT_NO_FATAL_FAILURE(startTokenServers(2, secret));
   nranks_ = 2;
   CollOptions o = optionsFor(servers_, 32 * 1024);
   o.progress = GetParam();
@@ -603,16 +608,7 @@ TEST_P(WireAttack, FailoverMessagesBeforeTheTokensAnswerAreRefused) {
 // which is lost. Taken, the forged Decide would drop real reducer 0 on every rank.
 TEST_P(WireAttack, InsiderCannotForgeRankZerosMessages) {
   const std::string secret(64, 'q');
-  for (int i = 0; i < 2; ++i) {
-    ServerOptions so;
-    so.listen = "127.0.0.1:0";
-    so.threads = 2;
-    so.job_token = auth::JobToken(secret);
-    std::unique_ptr<ReducerServer> s;
-    Status st = ReducerServer::start(so, &s);
-    ASSERT_TRUE(st.isOk()) << st.toString();
-    servers_.push_back(std::move(s));
-  }
+  ASSERT_NO_FATAL_FAILURE(startTokenServers(2, secret));
   nranks_ = 3;
   FakeScript script;
   script.job_token = secret;

@@ -374,6 +374,24 @@ TEST(Pressure, D_SquattedCommunicatorsAreFreedAtTheJoinTimeout) {
 // A process that connects `count` one-stream connections to `address`, says nothing past the
 // transport hello, and holds them until killed. Returns its pid once they are all connected
 // (-1 when it failed).
+// A file holding a job token (and a newline), removed when destroyed.
+struct TokenFile {
+  char path[64] = "/tmp/tally-pressure-token-XXXXXX";
+  bool made = false;
+  void write(const std::string& secret) {
+    const int fd = ::mkstemp(path);
+    ASSERT_GE(fd, 0);
+    made = true;
+    const std::string text = secret + "\n";
+    const ssize_t wrote = ::write(fd, text.data(), text.size());
+    ::close(fd);
+    ASSERT_EQ(wrote, static_cast<ssize_t>(text.size()));
+  }
+  ~TokenFile() {
+    if (made) ::unlink(path);
+  }
+};
+
 pid_t startSquatter(const std::string& address, int count) {
   int ready[2];
   if (::pipe(ready) != 0) return -1;
@@ -408,16 +426,9 @@ pid_t startSquatter(const std::string& address, int count) {
 // Challenge; a job that holds the token still connects at once (the newest connection evicts
 // the oldest opening one) and sums correctly while the attacker is there.
 TEST(Pressure, E_SilentConnectionsCannotKeepATokenHolderOut) {
-  char path[] = "/tmp/tally-pressure-token-XXXXXX";
-  const int fd = ::mkstemp(path);
-  ASSERT_GE(fd, 0);
-  const std::string text = std::string(kToken) + "\n";
-  ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-  ::close(fd);
-  struct Unlink {
-    const char* path;
-    ~Unlink() { ::unlink(path); }
-  } unlink_token{path};
+  TokenFile token;
+  ASSERT_NO_FATAL_FAILURE(token.write(kToken));
+  const char* path = token.path;
   PressuredReducer r;
   Status st = r.start({"--token-file", path, "--max-connections", "4",
                        "--max-opening-connections", "4"});
@@ -450,16 +461,9 @@ TEST(Pressure, E_SilentConnectionsCannotKeepATokenHolderOut) {
 // peer. The Challenge the newer connection reads shows the reducer took it in, and so evicted the
 // older one; the older one resets microseconds later.
 TEST(Pressure, E_AnEvictedConnectionThatResetsIsCountedAsEvicted) {
-  char path[] = "/tmp/tally-pressure-token-XXXXXX";
-  const int fd = ::mkstemp(path);
-  ASSERT_GE(fd, 0);
-  const std::string text = std::string(kToken) + "\n";
-  ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-  ::close(fd);
-  struct Unlink {
-    const char* path;
-    ~Unlink() { ::unlink(path); }
-  } unlink_token{path};
+  TokenFile token;
+  ASSERT_NO_FATAL_FAILURE(token.write(kToken));
+  const char* path = token.path;
   PressuredReducer r;
   Status st = r.start({"--token-file", path, "--max-opening-connections", "1"});
   ASSERT_TRUE(st.isOk()) << st.toString();
