@@ -371,9 +371,6 @@ TEST(Pressure, D_SquattedCommunicatorsAreFreedAtTheJoinTimeout) {
   expectIdle(r, "after the job");
 }
 
-// A process that connects `count` one-stream connections to `address`, says nothing past the
-// transport hello, and holds them until killed. Returns its pid once they are all connected
-// (-1 when it failed).
 // A file holding a job token (and a newline), removed when destroyed.
 struct TokenFile {
   char path[64] = "/tmp/tally-pressure-token-XXXXXX";
@@ -392,6 +389,9 @@ struct TokenFile {
   }
 };
 
+// A process that connects `count` one-stream connections to `address`, says nothing past the
+// transport hello, and holds them until killed. Returns its pid once they are all connected
+// (-1 when it failed).
 pid_t startSquatter(const std::string& address, int count) {
   int ready[2];
   if (::pipe(ready) != 0) return -1;
