@@ -14,9 +14,11 @@
 #include "common/log.h"
 #include "worker_client/coll_client_impl.h"
 #include "worker_client/coll_connect.h"
+#include "worker_client/coll_formation.h"
 #include "worker_client/coll_link.h"
 #include "worker_client/coll_raw_link.h"
 #include "worker_client/coordinator.h"
+#include "worker_client/dead_link.h"
 #include "worker_client/relay_seal.h"
 #include "protocol/opening.h"
 #include "protocol/slicing.h"
@@ -35,6 +37,29 @@ using protocol::pieceOf;
 
 namespace {
 
+// Whether a communicator can form with the reducers joined (`lost`: the slots whose join failed,
+// each with its status in `formed`): a Reject fails it (a configuration every reducer refuses
+// alike, the first in slot order); so do fewer than TALLY_MIN_REDUCERS joined, naming every
+// reducer not joined and why. One reducer alone fails with its own error.
+Status formationOutcome(const CollOptions& options, const std::vector<FormedLink>& formed,
+                        const std::vector<uint32_t>& lost) {
+  for (uint32_t s : lost) {
+    if (formed[s].status.code() == StatusCode::kInvalidUsage) return formed[s].status;
+  }
+  const size_t joined = formed.size() - lost.size();
+  if (joined > 0 && joined >= static_cast<size_t>(std::max(options.min_reducers, 1))) {
+    return Status::ok();
+  }
+  if (formed.size() == 1) return formed[0].status;
+  std::string why;
+  for (uint32_t s : lost) why += (why.empty() ? "" : "; ") + formed[s].status.message();
+  const std::string head =
+      joined == 0 ? "no reducer could be joined"
+                  : "joined " + std::to_string(joined) + " of " + std::to_string(formed.size()) +
+                        " reducers, fewer than TALLY_MIN_REDUCERS=" +
+                        std::to_string(options.min_reducers);
+  return Status(formed[lost.front()].status.code(), "CollNet connect: " + head + ": " + why);
+}
 
 // Handle layout (little-endian): magic u32 | version u16 | reserved u16 | comm id (hi u64, lo u64)
 // | config digest u64 | nreducers u32 | zeros up to kCollHandleBytes.
@@ -245,74 +270,52 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
       return st;
     }
   }
-  std::vector<opening::WorkerSide> sides;
-  sides.reserve(nred);
-  for (size_t r = 0; r < nred; ++r) sides.emplace_back(&token, options.reducers[r]);
-
   // Each reducer is reached over a transport Connection, or (TALLY_COLL_PROGRESS=thread or poll
   // on TCP) over the raw socket taken from a one-socket TCP connection.
   const bool raw = options.progress != CollProgress::kLegacy && isTcpNetwork(options.network.get());
-  transport::ConnectionOptions conn_options;
-  if (raw) conn_options.sockets = 1;
-  std::vector<std::unique_ptr<transport::Connection>> conns(nred);
-  std::vector<Fd> fds(nred);
-  std::vector<std::unique_ptr<HeaderChannel>> chans(nred);
-  auto closeAll = [&conns, &fds] {
-    for (auto& c : conns) {
-      if (c) c->close();
+  wire::Hello hello;
+  hello.comm = comm;
+  hello.rank = static_cast<uint32_t>(rank);
+  hello.nranks = static_cast<uint32_t>(nranks);
+  hello.nreducers = static_cast<uint32_t>(nred);
+  hello.slice_bytes = options.slice_bytes;
+  hello.slices_per_reducer = options.slices_per_reducer;
+  hello.min_slice_bytes = static_cast<uint32_t>(options.min_slice_bytes);
+  hello.window = static_cast<uint32_t>(options.window);
+  hello.checksum = options.checksum;
+  std::vector<JoinRequest> requests(nred);
+  for (size_t r = 0; r < nred; ++r) {
+    JoinRequest& req = requests[r];
+    req.network = options.network.get();
+    req.address = options.reducers[r];
+    req.raw = raw;
+    req.token = &token;
+    req.hello = hello;
+    req.hello.reducer_index = static_cast<uint32_t>(r);
+    req.deadline = deadline;
+  }
+  // Every reducer at once (a reducer answers Hello only once every rank has joined, and other
+  // ranks may be slower); one still silent a reducer timeout (at least a second, as for a
+  // join) after another said Ready is lost. Without a reducer timeout, each waits out the
+  // connect timeout.
+  const int64_t grace_ms =
+      options.reducer_timeout_ms > 0 ? std::max<int64_t>(options.reducer_timeout_ms, 1000) : 0;
+  std::vector<FormedLink> formed;
+  {
+    Status st = formWithReducers(std::move(requests), grace_ms, &formed);
+    if (!st.isOk()) {
+      TALLY_WARN("CollNet rank %d: %s", rank, st.toString().c_str());
+      return st;
     }
-    for (auto& f : fds) f.reset();
-  };
-  // In three passes, so each waits on every reducer at once: the transport connect and the
-  // opening (Challenge, Answer); each reducer's Proof, then Hello; every Ready. A reducer
-  // answers Hello only once every rank has joined, and other ranks may be slower.
-  auto fail = [&](const Status& st) {
-    closeAll();
+  }
+  std::vector<uint32_t> lost;  // slots whose reducer could not be joined
+  for (size_t r = 0; r < nred; ++r) {
+    if (!formed[r].status.isOk()) lost.push_back(static_cast<uint32_t>(r));
+  }
+  if (Status st = formationOutcome(options, formed, lost); !st.isOk()) {
     TALLY_WARN("CollNet rank %d: %s", rank, st.toString().c_str());
-    return st;
-  };
-  for (size_t r = 0; r < nred; ++r) {
-    Status st = connectReducer(options.network.get(), options.reducers[r], deadline, conn_options,
-                               &conns[r]);
-    if (st.isOk() && raw) fds[r].reset(conns[r]->takeSocket());
-    if (st.isOk()) {
-      if (fds[r].valid()) {
-        conns[r].reset();
-        chans[r] = std::make_unique<FdHeaderChannel>(fds[r].get(), options.reducers[r]);
-      } else {
-        chans[r] = std::make_unique<ConnHeaderChannel>(conns[r].get());
-      }
-      st = openReducer(chans[r].get(), options.reducers[r], deadline, &sides[r]);
-    }
-    if (!st.isOk()) return fail(st);
+    return st;  // `formed` closes what was opened
   }
-  wire::Hello hello_template;
-  for (size_t r = 0; r < nred; ++r) {
-    wire::Hello hello;
-    hello.comm = comm;
-    hello.rank = static_cast<uint32_t>(rank);
-    hello.nranks = static_cast<uint32_t>(nranks);
-    hello.reducer_index = static_cast<uint32_t>(r);
-    hello.nreducers = static_cast<uint32_t>(nred);
-    hello.slice_bytes = options.slice_bytes;
-    hello.slices_per_reducer = options.slices_per_reducer;
-    hello.min_slice_bytes = static_cast<uint32_t>(options.min_slice_bytes);
-    hello.window = static_cast<uint32_t>(options.window);
-    hello.checksum = options.checksum;
-    hello_template = hello;
-    Status st = awaitProof(chans[r].get(), options.reducers[r], rank, deadline, sides[r]);
-    if (st.isOk()) {
-      st = chans[r]->send(wire::encodeHello(hello), deadline,
-                          "Hello to reducer " + options.reducers[r]);
-    }
-    if (!st.isOk()) return fail(st);
-  }
-  std::vector<int> windows(nred, options.window);
-  for (size_t r = 0; r < nred; ++r) {
-    Status st = awaitReady(chans[r].get(), options.reducers[r], rank, deadline, &windows[r]);
-    if (!st.isOk()) return fail(st);
-  }
-  chans.clear();
   auto impl = std::make_unique<CollClientImpl>(options, rank, nranks);
   impl->setCommunicator(comm);
   impl->setRelaySeal(seal);
@@ -321,16 +324,28 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
     settings.raw = raw;
     settings.token = token;
     settings.crc = crc;
-    settings.hello = hello_template;
+    settings.hello = hello;
     impl->setLinkSettings(std::move(settings));
   }
+  auto fail = [&](const Status& st) {
+    for (FormedLink& f : formed) {
+      if (f.conn) f.conn->close();
+      f.fd.reset();
+    }
+    TALLY_WARN("CollNet rank %d: %s", rank, st.toString().c_str());
+    return st;
+  };
   Progress* progress = nullptr;
   for (size_t r = 0; r < nred; ++r) {
-    const int window = std::min(options.window, windows[r]);
     const uint32_t slot = static_cast<uint32_t>(r);
-    if (!fds[r].valid()) {
+    if (!formed[r].status.isOk()) {
+      impl->addLink(std::make_shared<DeadLink>(slot, options.reducers[r]));
+      continue;
+    }
+    const int window = std::min(options.window, formed[r].window);
+    if (!formed[r].fd.valid()) {
       impl->addLink(std::make_shared<ThreadedLink>(impl.get(), slot, options.reducers[r],
-                                                   std::move(conns[r]), window,
+                                                   std::move(formed[r].conn), window,
                                                    options.timeouts.io_ms, crc));
       continue;
     }
@@ -341,18 +356,21 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
       progress = p.get();
       impl->setProgress(std::move(p));
     }
-    const int fd = fds[r].get();
+    const int fd = formed[r].fd.get();
     auto link = std::make_shared<RawLink>(impl.get(), slot, options.reducers[r],
-                                          std::move(fds[r]), progress, window,
+                                          std::move(formed[r].fd), progress, window,
                                           options.timeouts.io_ms, crc);
     Status st = progress->add(link.get(), fd);
     impl->addLink(std::move(link));
     if (!st.isOk()) return fail(st);
   }
+  // The ranks agree to drop each reducer that could not be joined, as if it were lost now: the
+  // keeper finds these first, before any failover message from another rank.
+  for (uint32_t slot : lost) impl->linkLost(slot, formed[slot].status);
   Status started = impl->start();
   if (!started.isOk()) return fail(started);
-  TALLY_INFO(log::kColl, "CollNet rank %d of %d joined communicator %s on %zu reducers%s%s%s", rank,
-             nranks, comm.toString().c_str(), nred,
+  TALLY_INFO(log::kColl, "CollNet rank %d of %d joined communicator %s on %zu of %zu reducers%s%s%s",
+             rank, nranks, comm.toString().c_str(), nred - lost.size(), nred,
              progress == nullptr                        ? ""
              : options.progress == CollProgress::kPoll ? ", raw sockets progressed by test()"
                                                        : ", raw sockets with one progress thread",

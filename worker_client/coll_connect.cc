@@ -18,13 +18,39 @@ namespace opening = protocol::opening;
 namespace {
 
 constexpr int64_t kConnectGraceMs = 250;
+// How often a wait looks at its cancel flag.
+constexpr int64_t kCancelStepMs = 20;
 
-// Waits for `req` until the deadline.
+bool cancelled(const Cancel* cancel) {
+  return cancel != nullptr && cancel->load(std::memory_order_acquire);
+}
+
+Status givenUp(const std::string& what) { return Status::timeout(what + ": given up"); }
+
+// Waits for `req` until the deadline, or until `cancel` is set.
 Status waitUntil(transport::Request* req, Clock::time_point deadline, size_t* sizes,
-                 const std::string& what) {
-  Status st = req->wait(msLeft(deadline), sizes);
-  if (st.code() == StatusCode::kTimeout) return Status::timeout(what);
-  return st;
+                 const std::string& what, const Cancel* cancel) {
+  for (;;) {
+    const int64_t left = msLeft(deadline);
+    Status st = req->wait(cancel == nullptr ? left : std::min(left, kCancelStepMs), sizes);
+    if (st.code() != StatusCode::kTimeout) return st;
+    if (cancelled(cancel)) return givenUp(what);
+    if (left <= kCancelStepMs || cancel == nullptr) return Status::timeout(what);
+  }
+}
+
+// Waits until `fd` has something to read (or an error), the deadline, or `cancel`.
+Status waitReadable(int fd, Clock::time_point deadline, const std::string& what,
+                    const Cancel* cancel) {
+  if (cancel == nullptr) return Status::ok();  // recvFrame waits on its own
+  for (;;) {
+    const int64_t left = msLeft(deadline);
+    pollfd p{fd, POLLIN, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(std::min(left, kCancelStepMs)));
+    if (n != 0) return Status::ok();  // readable, an error or a hang-up: recvFrame says which
+    if (cancelled(cancel)) return givenUp(what);
+    if (left <= kCancelStepMs) return Status::timeout(what);
+  }
 }
 
 // The Status for the reducer's answer of `type` to `what`: a Reject (kInvalidUsage, its reason),
@@ -54,7 +80,7 @@ int64_t msLeft(Clock::time_point deadline) {
 
 Status connectReducer(transport::Network* network, const std::string& address,
                       Clock::time_point deadline, const transport::ConnectionOptions& options,
-                      std::unique_ptr<transport::Connection>* out) {
+                      std::unique_ptr<transport::Connection>* out, const Cancel* cancel) {
   std::shared_ptr<transport::Network> fallback;
   if (network == nullptr) {
     // Given none: the network layer's default (TCP), its own connect bounded by the deadline.
@@ -63,19 +89,34 @@ Status connectReducer(transport::Network* network, const std::string& address,
     TALLY_RETURN_IF_ERROR(transport::openDefaultNetwork(config, &fallback));
     network = fallback.get();
   }
+  const auto start = Clock::now();
   Status last;
   for (;;) {
     // finishConnect bounds the network's own connect timeout by the deadline, plus a little: the
     // plugin sets both from TALLY_CONNECT_TIMEOUT_MS, and when they end together the network's
     // error says why (refused, unreachable) where ours would only say "timeout".
+    const auto attempt_end = deadline + std::chrono::milliseconds(kConnectGraceMs);
     std::unique_ptr<transport::PendingConnection> pending;
     last = network->connectTo(address, options, &pending);
-    if (last.isOk()) {
-      last = transport::finishConnect(pending.get(), msLeft(deadline) + kConnectGraceMs, out);
+    // In steps when it may be cancelled: the network retries a refused connect on its own until
+    // its timeout, and a connect to a host that drops packets waits that long too.
+    while (last.isOk()) {
+      const int64_t left = msLeft(attempt_end);
+      const bool last_step = cancel == nullptr || left <= kCancelStepMs;
+      Status st = transport::finishConnect(pending.get(), last_step ? left : kCancelStepMs, out);
+      if (st.code() == StatusCode::kTimeout && !last_step) {
+        if (!cancelled(cancel)) continue;
+        const int64_t waited =
+            std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+        return givenUp("could not connect to reducer " + address + " within " +
+                       std::to_string(waited) + " ms");
+      }
+      last = st;
+      break;
     }
     if (last.isOk()) return last;
     if (last.code() == StatusCode::kInvalidUsage) return last;  // a bad address: no point retrying
-    if (Clock::now() >= deadline) break;
+    if (Clock::now() >= deadline || cancelled(cancel)) break;
     std::this_thread::sleep_for(
         std::chrono::milliseconds(std::min<int64_t>(100, msLeft(deadline))));
   }
@@ -87,7 +128,7 @@ Status ConnHeaderChannel::send(const wire::Frame& frame, Clock::time_point deadl
   std::unique_ptr<transport::Request> req;
   TALLY_RETURN_IF_ERROR(conn_->isend(frame.data(), frame.size, wire::kTagHeader, nullptr, &req));
   if (!req) return Status::internal("transport had no room for " + what);
-  return waitUntil(req.get(), deadline, nullptr, "sending " + what + " timed out");
+  return waitUntil(req.get(), deadline, nullptr, "sending " + what + " timed out", cancel_);
 }
 
 Status ConnHeaderChannel::recv(Clock::time_point deadline, HeaderBuf* buf, size_t* got,
@@ -99,7 +140,7 @@ Status ConnHeaderChannel::recv(Clock::time_point deadline, HeaderBuf* buf, size_
   std::unique_ptr<transport::Request> req;
   TALLY_RETURN_IF_ERROR(conn_->irecv(1, &data, &size, &tag, &mr, &req));
   if (!req) return Status::internal("transport had no room for a receive");
-  Status st = waitUntil(req.get(), deadline, got, what);
+  Status st = waitUntil(req.get(), deadline, got, what, cancel_);
   if (!st.isOk()) conn_->close();  // the pending receive must not outlive an open connection
   return st;
 }
@@ -114,6 +155,7 @@ Status FdHeaderChannel::send(const wire::Frame& frame, Clock::time_point deadlin
 
 Status FdHeaderChannel::recv(Clock::time_point deadline, HeaderBuf* buf, size_t* got,
                              const std::string& what) {
+  TALLY_RETURN_IF_ERROR(waitReadable(fd_, deadline, what, cancel_));
   Status st = transport::recvFrame(fd_, wire::kTagHeader, buf->data(), buf->size(), got,
                                         msLeft(deadline), peer_);
   if (st.code() == StatusCode::kTimeout) return Status::timeout(what);
@@ -188,15 +230,16 @@ Status joinReducer(const JoinRequest& req, std::unique_ptr<transport::Connection
   transport::ConnectionOptions options;
   if (req.raw) options.sockets = 1;
   std::unique_ptr<transport::Connection> c;
-  TALLY_RETURN_IF_ERROR(connectReducer(req.network, req.address, req.deadline, options, &c));
+  TALLY_RETURN_IF_ERROR(
+      connectReducer(req.network, req.address, req.deadline, options, &c, req.cancel));
   Fd socket;
   std::unique_ptr<HeaderChannel> chan;
   if (req.raw) socket.reset(c->takeSocket());
   if (socket.valid()) {
     c.reset();
-    chan = std::make_unique<FdHeaderChannel>(socket.get(), req.address);
+    chan = std::make_unique<FdHeaderChannel>(socket.get(), req.address, req.cancel);
   } else {
-    chan = std::make_unique<ConnHeaderChannel>(c.get());
+    chan = std::make_unique<ConnHeaderChannel>(c.get(), req.cancel);
   }
   // Closes what was opened on any failure below (a Connection closes in its destructor too).
   auto fail = [&](const Status& st) {

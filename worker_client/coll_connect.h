@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -23,6 +24,8 @@ namespace opening = protocol::opening;
 
 using Clock = std::chrono::steady_clock;
 using HeaderBuf = std::array<uint8_t, wire::kMaxHeaderBytes>;
+// Set by another thread to make a connect or an opening give up early (null: never).
+using Cancel = std::atomic<bool>;
 
 // Milliseconds until the deadline, at least 0.
 int64_t msLeft(Clock::time_point deadline);
@@ -30,7 +33,8 @@ int64_t msLeft(Clock::time_point deadline);
 // One header message at a time over a reducer connection during the opening: through a
 // transport::Connection (ConnHeaderChannel), or over a raw TCP socket taken from one in the TCP
 // backend's framing (FdHeaderChannel), so the same opening code runs on either. Errors: running
-// past the deadline is kTimeout with `what`; a lost connection is the transport's error.
+// past the deadline is kTimeout with `what`; a lost connection is the transport's error. A
+// channel given a cancel flag gives up a wait soon after the flag is set (kTimeout, "given up").
 class HeaderChannel {
  public:
   virtual ~HeaderChannel() = default;
@@ -46,7 +50,8 @@ class HeaderChannel {
 // connection).
 class ConnHeaderChannel final : public HeaderChannel {
  public:
-  explicit ConnHeaderChannel(transport::Connection* conn) : conn_(conn) {}
+  explicit ConnHeaderChannel(transport::Connection* conn, const Cancel* cancel = nullptr)
+      : conn_(conn), cancel_(cancel) {}
   Status send(const wire::Frame& frame, Clock::time_point deadline,
               const std::string& what) override;
   Status recv(Clock::time_point deadline, HeaderBuf* buf, size_t* got,
@@ -54,13 +59,15 @@ class ConnHeaderChannel final : public HeaderChannel {
 
  private:
   transport::Connection* conn_;
+  const Cancel* cancel_;
 };
 
 // Over a socket the caller owns (Connection::takeSocket), with blocking-with-timeout I/O. Reads
 // exactly one message per recv, so a FrameReader can take the socket over afterwards.
 class FdHeaderChannel final : public HeaderChannel {
  public:
-  FdHeaderChannel(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
+  FdHeaderChannel(int fd, std::string peer, const Cancel* cancel = nullptr)
+      : fd_(fd), peer_(std::move(peer)), cancel_(cancel) {}
   Status send(const wire::Frame& frame, Clock::time_point deadline,
               const std::string& what) override;
   Status recv(Clock::time_point deadline, HeaderBuf* buf, size_t* got,
@@ -69,15 +76,17 @@ class FdHeaderChannel final : public HeaderChannel {
  private:
   int fd_;
   std::string peer_;
+  const Cancel* cancel_;
 };
 
 // Connects to one reducer over `network` (null: the default network, TCP), retrying until the
 // deadline (it may not be up yet). A malformed address fails at once with kInvalidUsage; running
-// out of time is kTimeout naming the address and the last error. `options` go to the transport
-// (sockets = 1 lets the caller take the socket over on TCP).
+// out of time is kTimeout naming the address and the last error; `cancel` set is kTimeout
+// "given up".
+// `options` go to the transport (sockets = 1 lets the caller take the socket over on TCP).
 Status connectReducer(transport::Network* network, const std::string& address,
                       Clock::time_point deadline, const transport::ConnectionOptions& options,
-                      std::unique_ptr<transport::Connection>* out);
+                      std::unique_ptr<transport::Connection>* out, const Cancel* cancel = nullptr);
 
 // Whether reducer connections over `network` (null: the default, TCP) are TCP, whose sockets can be taken over.
 bool isTcpNetwork(const transport::Network* network);
@@ -111,6 +120,7 @@ struct JoinRequest {
   const auth::JobToken* token = nullptr;
   wire::Hello hello;  // reducer_index is the slot, epoch the Join's
   Clock::time_point deadline;
+  const Cancel* cancel = nullptr;  // set: give up soon (kTimeout)
 };
 
 // Connects, runs the opening and Hello, and waits for Ready (every rank joined). On success

@@ -377,6 +377,46 @@ TEST_F(FailoverTest, KilledReducerRestartedAtItsAddressIsUsedAgain) {
   EXPECT_GT(slices, 0) << "it joined but was given no slice";
 }
 
+// A reducer down (killed) or frozen (SIGSTOP) before the job starts (docs/failover.md, "A reducer
+// lost while a communicator forms"): the communicator forms on the other two, every rank leaves
+// the reducer out in one agreed epoch, the calls are exact, and once the reducer is back (started
+// again at its address, or SIGCONT) it is taken in and sums slices.
+class FormationFault : public FailoverTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(FormationFault, TheCommunicatorFormsWithoutItAndTakesItInLater) {
+  const bool frozen = GetParam();
+  ASSERT_NO_FATAL_FAILURE(startReducers(3));
+  if (frozen) {
+    ASSERT_EQ(::kill(reducers_[1].process->pid(), SIGSTOP), 0);
+  } else {
+    reducers_[1].process->kill();
+  }
+  const uint64_t ncalls = 300;
+  double rejoins = -1, slices = -1;
+  const std::vector<Fault> faults = {
+      Fault{frozen ? Fault::Kind::kCont : Fault::Kind::kRestart, 1, 300}};
+  const int64_t start = steadyMs();
+  ASSERT_NO_FATAL_FAILURE(run(frozen ? 71 : 72, ncalls, faults, -1, 0, [&] {
+    rejoins = counter(1, "tally_reducer_rejoins_total");
+    slices = counter(1, "tally_reducer_slices_total");
+  }));
+  expectEveryCallExact(ncalls, 0);
+  std::string go;
+  ASSERT_TRUE(store_->get("go", &go, 0).isOk());
+  // Forming waited about TALLY_REDUCER_TIMEOUT_MS for the reducer, not the connect timeout.
+  const int64_t formed_ms = std::stoll(go) - start;
+  std::fprintf(stderr, "the workers started, formed and reached the first call in %lld ms\n",
+               static_cast<long long>(formed_ms));
+  EXPECT_LT(formed_ms, kReducerTimeoutMs + 5000);
+  EXPECT_EQ(rejoins, 1) << "the reducer was never taken in";
+  EXPECT_GT(slices, 0) << "it joined but was given no slice";
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, FormationFault, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return std::string(p.param ? "frozen" : "killed");
+                         });
+
 // A reducer lost during the opening of its rejoin (killed, or frozen, right after it came
 // back at its address): the join is called off and offered again later, the calls go on exact
 // throughout, and the reducer is taken in once it answers.

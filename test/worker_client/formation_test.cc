@@ -1,0 +1,271 @@
+// A reducer lost while a communicator forms (docs/failover.md): a reducer that is down, or that
+// accepts connections and never answers, does not keep the communicator from forming on the
+// others. Every rank leaves it out through one agreed epoch, every call is exact, and when it
+// comes back at its address it is taken in again. Too few reducers still fail connect, naming
+// each one not joined and why. In every progress mode (raw sockets with their progress thread,
+// polled raw sockets, threaded links).
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/fd.h"
+#include "common/log.h"
+#include "test/support/counting_observer.h"
+#include "test/support/harness.h"
+
+namespace tally::reducer::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kRanks = 3;
+
+// WARN lines, kept while a test runs (and passed on to stderr).
+std::mutex g_warn_mu;
+std::vector<std::string> g_warnings;
+
+void captureWarnings(log::Level level, unsigned long subsys, const char* file, int line,
+                     const char* message) {
+  if (level == log::Level::kWarn) {
+    std::lock_guard<std::mutex> lock(g_warn_mu);
+    g_warnings.emplace_back(message);
+  }
+  log::stderrSink(level, subsys, file, line, message);
+}
+
+size_t warningsWith(const std::string& a, const std::string& b) {
+  std::lock_guard<std::mutex> lock(g_warn_mu);
+  size_t n = 0;
+  for (const std::string& w : g_warnings) {
+    if (w.find(a) != std::string::npos && w.find(b) != std::string::npos) ++n;
+  }
+  return n;
+}
+
+// The address of a reducer that was started and stopped: nothing listens there now.
+std::string deadAddress() {
+  auto servers = startServers(1);
+  EXPECT_EQ(servers.size(), 1u);
+  return servers.empty() ? "127.0.0.1:1" : servers[0]->address();
+}
+
+// A socket that listens on loopback and never accepts: connections to it complete (the
+// kernel's backlog) and then hear nothing, like a frozen reducer's.
+struct SilentListener {
+  Fd fd;
+  std::string address;
+  SilentListener() {
+    fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    EXPECT_EQ(::listen(fd.get(), 64), 0);
+    EXPECT_EQ(::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
+    address = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  }
+};
+
+// Small integers: sums are exact in any order and for either type.
+float valueOf(int rank, uint64_t call, size_t i) {
+  return static_cast<float>((i * 7 + rank * 13 + call * 3) % 97);
+}
+
+const std::vector<size_t> kCounts = {1, 8191, 100003, 5, 65537};
+
+// One call of round `round` (odd sizes; every other an int32 sum) on every rank at once, each
+// result checked against the sum computed here.
+Status callEveryRank(const std::vector<std::unique_ptr<CollClient>>& clients, uint64_t call) {
+  const size_t count = kCounts[call % kCounts.size()];
+  const bool ints = call % 2 == 1;
+  std::string bad = onEveryRank(kRanks, [&](int r) -> Status {
+    std::vector<float> f(count);
+    std::vector<int32_t> n(count);
+    for (size_t i = 0; i < count; ++i) {
+      f[i] = valueOf(r, call, i);
+      n[i] = static_cast<int32_t>(valueOf(r, call, i));
+    }
+    CollRequest req;
+    TALLY_RETURN_IF_ERROR(ints ? post(clients[r].get(), n.data(), n.data(), count, DataType::kInt32,
+                                      ReduceOp::kSum, &req)
+                               : post(clients[r].get(), f.data(), f.data(), count,
+                                      DataType::kFloat32, ReduceOp::kSum, &req));
+    TALLY_RETURN_IF_ERROR(waitRequest(&req, nullptr, 20000));
+    for (size_t i = 0; i < count; ++i) {
+      float want = 0;
+      for (int q = 0; q < kRanks; ++q) want += valueOf(q, call, i);
+      const float got = ints ? static_cast<float>(n[i]) : f[i];
+      if (got != want) {
+        return Status::internal("call " + std::to_string(call) + " element " + std::to_string(i) +
+                                ": " + std::to_string(got) + ", want " + std::to_string(want));
+      }
+    }
+    return Status::ok();
+  });
+  return bad.empty() ? Status::ok() : Status::internal(bad);
+}
+
+class FormationTest : public ::testing::TestWithParam<CollProgress> {
+ protected:
+  void SetUp() override {
+    {
+      std::lock_guard<std::mutex> lock(g_warn_mu);
+      g_warnings.clear();
+    }
+    log::setSink(&captureWarnings, log::Level::kWarn);
+  }
+  void TearDown() override { log::setSink(&log::stderrSink, log::Level::kWarn); }
+
+  // Options over `addresses`: a reducer not joined a second after another's Ready is lost.
+  CollOptions options(const std::vector<std::string>& addresses) {
+    CollOptions o;
+    o.reducers = addresses;
+    o.slice_bytes = 32 * 1024;
+    o.window = 8;
+    o.max_requests = 64;
+    o.timeouts.connect_ms = 20000;
+    o.timeouts.io_ms = 20000;
+    o.reducer_timeout_ms = 1000;
+    o.rejoin_interval_ms = 100;
+    o.progress = GetParam();
+    return o;
+  }
+
+  // Connects every rank; fails the test unless each did within `bound_ms`.
+  void connectWithin(const CollOptions& o, int64_t bound_ms) {
+    const auto start = Clock::now();
+    std::vector<Status> st = connectAll(std::vector<CollOptions>(kRanks, o), &clients_);
+    for (int r = 0; r < kRanks; ++r)
+      ASSERT_TRUE(st[r].isOk()) << "rank " << r << ": " << st[r].toString();
+    EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(bound_ms));
+  }
+
+  // Every rank warned once that the reducer at `address` (slot `slot`) was lost, naming `why`.
+  void expectLostOnEveryRank(const std::string& address, int slot, const std::string& why) {
+    const std::string lost = "reducer " + address + " (slot " + std::to_string(slot) + ") lost: ";
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    while (warningsWith(lost, "(epoch 1;") < static_cast<size_t>(kRanks) &&
+           Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(warningsWith(lost, "(epoch 1;"), static_cast<size_t>(kRanks));
+    EXPECT_EQ(warningsWith(lost, why), static_cast<size_t>(kRanks)) << why;
+  }
+
+  void closeClients() {
+    for (auto& c : clients_) {
+      if (c) c->close();
+    }
+  }
+
+  std::vector<std::unique_ptr<CollClient>> clients_;
+};
+
+// A reducer down when the communicator forms: connect succeeds on the other two a second after
+// their Ready, the calls are exact, and the reducer started again at its address is taken in
+// and sums slices.
+TEST_P(FormationTest, AReducerDownIsLeftOutAndTakenInWhenItComesBack) {
+  auto servers = startServers(2);
+  ASSERT_EQ(servers.size(), 2u);
+  const std::string dead = deadAddress();
+  CollOptions o = options({servers[0]->address(), dead, servers[1]->address()});
+  ASSERT_NO_FATAL_FAILURE(connectWithin(o, 8000));
+  uint64_t call = 0;
+  for (; call < 10; ++call) ASSERT_TRUE(callEveryRank(clients_, call).isOk());
+  expectLostOnEveryRank(dead, 1, "could not connect to reducer " + dead);
+
+  CountingObserver observer;
+  ServerOptions so;
+  so.listen = dead;
+  so.threads = 2;
+  so.observer = &observer;
+  std::unique_ptr<ReducerServer> back;
+  Status st = ReducerServer::start(so, &back);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  const auto deadline = Clock::now() + std::chrono::seconds(15);
+  while ((observer.rejoins.load() == 0 || observer.slices.load() == 0) && Clock::now() < deadline) {
+    ASSERT_TRUE(callEveryRank(clients_, call++).isOk());
+  }
+  EXPECT_EQ(observer.rejoins.load(), 1u);
+  EXPECT_GT(observer.slices.load(), 0u);
+  for (int k = 0; k < 5; ++k) ASSERT_TRUE(callEveryRank(clients_, call++).isOk());
+  closeClients();
+}
+
+// A reducer that accepts connections and never answers (frozen) is left out too.
+TEST_P(FormationTest, AReducerThatNeverAnswersIsLeftOut) {
+  auto servers = startServers(2);
+  ASSERT_EQ(servers.size(), 2u);
+  SilentListener frozen;
+  CollOptions o = options({frozen.address, servers[0]->address(), servers[1]->address()});
+  ASSERT_NO_FATAL_FAILURE(connectWithin(o, 8000));
+  for (uint64_t call = 0; call < 10; ++call) ASSERT_TRUE(callEveryRank(clients_, call).isOk());
+  expectLostOnEveryRank(frozen.address, 0, "not joined within 1000 ms of reducer");
+  closeClients();
+}
+
+// Fewer reducers joined than TALLY_MIN_REDUCERS: connect fails on every rank, within the bound,
+// naming the reducer that was not joined and why.
+TEST_P(FormationTest, TooFewReducersFailConnectNamingEachOneLeftOut) {
+  auto servers = startServers(1);
+  ASSERT_EQ(servers.size(), 1u);
+  const std::string dead = deadAddress();
+  CollOptions o = options({servers[0]->address(), dead});
+  o.min_reducers = 2;
+  const auto start = Clock::now();
+  std::vector<Status> st = connectAll(std::vector<CollOptions>(kRanks, o), &clients_);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(8));
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(st[r].code(), StatusCode::kTimeout) << st[r].toString();
+    EXPECT_NE(st[r].message().find("joined 1 of 2 reducers, fewer than TALLY_MIN_REDUCERS=2"),
+              std::string::npos)
+        << st[r].toString();
+    EXPECT_NE(st[r].message().find("could not connect to reducer " + dead), std::string::npos)
+        << st[r].toString();
+    EXPECT_EQ(clients_[r], nullptr);
+  }
+}
+
+// No reducer at all: connect fails at its timeout (no Ready ever starts the shorter wait),
+// naming both.
+TEST_P(FormationTest, NoReducerFailsConnectNamingEach) {
+  const std::string a = deadAddress();
+  const std::string b = deadAddress();
+  CollOptions o = options({a, b});
+  o.timeouts.connect_ms = 1500;
+  std::vector<Status> st = connectAll(std::vector<CollOptions>(kRanks, o), &clients_);
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(st[r].code(), StatusCode::kTimeout) << st[r].toString();
+    EXPECT_NE(st[r].message().find("no reducer could be joined"), std::string::npos)
+        << st[r].toString();
+    EXPECT_NE(st[r].message().find(a), std::string::npos) << st[r].toString();
+    EXPECT_NE(st[r].message().find(b), std::string::npos) << st[r].toString();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, FormationTest,
+                         ::testing::Values(CollProgress::kThread, CollProgress::kPoll,
+                                           CollProgress::kLegacy),
+                         [](const ::testing::TestParamInfo<CollProgress>& p) {
+                           switch (p.param) {
+                             case CollProgress::kThread:
+                               return std::string("thread");
+                             case CollProgress::kPoll:
+                               return std::string("poll");
+                             case CollProgress::kLegacy:
+                               return std::string("legacy");
+                           }
+                           return std::string("unknown");
+                         });
+
+}  // namespace
+}  // namespace tally::reducer::test
