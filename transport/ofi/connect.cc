@@ -21,7 +21,7 @@ int requestLimit(const ConnectContext& context, const ConnectionOptions& options
 std::vector<uint8_t> localSetup(const Domain& domain, const Endpoint& endpoint) {
   SetupMessage setup;
   setup.provider = domain.provider;
-  setup.max_chunk = domain.max_chunk;
+  setup.max_chunk = endpoint.maxChunk();
   setup.slot_bytes = static_cast<uint32_t>(kSlotBytes);
   setup.no_inline = domain.no_inline;
   setup.endpoint = endpoint.name();

@@ -291,7 +291,7 @@ Status makeConnection(std::unique_ptr<Endpoint> endpoint, std::unique_ptr<side::
   params.peer = side->peerName();
   params.max_requests = max_requests > 0 ? max_requests : 1;
   params.io_timeout_ms = io_timeout_ms;
-  params.chunk_bytes = std::min<uint64_t>(domain.max_chunk, peer.max_chunk);
+  params.chunk_bytes = std::min<uint64_t>(endpoint->maxChunk(), peer.max_chunk);
   params.slot_bytes = kSlotBytes;
   // A payload inline in the control message is copied by the helper thread, which CUDA memory
   // does not allow: none where either side's buffers may be CUDA memory.

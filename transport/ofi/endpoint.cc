@@ -3,6 +3,11 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 
+#include <algorithm>
+#include <mutex>
+
+#include "common/log.h"
+
 namespace tally::transport::ofi {
 namespace {
 
@@ -19,6 +24,25 @@ Status openQueue(const Domain& domain, size_t size, fi_wait_obj wait, FidPtr<fid
   if (ret != 0) return Status::internal(domain.errorText("fi_cq_open", ret));
   out->reset(cq);
   return Status::ok();
+}
+
+// rxm's eager size when the endpoint does not report it: its default buffer size less the
+// 64-byte header that libfabric before about 1.12 counted inside it.
+constexpr uint64_t kRxmFallbackEagerBytes = 16384 - 64;
+
+// Whether the provider is layered on ofi_rxm ("tcp;ofi_rxm", "verbs;ofi_rxm").
+bool layeredOnRxm(const std::string& provider) {
+  return provider.find("ofi_rxm") != std::string::npos;
+}
+
+// The largest message rxm sends eagerly from `ep` (enabled): its buffered limit
+// (FI_OFI_RXM_BUFFER_SIZE, 16 KiB by default), or kRxmFallbackEagerBytes when it says nothing.
+uint64_t rxmEagerBytes(fid_ep* ep) {
+  size_t limit = 0;
+  size_t len = sizeof(limit);
+  const int ret = fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_BUFFERED_LIMIT, &limit, &len);
+  if (ret != 0 || len != sizeof(limit) || limit < 4096) return kRxmFallbackEagerBytes;
+  return limit;
 }
 
 }  // namespace
@@ -61,6 +85,21 @@ Status Endpoint::open(std::shared_ptr<Domain> domain, size_t queue_depth,
   if (ret != 0) return Status::internal(d.errorText("fi_ep_bind", ret));
   ret = fi_enable(ep);
   if (ret != 0) return Status::system(d.errorText("fi_enable", ret));
+  endpoint->max_chunk_ = d.max_chunk;
+  if (layeredOnRxm(d.provider) && !d.rxm_rendezvous) {
+    // Every payload chunk goes eagerly. A larger message that arrives before its receive is
+    // posted (chunk receives are posted when their header is read, so most do) waits in rxm
+    // holding only its sender's connection index, and libfabric 1.17 looks that index up
+    // unchecked when the receive comes: after the sender closed, in freed memory, and the
+    // process dies (docs/transports.md, "rxm's rendezvous"). An eager message is copied whole
+    // into rxm's buffers on arrival and never looks its connection up again.
+    endpoint->max_chunk_ = std::min(endpoint->max_chunk_, rxmEagerBytes(ep));
+    std::call_once(d.chunk_logged, [&] {
+      TALLY_INFO(log::kNet | log::kInit,
+                 "ofi: payload chunks of at most %llu bytes over %s (rxm's eager size)",
+                 static_cast<unsigned long long>(endpoint->max_chunk_), d.provider.c_str());
+    });
+  }
 
   size_t length = kMaxNameBytes;
   endpoint->name_.resize(length);

@@ -13,6 +13,7 @@
 
 #include <rdma/fi_endpoint.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +48,9 @@ class Endpoint {
   // Domain::rma_read.
   fi_addr_t self() const { return self_; }
   const std::vector<uint8_t>& name() const { return name_; }
+  // The largest payload chunk this end sends or receives: the domain's, and over ofi_rxm no
+  // more than rxm sends eagerly.
+  uint64_t maxChunk() const { return max_chunk_; }
 
  private:
   std::shared_ptr<Domain> domain_;
@@ -57,6 +61,7 @@ class Endpoint {
   fi_addr_t peer_ = FI_ADDR_UNSPEC;
   fi_addr_t self_ = FI_ADDR_UNSPEC;
   std::vector<uint8_t> name_;
+  uint64_t max_chunk_ = 0;
 };
 
 }  // namespace tally::transport::ofi

@@ -92,6 +92,7 @@ Status openOne(const FabricApi* api, const fi_info& chosen, bool hmem, bool rma,
   domain->rma_read = rma && (info->caps & FI_RMA) != 0 && (info->caps & FI_READ) != 0;
   domain->force_local_mr = options.force_local_mr;
   domain->no_inline = domain->hmem || options.no_inline;
+  domain->rxm_rendezvous = options.rxm_rendezvous;
   const uint64_t provider_max = info->ep_attr->max_msg_size;
   domain->max_chunk = options.max_chunk_bytes > 0 ? options.max_chunk_bytes : kDefaultMaxChunk;
   if (provider_max > 0 && provider_max < domain->max_chunk) domain->max_chunk = provider_max;

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,9 @@ class Domain {
   // No payload inline in control messages (hmem: buffers may be CUDA memory, never copied).
   bool no_inline = false;
   uint64_t max_chunk = 0;  // largest payload chunk this side sends or receives
+  bool rxm_rendezvous = false;  // OfiOptions::rxm_rendezvous
+  // The first endpoint says how large its chunks are (Endpoint::open).
+  mutable std::once_flag chunk_logged;
 
   // Whether buffers must be registered before a send or receive (FI_MR_LOCAL, or forced).
   bool needsLocalRegistration() const { return force_local_mr || (mr_mode & FI_MR_LOCAL) != 0; }

@@ -46,6 +46,9 @@ struct OfiOptions {
   bool read_back = false;
   // Tests: carry no payload inline in control messages, as a provider with FI_HMEM does.
   bool no_inline = false;
+  // Tests: over ofi_rxm, chunks above its eager size too (they then go by rxm's rendezvous, which
+  // completes a send only once the peer takes it), to cover a send the peer takes none of.
+  bool rxm_rendezvous = false;
 };
 
 // Loads libfabric, picks the provider and opens a domain per device. Logs (INFO) the provider
