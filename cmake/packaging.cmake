@@ -46,8 +46,7 @@ else()
 endif()
 
 # Man pages from `--help` and `--version`, with help2man (scripts/install-deps.sh installs it).
-find_program(TALLY_HELP2MAN help2man)
-find_program(TALLY_GZIP gzip)
+include(${PROJECT_SOURCE_DIR}/cmake/manpages.cmake)
 set(tally_package_files)
 if(TALLY_HELP2MAN AND TALLY_GZIP)
   foreach(prog_summary IN ITEMS "tally|launch, plan and check Tally jobs"
@@ -58,18 +57,13 @@ if(TALLY_HELP2MAN AND TALLY_GZIP)
     if(NOT TARGET ${prog})
       continue()
     endif()
-    set(page "${PROJECT_BINARY_DIR}/man/${prog}.1")
-    add_custom_command(OUTPUT "${page}.gz"
-      COMMAND "${TALLY_HELP2MAN}" --no-info --name "${summary}" --output "${page}"
-              "$<TARGET_FILE:${prog}>"
-      COMMAND "${TALLY_GZIP}" -9n -f "${page}"
-      DEPENDS ${prog} VERBATIM)
-    list(APPEND tally_package_files "${page}.gz")
+    tally_man_page(${prog} "${summary}" page)
+    list(APPEND tally_package_files "${page}")
     set(component tools)
     if(prog STREQUAL "tally-reducer")
       set(component reducer)
     endif()
-    install(FILES "${page}.gz" DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT ${component})
+    install(FILES "${page}" DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT ${component})
   endforeach()
 else()
   message(STATUS "help2man or gzip not found: no man pages (apt-get install help2man)")
