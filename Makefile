@@ -3,7 +3,7 @@ BUILD ?= build
 PREFIX ?= $(CURDIR)/$(BUILD)/install
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build install test demo clean images
+.PHONY: all deps build install install-programs test demo clean images
 
 all: build
 
@@ -19,10 +19,18 @@ build: $(BUILD)/build.ninja
 install: build
 	cmake --install $(BUILD)
 
+# What is installed (the programs, the plugin, their man pages and package files), built alone:
+# the demo needs none of the test programs.
+INSTALLED_TARGETS = tally tally-reducer nccl-net-tally tally_package_files
+
+install-programs: $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j$$(nproc) --target $(INSTALLED_TARGETS)
+	cmake --install $(BUILD)
+
 test: deps install
 	cd $(BUILD) && ctest --output-on-failure -j2 --timeout 600
 
-demo: deps install
+demo: deps install-programs
 	$(PREFIX)/bin/tally demo --plugin $(PREFIX)/lib/libnccl-net-tally.so
 
 clean:
