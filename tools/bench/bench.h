@@ -138,6 +138,12 @@ struct BenchRow {
   double reducer_cpu_s = -1;
   double worker_cpu_per_gib = -1;  // worker_cpu_s per GiB moved; -1: unknown
   double reducer_cpu_per_gib = -1;
+  // The bytes that crossed the workers' and the reducers' sockets, in and out (cpu_cost.h; 0:
+  // none or unknown), and the CPU seconds per GiB of them; -1: unknown, or no reducers.
+  uint64_t worker_socket_bytes = 0;
+  uint64_t reducer_socket_bytes = 0;
+  double worker_cpu_per_socket_gib = -1;
+  double reducer_cpu_per_socket_gib = -1;
   bool present = false;  // false: no result (error reported separately, or skipped)
   bool skipped = false;  // not run on purpose (e.g. Gloo for a type other than float32 sum)
 };

@@ -172,6 +172,10 @@ Status writeJson(const BenchOptions& o, const RunInfo& info, const std::vector<B
     row["reducer_cpu_s"] = known(r.reducer_cpu_s);
     row["worker_cpu_s_per_gib"] = known(r.worker_cpu_per_gib);
     row["reducer_cpu_s_per_gib"] = known(r.reducer_cpu_per_gib);
+    row["worker_socket_bytes"] = r.worker_socket_bytes;
+    row["reducer_socket_bytes"] = r.reducer_socket_bytes;
+    row["worker_cpu_s_per_socket_gib"] = known(r.worker_cpu_per_socket_gib);
+    row["reducer_cpu_s_per_socket_gib"] = known(r.reducer_cpu_per_socket_gib);
     jrows.push_back(row);
   }
   j["rows"] = jrows;

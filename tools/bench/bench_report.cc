@@ -13,7 +13,7 @@ namespace tally::bench {
 namespace {
 
 // time 10, algbw 8, busbw 8, #wrong 7, wcpu 8, rcpu 8, and the spaces
-constexpr int kGroupWidth = 54;
+constexpr int kGroupWidth = 72;
 
 const BenchRow* findRow(const std::vector<BenchRow>& rows, Algo algo, DataType type, ReduceOp op,
                         uint64_t bytes) {
@@ -95,6 +95,18 @@ void fillCpuCost(int workers, int iters, BenchRow* row) {
   const uint64_t moved = row->present ? movedBytes(row->bytes, iters, workers) : 0;
   row->worker_cpu_per_gib = cpuSecondsPerGiB(row->worker_cpu_s, moved);
   row->reducer_cpu_per_gib = cpuSecondsPerGiB(row->reducer_cpu_s, moved);
+  // Gloo's halving-doubling moves the ring's bytes only at a power of two workers.
+  const bool pow2 = workers > 0 && (workers & (workers - 1)) == 0;
+  const bool known = row->present && (row->algo != Algo::kGlooHalvingDoubling || pow2);
+  const SocketPattern pattern =
+      row->algo == Algo::kServer ? SocketPattern::kServer : SocketPattern::kRing;
+  row->worker_socket_bytes = known ? workerSocketBytes(pattern, row->bytes, iters, workers) : 0;
+  row->reducer_socket_bytes =
+      row->present && row->algo == Algo::kServer ? reducerSocketBytes(row->bytes, iters, workers)
+                                                 : 0;
+  row->worker_cpu_per_socket_gib = cpuSecondsPerGiB(row->worker_cpu_s, row->worker_socket_bytes);
+  row->reducer_cpu_per_socket_gib =
+      cpuSecondsPerGiB(row->reducer_cpu_s, row->reducer_socket_bytes);
 }
 
 std::vector<RatioRow> computeRatios(const BenchOptions& o, const std::vector<BenchRow>& rows) {
@@ -150,7 +162,8 @@ void printHeader(const BenchOptions& o, const RunInfo& info) {
   if (!demo && o.faults.empty()) {
     std::printf(
         "%swcpu, rcpu = CPU seconds (user + system) of all workers, of all reducers, per GiB "
-        "moved (bytes x iterations x workers)\n",
+        "moved (bytes x iterations x workers); (s/sGiB): per GiB through their sockets, in and "
+        "out\n",
         p);
   }
   for (const std::string& note : info.notes) std::printf("%snote: %s\n", p, note.c_str());
@@ -198,11 +211,11 @@ void printBenchHead(const BenchOptions& o) {
   std::snprintf(buf, sizeof(buf), "#%12s %12s %9s %5s", "(B)", "(elements)", "", "");
   line3 = buf;
   for (size_t i = 0; i < o.algos.size(); ++i) {
-    std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s %8s %8s", "time", "algbw", "busbw", "#wrong",
-                  "wcpu", "rcpu");
+    std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s %8s %8s %8s %8s", "time", "algbw", "busbw",
+                  "#wrong", "wcpu", "rcpu", "wcpu", "rcpu");
     line2 += buf;
-    std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s %8s %8s", "(us)", "(GB/s)", "(GB/s)", "",
-                  "(s/GiB)", "(s/GiB)");
+    std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s %8s %8s %8s %8s", "(us)", "(GB/s)",
+                  "(GB/s)", "", "(s/GiB)", "(s/GiB)", "(s/sGiB)", "(s/sGiB)");
     line3 += buf;
   }
   if (ring_ratio) line2 += "  rs/ring";
@@ -222,12 +235,14 @@ void printBenchLine(const BenchOptions& o, const std::vector<BenchRow>& rows, co
   for (Algo a : o.algos) {
     const BenchRow* r = findRow(rows, a, l.type, l.op, l.bytes);
     bool ok = r != nullptr && r->present;
-    std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s %8s %8s",
+    std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s %8s %8s %8s %8s",
                   ok ? fmt("%.1f", r->time_us).c_str() : "-",
                   ok ? fmt("%.3f", r->algbw_gbs).c_str() : "-",
                   ok ? fmt("%.3f", r->busbw_gbs).c_str() : "-", wrongText(r).c_str(),
                   cpuText(r, r ? r->worker_cpu_per_gib : -1).c_str(),
-                  cpuText(r, r ? r->reducer_cpu_per_gib : -1).c_str());
+                  cpuText(r, r ? r->reducer_cpu_per_gib : -1).c_str(),
+                  cpuText(r, r ? r->worker_cpu_per_socket_gib : -1).c_str(),
+                  cpuText(r, r ? r->reducer_cpu_per_socket_gib : -1).c_str());
     line += buf;
   }
   const RatioRow ratio = ratioFor(rows, l.type, l.op, l.bytes);

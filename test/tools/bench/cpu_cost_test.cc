@@ -29,6 +29,23 @@ TEST(CpuCost, SecondsPerGiB) {
   EXPECT_NEAR(cpuSecondsPerGiB(0.001, 1u << 20), 1.024, 1e-12);
 }
 
+TEST(CpuCost, SocketBytesFollowTheAlgorithm) {
+  const uint64_t mib = 1u << 20;
+  // A reduction-server worker: its input out, the sum in. 4 workers x 5 iterations.
+  EXPECT_EQ(workerSocketBytes(SocketPattern::kServer, 64 * mib, 5, 4), 2 * 64 * mib * 5 * 4);
+  // A ring worker at 4 ranks: 3/2 of its input out and as much in, 3 x its input.
+  EXPECT_EQ(workerSocketBytes(SocketPattern::kRing, 64 * mib, 5, 4), 3 * 64 * mib * 5 * 4);
+  // At 2 ranks the ring moves what the reduction server does; at 8, 7/2 of the input.
+  EXPECT_EQ(workerSocketBytes(SocketPattern::kRing, 64 * mib, 1, 2),
+            workerSocketBytes(SocketPattern::kServer, 64 * mib, 1, 2));
+  EXPECT_EQ(workerSocketBytes(SocketPattern::kRing, 64 * mib, 1, 8), 7 * 32 * mib * 8);
+  // The reducers take in every worker's input and send every worker the sum.
+  EXPECT_EQ(reducerSocketBytes(64 * mib, 5, 4), 2 * movedBytes(64 * mib, 5, 4));
+  EXPECT_EQ(workerSocketBytes(SocketPattern::kServer, 64 * mib, 0, 4), 0u);
+  EXPECT_EQ(workerSocketBytes(SocketPattern::kRing, 64 * mib, 5, 0), 0u);
+  EXPECT_EQ(reducerSocketBytes(64 * mib, 5, 0), 0u);
+}
+
 TEST(CpuCost, UnknownStaysUnknown) {
   EXPECT_EQ(cpuSecondsPerGiB(-1, 1u << 30), -1);
   EXPECT_EQ(cpuSecondsPerGiB(1.0, 0), -1);

@@ -42,6 +42,21 @@ void expectCpuCost(const json& row, uint64_t bytes) {
     EXPECT_EQ(reducer, 0) << row;
     EXPECT_EQ(row["reducer_cpu_s_per_gib"].get<double>(), 0) << row;
   }
+  // Per byte through the sockets: at 2 workers the ring's and the reduction server's workers
+  // both send and receive their input once; the reducers take in and send out moved bytes.
+  EXPECT_EQ(row["worker_socket_bytes"].get<uint64_t>(), 2 * bytes * 2 * 2) << row;
+  EXPECT_NEAR(row["worker_cpu_s_per_socket_gib"].get<double>(), worker / gib / 2,
+              1e-9 * worker / gib)
+      << row;
+  if (row["algo"] == "rs") {
+    EXPECT_EQ(row["reducer_socket_bytes"].get<uint64_t>(), 2 * bytes * 2 * 2) << row;
+    EXPECT_NEAR(row["reducer_cpu_s_per_socket_gib"].get<double>(), reducer / gib / 2,
+                1e-9 * reducer / gib)
+        << row;
+  } else {
+    EXPECT_EQ(row["reducer_socket_bytes"].get<uint64_t>(), 0u) << row;
+    EXPECT_TRUE(row["reducer_cpu_s_per_socket_gib"].is_null()) << row;
+  }
 }
 
 TEST(BenchCli, CorruptedResultIsCountedAndFails) {
@@ -76,6 +91,7 @@ TEST(BenchCli, LoopbackRunIsCorrectWithEveryRowInJson) {
   EXPECT_NE(run.out.find("rs/ring"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find(" wcpu     rcpu "), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("(s/GiB)"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("(s/sGiB)"), std::string::npos) << run.out;
 
   json j = readJson(path);
   ASSERT_TRUE(j.is_object()) << readFile(path);
