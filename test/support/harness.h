@@ -110,4 +110,17 @@ inline std::string onEveryRank(int n, const std::function<Status(int)>& fn) {
   return "";
 }
 
+// A test name for each progress mode of a parameterized test: thread, poll, legacy.
+inline std::string progressName(const ::testing::TestParamInfo<CollProgress>& p) {
+  switch (p.param) {
+    case CollProgress::kThread:
+      return "thread";
+    case CollProgress::kPoll:
+      return "poll";
+    case CollProgress::kLegacy:
+      break;
+  }
+  return "legacy";
+}
+
 }  // namespace tally::reducer::test

@@ -11,7 +11,6 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +19,7 @@
 #include "common/log.h"
 #include "test/support/counting_observer.h"
 #include "test/support/harness.h"
+#include "test/support/warnings.h"
 
 namespace tally::reducer::test {
 namespace {
@@ -28,26 +28,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kRanks = 3;
 
-// WARN lines, kept while a test runs (and passed on to stderr).
-std::mutex g_warn_mu;
-std::vector<std::string> g_warnings;
-
-void captureWarnings(log::Level level, unsigned long subsys, const char* file, int line,
-                     const char* message) {
-  if (level == log::Level::kWarn) {
-    std::lock_guard<std::mutex> lock(g_warn_mu);
-    g_warnings.emplace_back(message);
-  }
-  log::stderrSink(level, subsys, file, line, message);
-}
-
 size_t warningsWith(const std::string& a, const std::string& b) {
-  std::lock_guard<std::mutex> lock(g_warn_mu);
-  size_t n = 0;
-  for (const std::string& w : g_warnings) {
-    if (w.find(a) != std::string::npos && w.find(b) != std::string::npos) ++n;
-  }
-  return n;
+  return ::tally::test::WarningLog::with({a, b}).size();
 }
 
 // The address of a reducer that was started and stopped: nothing listens there now.
@@ -116,14 +98,8 @@ Status callEveryRank(const std::vector<std::unique_ptr<CollClient>>& clients, ui
 
 class FormationTest : public ::testing::TestWithParam<CollProgress> {
  protected:
-  void SetUp() override {
-    {
-      std::lock_guard<std::mutex> lock(g_warn_mu);
-      g_warnings.clear();
-    }
-    log::setSink(&captureWarnings, log::Level::kWarn);
-  }
-  void TearDown() override { log::setSink(&log::stderrSink, log::Level::kWarn); }
+  void SetUp() override { ::tally::test::WarningLog::start(); }
+  void TearDown() override { ::tally::test::WarningLog::stop(); }
 
   // Options over `addresses`: a reducer not joined a second after another's Ready is lost.
   CollOptions options(const std::vector<std::string>& addresses) {
@@ -255,17 +231,7 @@ TEST_P(FormationTest, NoReducerFailsConnectNamingEach) {
 INSTANTIATE_TEST_SUITE_P(Modes, FormationTest,
                          ::testing::Values(CollProgress::kThread, CollProgress::kPoll,
                                            CollProgress::kLegacy),
-                         [](const ::testing::TestParamInfo<CollProgress>& p) {
-                           switch (p.param) {
-                             case CollProgress::kThread:
-                               return std::string("thread");
-                             case CollProgress::kPoll:
-                               return std::string("poll");
-                             case CollProgress::kLegacy:
-                               return std::string("legacy");
-                           }
-                           return std::string("unknown");
-                         });
+                         progressName);
 
 }  // namespace
 }  // namespace tally::reducer::test

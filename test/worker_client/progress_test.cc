@@ -283,17 +283,7 @@ TEST_P(ProgressTest, AbortWithCallsInFlightReturnsPromptlyAndLeavesBuffersAlone)
 INSTANTIATE_TEST_SUITE_P(Modes, ProgressTest,
                          ::testing::Values(CollProgress::kThread, CollProgress::kPoll,
                                            CollProgress::kLegacy),
-                         [](const ::testing::TestParamInfo<CollProgress>& p) {
-                           switch (p.param) {
-                             case CollProgress::kThread:
-                               return std::string("thread");
-                             case CollProgress::kPoll:
-                               return std::string("poll");
-                             case CollProgress::kLegacy:
-                               break;
-                           }
-                           return std::string("legacy");
-                         });
+                         progressName);
 
 }  // namespace
 }  // namespace tally::reducer::test

@@ -31,35 +31,16 @@
 #include "test/support/fake_reducer.h"
 #include "test/support/harness.h"
 #include "test/support/raw_streams.h"
+#include "test/support/warnings.h"
 
 namespace tally::reducer::test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// WARN lines, kept while a test runs (and passed on to stderr).
-std::mutex g_warn_mu;
-std::vector<std::string> g_warnings;
-
-void captureWarnings(log::Level level, unsigned long subsys, const char* file, int line,
-                     const char* message) {
-  if (level == log::Level::kWarn) {
-    std::lock_guard<std::mutex> lock(g_warn_mu);
-    g_warnings.emplace_back(message);
-  }
-  log::stderrSink(level, subsys, file, line, message);
-}
-
 // The WARN lines so far that contain every one of `parts`.
 std::vector<std::string> warningsWith(const std::vector<std::string>& parts) {
-  std::lock_guard<std::mutex> lock(g_warn_mu);
-  std::vector<std::string> found;
-  for (const std::string& w : g_warnings) {
-    bool all = true;
-    for (const std::string& p : parts) all = all && w.find(p) != std::string::npos;
-    if (all) found.push_back(w);
-  }
-  return found;
+  return ::tally::test::WarningLog::with(parts);
 }
 
 bool waitUntil(const std::function<bool()>& done, int64_t ms = 5000) {
@@ -177,13 +158,7 @@ Status refusedBeforeTheToken(const std::string& address, const wire::Frame& mess
 
 class WireAttack : public ::testing::TestWithParam<CollProgress> {
  protected:
-  void SetUp() override {
-    {
-      std::lock_guard<std::mutex> lock(g_warn_mu);
-      g_warnings.clear();
-    }
-    log::setSink(&captureWarnings, log::Level::kWarn);
-  }
+  void SetUp() override { ::tally::test::WarningLog::start(); }
   void TearDown() override {
     for (auto& c : clients_) {
       if (c) c->abort(Status::internal("test over"));
@@ -191,7 +166,7 @@ class WireAttack : public ::testing::TestWithParam<CollProgress> {
     clients_.clear();
     if (fake_) fake_->stop();
     servers_.clear();
-    log::setSink(&log::stderrSink, log::Level::kWarn);
+    ::tally::test::WarningLog::stop();
   }
 
   // `real` in-process reducers and the fake after them (the last slot), `nranks` ranks joined.

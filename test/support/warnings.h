@@ -1,0 +1,56 @@
+// WARN lines logged while a test runs, kept for the test to look at (and passed on to stderr):
+// start() in SetUp, stop() in TearDown, with() to find the lines a test expects.
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/log.h"
+
+namespace tally::test {
+
+class WarningLog {
+ public:
+  // Keeps every WARN line from now on, forgetting earlier ones.
+  static void start() {
+    {
+      std::lock_guard<std::mutex> lock(mu());
+      lines().clear();
+    }
+    log::setSink(&keep, log::Level::kWarn);
+  }
+  // Back to stderr alone.
+  static void stop() { log::setSink(&log::stderrSink, log::Level::kWarn); }
+  // The lines kept so far that contain every one of `parts`.
+  static std::vector<std::string> with(const std::vector<std::string>& parts) {
+    std::lock_guard<std::mutex> lock(mu());
+    std::vector<std::string> found;
+    for (const std::string& line : lines()) {
+      bool all = true;
+      for (const std::string& p : parts) all = all && line.find(p) != std::string::npos;
+      if (all) found.push_back(line);
+    }
+    return found;
+  }
+
+ private:
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<std::string>& lines() {
+    static std::vector<std::string> v;
+    return v;
+  }
+  static void keep(log::Level level, unsigned long subsys, const char* file, int line,
+                   const char* message) {
+    if (level == log::Level::kWarn) {
+      std::lock_guard<std::mutex> lock(mu());
+      lines().emplace_back(message);
+    }
+    log::stderrSink(level, subsys, file, line, message);
+  }
+};
+
+}  // namespace tally::test
