@@ -3,11 +3,13 @@
 # reduction server without faults, a build of the commit before failover (OLD) against this one
 # (NEW), on loopback (4 workers, 2 reducers, 64 MiB) and on the emulated cluster at 400 Mbit/s
 # (4 + 4, 64 MiB, root), and the small-call latency the commit round trip adds. Writes its JSON
-# and tables next to itself; summary.py gives the medians and ratios.
+# and tables next to itself, or in OUT; summary.py [OUT] gives the medians and ratios.
 # OLD: git worktree add ../before 9ce778e && cmake -S ../before -B ../before/build -G Ninja &&
 #      cmake --build ../before/build --target tally tally-reducer nccl-net-tally
 cd "$(dirname "$0")"
 ROOT=$(cd ../../../.. && pwd)
+OUT=${OUT:-.}
+mkdir -p "$OUT" && cd "$OUT"
 NEW=${NEW:-$ROOT/build/tools/tally}
 OLD=${OLD:-$ROOT/../before/build/tools/tally}
 LOOP_ROUNDS=${LOOP_ROUNDS:-5}

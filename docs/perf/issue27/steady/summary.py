@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Medians of run.sh's runs: algbw and CPU per GiB, before and after, and their ratios."""
+"""Medians of run.sh's runs: algbw and CPU per GiB, before and after, and their ratios.
+
+Usage: summary.py [FOLDER]   (default: this script's folder)"""
 import glob
 import json
 import os
@@ -15,9 +17,9 @@ def rows(path):
     return [r for r in doc.get("rows", []) if r.get("algo") == "rs" and r.get("present", True)]
 
 
-def medians(group, side):
+def medians(folder, group, side):
     by_size = {}
-    for path in sorted(glob.glob(os.path.join(HERE, f"{group}-{side}-*.json"))):
+    for path in sorted(glob.glob(os.path.join(folder, f"{group}-{side}-*.json"))):
         for r in rows(path):
             by_size.setdefault(r["bytes"], []).append(r)
     out = {}
@@ -36,8 +38,9 @@ def medians(group, side):
 
 
 def main():
+    folder = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else HERE
     for group in ("loop", "small", "emu"):
-        before, after = medians(group, "before"), medians(group, "after")
+        before, after = medians(folder, group, "before"), medians(folder, group, "after")
         for size in sorted(set(before) & set(after)):
             b, a = before[size], after[size]
             print(f"{group} {size} bytes ({b['runs']} + {a['runs']} runs)")
