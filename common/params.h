@@ -67,11 +67,9 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
     "The link speed in Mb/s that the plugin reports to NCCL and cuts slices for, in place of "  \
     "what the interface reports (virtual and cloud NICs often report none, or 10 Gbit/s "      \
     "whatever they carry). 0: the interface's own. Every rank should agree on it.")             \
-  X(kInt, collWindow, "TALLY_COLL_WINDOW", "8",                                                 \
-    "Slices a worker keeps in flight to each reducer (at most the reducer's --window); bounds "  \
-    "the reducer's memory per connection to this many slices. Below the 16 slices NCCL's eight " \
-    "calls keep on a link on fast links, so that a call's acknowledgement rides on a slice "     \
-    "rather than travelling alone (docs/failover.md).")                                         \
+  X(kInt, collWindow, "TALLY_COLL_WINDOW", "16",                                                \
+    "Slices a worker keeps in flight to each reducer; bounds the reducer's memory per "         \
+    "connection to this many slices.")                                                          \
   X(kString, collProgress, "TALLY_COLL_PROGRESS", "thread",                                     \
     "How a worker drives its reducer connections. `thread`: on TCP, each connection is one "    \
     "socket that the posting thread writes and one epoll thread per communicator reads, "       \
