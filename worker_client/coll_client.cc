@@ -1,5 +1,5 @@
-// CollClient: handles, connect (the opening and Hello/Ready with every reducer; the I/O steps are
-// in coll_connect.cc), iallreduce, close.
+// CollClient: handles, connect (every reducer joined at once by coll_formation.cc, the I/O steps
+// in coll_connect.cc; the ones not joined reported lost), iallreduce, close.
 #include "worker_client/coll_client.h"
 
 #include <strings.h>
@@ -20,13 +20,10 @@
 #include "worker_client/coordinator.h"
 #include "worker_client/dead_link.h"
 #include "worker_client/relay_seal.h"
-#include "protocol/opening.h"
 #include "protocol/slicing.h"
-#include "common/fd.h"
 
 namespace tally::worker_client {
 namespace wire = protocol::wire;
-namespace opening = protocol::opening;
 using protocol::kMaxSlicesPerReducer;
 using protocol::SlicePlan;
 using protocol::sliceElements;
