@@ -65,13 +65,11 @@ struct CallSpec {
   uint64_t recv_origin = 0;
 };
 
-// A call whose input is at most this many bytes is done as soon as its results have landed,
-// not when the reducers commit them: the client keeps a copy of its input until then, so the
-// rank can still send it again if a reducer is lost, and it drops any result sent again
-// (docs/failover.md, "Small calls"). A lone small call then pays no commit round trip; the copy
-// costs less than that round trip up to about a bandwidth-delay product, and a large call's
-// round trip is hidden by the calls in flight behind it.
-inline constexpr size_t kEarlyDoneBytes = 128 * 1024;
+// An in-place call (send and receive buffers overlap) whose input is at most this many bytes is
+// sent from a copy of its input, taken at post: a result that lands overwrites the input, and
+// the copy lets its slices be summed again after a reducer's loss whatever had landed
+// (docs/failover.md, "In-place calls"). Every call, small or not, is done only once committed.
+inline constexpr size_t kCopyInPlaceBytes = 128 * 1024;
 
 // One posted call; records are reused (CollClientImpl::freeCallLocked).
 struct Call final : CollCall, CallSpec {
@@ -79,12 +77,11 @@ struct Call final : CollCall, CallSpec {
 
   std::shared_ptr<Shared> shared;
   uint64_t seq = 0;
-  // Slices not done yet: not committed (ledger.h), or, for an early call, not landed.
+  // Slices not committed yet (ledger.h).
   std::atomic<uint32_t> remaining{0};
-  // Done at landing (kEarlyDoneBytes): every slice is sent from `copy`, this rank's input as it
-  // was posted, held as long as the record (so until every slice is committed); the caller's
-  // buffers may be reused once the call is done.
-  bool early = false;
+  // Sent from `copy` (kCopyInPlaceBytes): this rank's input as it was posted, held as long as
+  // the record (so until every slice is committed).
+  bool copied = false;
   std::vector<uint8_t> copy;  // kept across reuses of the record: no allocation once warm
   // Whether the send and receive buffers overlap: a result that lands there overwrites the
   // input, which can then not be sent again.
@@ -100,9 +97,6 @@ struct SliceTask {
   Span send;  // window-relative elements
   Span recv;
   uint32_t epoch = 0;  // 0: a normal slice; else a recovery slice of that epoch (placement.h)
-  // Sent again after its call was done at landing (an early call): its result is dropped, not
-  // written into the receive buffer the caller has been given back.
-  bool drop_result = false;
 };
 
 // What goes out for a slice: its header (with the payload's CRC32C when `crc` is given) and
@@ -127,12 +121,12 @@ inline OutgoingSlice outgoingSlice(const SliceTask& task, const crc32c::Crc32c* 
   h.op = call.op;
   h.rank_count = call.rank_count;
   h.window_offset = call.window_offset;
-  // Zero copy: the payload goes from the user's buffer (an early call's from its copy). Its
+  // Zero copy: the payload goes from the user's buffer (a copied call's from its copy). Its
   // result can only come back (and be written over this range, when send == recv) after the
   // reducer has received all of it.
   out.bytes = task.send.count * elt;
   if (out.bytes > 0) {
-    const uint8_t* base = call.early ? call.copy.data() : call.send;
+    const uint8_t* base = call.copied ? call.copy.data() : call.send;
     out.payload = base + (task.send.offset - call.send_origin) * elt;
     if (crc != nullptr) h.crc = crc->compute(out.payload, out.bytes);
   }

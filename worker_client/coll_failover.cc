@@ -330,12 +330,11 @@ void CollClientImpl::applyLost(const wire::Control& c) {
           cannot = "call " + std::to_string(t.call->seq) + " slice " + std::to_string(t.slice) +
                    " was committed by the lost reducer but never reached this rank";
         }
-        // An early call's slice was counted done when it landed.
-        if (!t.call->early) completeSlice(t.call.get());
+        completeSlice(t.call.get());
         continue;
       }
-      // An early call is sent again from its copy: its input is intact however the result came.
-      if (e.touched && t.call->inPlace() && !t.call->early && cannot.empty()) {
+      // A copied call is sent again from its copy: its input is intact however the result came.
+      if (e.touched && t.call->inPlace() && !t.call->copied && cannot.empty()) {
         cannot = "in-place call " + std::to_string(t.call->seq) + ": the result of slice " +
                  std::to_string(t.slice) + " from lost reducer " + address +
                  " had already overwritten this rank's input, so it cannot be summed again "
@@ -343,9 +342,6 @@ void CollClientImpl::applyLost(const wire::Control& c) {
       }
       SliceTask again_task = t;
       again_task.epoch = 0;  // its class comes from the placement when it goes out
-      // An early call that had this result is done, perhaps given back to the caller: the
-      // result that comes again is dropped.
-      if (t.call->early && e.landed) again_task.drop_result = true;
       parked_[c.epoch].push_back(std::move(again_task));
       ++again;
     }

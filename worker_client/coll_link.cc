@@ -358,7 +358,7 @@ bool ThreadedLink::ackLocked() {
   const std::shared_ptr<Shared>& shared = client_->shared();
   std::optional<wire::AckPoint> ack =
       ledger_.nextAck(shared->posted_through.load(std::memory_order_acquire),
-                      shared->applied_epoch.load(std::memory_order_acquire), true);
+                      shared->applied_epoch.load(std::memory_order_acquire));
   if (!ack) return false;
   control_.push_back(wire::encodeAck(*ack));
   return true;
@@ -404,13 +404,7 @@ Status ThreadedLink::receiveResult(const uint8_t* header, size_t size, bool* fat
   // offset may lie before recv_origin: no pointer is formed for it.
   void* dst = nullptr;
   if (bytes > 0) {
-    if (task.drop_result) {
-      // Sent again after its call was done (an early call): read, checked, dropped.
-      scratch_.resize(bytes);
-      dst = scratch_.data();
-    } else {
-      dst = call.recv + (task.recv.offset - call.recv_origin) * dataTypeSize(call.type);
-    }
+    dst = call.recv + (task.recv.offset - call.recv_origin) * dataTypeSize(call.type);
     int tag = wire::kTagPayload;
     transport::MemoryRegion* mr = nullptr;
     std::unique_ptr<transport::Request> req;

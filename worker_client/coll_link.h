@@ -116,7 +116,6 @@ class ThreadedLink final : public Link {
   // The receiver thread's header receive; a pending one is kept until the connection is closed.
   std::array<uint8_t, wire::kMaxHeaderBytes> recv_header_;
   std::unique_ptr<transport::Request> recv_req_;
-  std::vector<uint8_t> scratch_;  // the receiver's: where a dropped result goes
   // postAbort's message; like sends_, kept until the connection is closed.
   wire::Frame abort_frame_;
   std::unique_ptr<transport::Request> abort_req_;

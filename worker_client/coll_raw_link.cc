@@ -294,7 +294,7 @@ bool RawLink::ackLocked() {
   const std::shared_ptr<Shared>& shared = client_->shared();
   std::optional<wire::AckPoint> ack =
       ledger_.nextAck(shared->posted_through.load(std::memory_order_acquire),
-                      shared->applied_epoch.load(std::memory_order_acquire), true);
+                      shared->applied_epoch.load(std::memory_order_acquire));
   if (!ack) return false;
   pushControlLocked(wire::encodeAck(*ack));
   return true;
@@ -425,13 +425,7 @@ Status RawLink::onResultLocked(const uint8_t* header, size_t size) {
     landedLocked();
     return Status::ok();
   }
-  if (task.drop_result) {
-    // Sent again after its call was done (an early call): read, checked, dropped.
-    scratch_.resize(h.payloadBytes());
-    dst_ = scratch_.data();
-  } else {
-    dst_ = call.recv + (task.recv.offset - call.recv_origin) * dataTypeSize(call.type);
-  }
+  dst_ = call.recv + (task.recv.offset - call.recv_origin) * dataTypeSize(call.type);
   phase_ = Phase::kPayload;
   return Status::ok();
 }

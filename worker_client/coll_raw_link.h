@@ -192,7 +192,6 @@ class RawLink final : public Link {
   wire::SliceHeader result_{};  // the result whose payload is being read
   LedgerEntry* current_ = nullptr;
   uint8_t* dst_ = nullptr;
-  std::vector<uint8_t> scratch_;  // where a dropped result goes (SliceTask::drop_result)
 };
 
 }  // namespace tally::worker_client

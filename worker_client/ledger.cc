@@ -74,27 +74,17 @@ void SliceLedger::land(LedgerEntry* entry) {
   if (entry->landed) return;
   entry->landed = true;
   uncountUnlanded(entry->task);
-  // An early call is done slice by slice as they land (call.h, kEarlyDoneBytes); a slice sent
-  // again after that was counted the first time.
-  if (entry->task.call->early && !entry->task.drop_result) completeSlice(entry->task.call.get());
   if (entry->task.epoch != 0) {
     landed_epoch_ = std::max(landed_epoch_, entry->task.epoch);
   } else {
     const uint64_t seq = entry->task.call->seq;
     if (!landed_any_call_ || seq > landed_call_) landed_call_ = seq;
     landed_any_call_ = true;
-    if (!entry->task.call->early && (!urgent_any_ || seq > urgent_call_)) {
-      urgent_call_ = seq;
-      urgent_any_ = true;
-    }
   }
 }
 
 std::optional<wire::AckPoint> SliceLedger::nextAck(uint64_t posted_through,
-                                                   uint32_t applied_epoch, bool only_urgent) {
-  const bool urgent = (urgent_any_ && urgent_call_ >= acked_.calls) ||
-                      landed_epoch_ > acked_.recovery_epoch;
-  if (only_urgent && !urgent) return std::nullopt;
+                                                   uint32_t applied_epoch) {
   const wire::AckPoint p = ackPoint(posted_through, applied_epoch);
   const bool calls = landed_any_call_ && landed_call_ >= acked_.calls && p.calls > acked_.calls;
   const bool epochs = landed_epoch_ > acked_.recovery_epoch && p.recovery_epoch > acked_.recovery_epoch;
@@ -148,9 +138,8 @@ Status SliceLedger::commit(const wire::AckPoint& given, const std::string& reduc
     }
     if (it->second.task.epoch != 0) --recovery_entries_;
     Call* call = it->second.task.call.get();
-    const bool counted = call->early;  // at landing
     it = entries_.erase(it);
-    if (!counted) completeSlice(call);
+    completeSlice(call);
   }
   return Status::ok();
 }
@@ -181,7 +170,6 @@ std::vector<LedgerEntry> SliceLedger::takeAll() {
   unlanded_epochs_.clear();
   recovery_entries_ = 0;
   landed_any_call_ = false;
-  urgent_any_ = false;
   landed_epoch_ = 0;
   return out;
 }

@@ -49,7 +49,7 @@ class SliceLedger {
   LedgerEntry& record(SliceTask task, bool from_queue);
   // The record of a slice sent and not committed; null if there is none.
   LedgerEntry* find(uint64_t seq, uint32_t slice);
-  // Its whole result is in the receive buffer (an early call's slice is done then).
+  // Its whole result is in the receive buffer.
   void land(LedgerEntry* entry);
 
   // A Commit from the reducer (a message, or carried by a result): erases every slice it
@@ -69,12 +69,7 @@ class SliceLedger {
   // that covers nothing new would only cost the reducer work). It is then taken as sent.
   // Called after results land, and after the client published more posted calls or an epoch
   // (a result can land before its call's posting is published).
-  // With only_urgent (an Ack on its own, not carried by a slice): only when a call waits for it:
-  // a landed slice of a call that is done only once committed, or of a recovery epoch. An early
-  // call's slices (call.h) are done already, so their Ack waits to go along with later traffic;
-  // the Ack of any later call covers them too.
-  std::optional<wire::AckPoint> nextAck(uint64_t posted_through, uint32_t applied_epoch,
-                                        bool only_urgent = false);
+  std::optional<wire::AckPoint> nextAck(uint64_t posted_through, uint32_t applied_epoch);
 
   // Every slice in the books (queued ones first, then records in order), leaving them empty:
   // the link is lost and they are placed again.
@@ -100,14 +95,10 @@ class SliceLedger {
   // The latest landed normal slice's call and recovery slice's epoch (0 and none: nothing yet).
   uint64_t landed_call_ = 0;
   bool landed_any_call_ = false;
-  // The latest landed normal slice of a call done only once committed (not early).
-  uint64_t urgent_call_ = 0;
-  bool urgent_any_ = false;
   uint32_t landed_epoch_ = 0;
 };
 
-// Counts one slice of its call done (committed, or landed for an early call); the last one
-// completes the call.
+// Counts one slice of its call committed; the last one completes the call.
 void completeSlice(Call* call);
 
 }  // namespace tally::worker_client

@@ -457,7 +457,10 @@ void FakeReducer::answer(Pending p) {
       return;
     }
     case Misbehaviour::kCrashBeforeCommit: {
-      for (Member* m : live) sendResult(m, h, result);
+      // The results go to the ranks aimed at (every rank, or one only: partial delivery).
+      for (Member* m : live) {
+        if (aimedAt(m->rank)) sendResult(m, h, result);
+      }
       // Every result out (bounded), then every connection gone, before any Commit for them.
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
       for (Member* m : live) {

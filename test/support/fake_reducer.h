@@ -51,8 +51,9 @@ enum class Misbehaviour {
   // The target is sent bytes that are no wire header, in place of its result.
   kGarbage,
   // Partial delivery: from the act on, no Commit leaves (neither as a message nor with a
-  // result); the act's slice's results go to every rank, and once they are out every
-  // connection is closed, as by a reducer that dies between its results and their Commit.
+  // result); the act's slice's results go to the ranks aimed at (every rank, or the target
+  // only), and once they are out every connection is closed, as by a reducer that dies between
+  // its results and their Commit (or amid its results).
   kCrashBeforeCommit,
 };
 
