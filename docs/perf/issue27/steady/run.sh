@@ -3,7 +3,9 @@
 # reduction server without faults, a build of the commit before failover (OLD) against this one
 # (NEW), on loopback (4 workers, 2 reducers, 64 MiB) and on the emulated cluster at 400 Mbit/s
 # (4 + 4, 64 MiB, root), and the small-call latency the commit round trip adds. Writes its JSON
-# and tables next to itself, or in OUT; summary.py [OUT] gives the medians and ratios.
+# and tables next to itself, or in OUT; summary.py [OUT] gives the medians and ratios. PARTS
+# picks what runs (default "loop small emu"); commit/ is OUT=commit PARTS=small LOOP_ROUNDS=8,
+# taken after every call came to wait for its Commit.
 # OLD: git worktree add ../before 9ce778e && cmake -S ../before -B ../before/build -G Ninja &&
 #      cmake --build ../before/build --target tally tally-reducer nccl-net-tally
 cd "$(dirname "$0")"
@@ -14,15 +16,18 @@ NEW=${NEW:-$ROOT/build/tools/tally}
 OLD=${OLD:-$ROOT/../before/build/tools/tally}
 LOOP_ROUNDS=${LOOP_ROUNDS:-5}
 EMU_ROUNDS=${EMU_ROUNDS:-3}
+PARTS=${PARTS:-loop small emu}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 for i in $(seq 1 "$LOOP_ROUNDS"); do
   for side in before after; do
     bin=$OLD; [ $side = after ] && bin=$NEW
-    $bin bench --workers 4 --reducers 2 --sizes 64M -n 5 -w 1 --algo rs \
+    part loop && $bin bench --workers 4 --reducers 2 --sizes 64M -n 5 -w 1 --algo rs \
       --json loop-$side-$i.json > loop-$side-$i.txt 2>&1
-    $bin bench --workers 4 --reducers 2 --sizes 4K,1M -n 200 -w 20 --algo rs \
+    part small && $bin bench --workers 4 --reducers 2 --sizes 4K,1M -n 200 -w 20 --algo rs \
       --json small-$side-$i.json > small-$side-$i.txt 2>&1
   done
 done
+part emu || { echo done; exit 0; }
 for i in $(seq 1 "$EMU_ROUNDS"); do
   for side in before after; do
     bin=$OLD; [ $side = after ] && bin=$NEW
