@@ -64,7 +64,8 @@ inline constexpr uint32_t kMagic = 0x594c4154;  // bytes "TALY" on the wire
 // rank_count, window_offset; empty pieces). 5: the slice plan in Hello (slices_per_reducer,
 // min_slice_bytes). 6: reducer failover (Ack, Commit, Ping, Pong, Relay, Dismiss; Hello.epoch;
 // the scope of an Error). 7: Relay.seal, rank-to-rank MACs under a key in rank 0's handle.
-inline constexpr uint16_t kVersion = 7;
+// 8: Control.first_call (a Decide's F, docs/failover.md).
+inline constexpr uint16_t kVersion = 8;
 
 // Transport tags: a header, and the payload that follows a slice or result header.
 inline constexpr int kTagHeader = 0x7a11;
@@ -151,6 +152,10 @@ struct Ready {
   uint32_t nranks = 0;
   uint32_t window = 0;  // the reducer's per-connection limit; the worker uses min(its own, this)
 };
+// Past its window a worker may have this many more slices in flight on a connection: the
+// recovery slices it sends at once on a membership change (prompt, docs/failover.md, "Small
+// calls"), which must pass slices waiting for a rank that is behind. A reducer buffers as many.
+inline constexpr int kPromptSlices = 1;
 
 // Reject, Error and Dismiss carry a reason only.
 struct Reason {
@@ -183,16 +188,18 @@ enum class Change : uint8_t {
   kFail = 4,  // (Decide) too few reducers are left: every rank fails with `reason`
 };
 inline constexpr size_t kMaxControlAddressBytes = 64;
-inline constexpr size_t kMaxControlReasonBytes = 120;
+inline constexpr size_t kMaxControlReasonBytes = 112;
 struct Control {
   ControlKind kind = ControlKind::kSuspect;
   Change change = Change::kLost;
   uint32_t epoch = 0;  // the epoch proposed, reported on or decided (Suspect: the sender's)
   uint32_t slot = 0;
   // Report: the last Commit from the lost reducer, and the sender's next call number.
-  // Decide (Lost): the largest of the reported commits, and the boundary K.
+  // Decide (Lost): the largest of the reported commits, the boundary K (the largest next call)
+  // and F, the smallest: every rank has posted every call below F.
   AckPoint commit;
   uint64_t next_call = 0;
+  uint64_t first_call = 0;
   bool ok = true;  // Report of a Join: the sender has joined the new reducer
   std::string address;  // the reducer concerned, cut to kMaxControlAddressBytes
   std::string reason;   // why (Suspect, Propose, Decide, a failed Report), cut likewise

@@ -18,9 +18,10 @@ namespace {
 // calls u64, recovery_epoch u32, reserved u32
 constexpr size_t kAckBody = 8 + 4 + 4;
 constexpr size_t kPingBody = 8;
-// kind, change, flags u16, epoch, slot, reserved u32, commit calls u64, next_call u64, commit
-// recovery epoch u32, address length u8, reason length u8, reserved u16, address, reason.
-constexpr size_t kControlBytes = 1 + 1 + 2 + 4 + 4 + 4 + 8 + 8 + 4 + 1 + 1 + 2 +
+// kind, change, flags u16, epoch, slot, reserved u32, commit calls u64, next_call u64,
+// first_call u64, commit recovery epoch u32, address length u8, reason length u8, reserved u16,
+// address, reason.
+constexpr size_t kControlBytes = 1 + 1 + 2 + 4 + 4 + 4 + 8 + 8 + 8 + 4 + 1 + 1 + 2 +
                                  kMaxControlAddressBytes + kMaxControlReasonBytes;
 // from u32, reserved u32, the control, the seal.
 constexpr size_t kRelayBody = 4 + 4 + kControlBytes + kRelaySealBytes;
@@ -133,6 +134,7 @@ Frame encodeRelay(const Relay& m) {
   w.u32(0);
   w.u64(c.commit.calls);
   w.u64(c.next_call);
+  w.u64(c.first_call);
   w.u32(c.commit.recovery_epoch);
   const size_t address = std::min(c.address.size(), kMaxControlAddressBytes);
   const size_t reason = std::min(c.reason.size(), kMaxControlReasonBytes);
@@ -160,6 +162,7 @@ Status decodeRelay(const uint8_t* data, size_t size, Relay* out) {
   const uint32_t reserved2 = r.u32();
   c.commit.calls = r.u64();
   c.next_call = r.u64();
+  c.first_call = r.u64();
   c.commit.recovery_epoch = r.u32();
   const uint8_t address = r.u8();
   const uint8_t reason = r.u8();

@@ -96,9 +96,12 @@ void Peer::releaseCredit() {
 // being read; s itself is among the first `window` unfinished slices of every rank, so the
 // workers' own windows let them send it. Hence s completes, its result frees a slot, and reading
 // resumes. Results are always read by the workers (a receiver thread per reducer), so results do
-// not block either.
+// not block either. One slice more than the window may be buffered (wire::kPromptSlices): a
+// recovery slice every rank sends at once on a membership change, outside that order, so that
+// it passes the slices waiting for a rank that is behind (docs/failover.md, "Small calls"); the
+// workers send those one at a time in the same order, so each completes.
 void Peer::waitForCredit() {
-  const int window = ctx_->options.window;
+  const int window = ctx_->options.window + wire::kPromptSlices;
   std::unique_lock<std::mutex> lock(credit_mu_);
   while (buffered_ >= window && !aborted_.load(std::memory_order_acquire) &&
          !ctx_->stopping.load(std::memory_order_acquire)) {

@@ -41,7 +41,7 @@ struct ServerOptions {
   Timeouts timeouts;
   size_t pool_cache_bytes = 256ull << 20;  // free buffers kept for reuse, over all shards
   // Limits, so one job or one bad peer cannot take the whole reducer (docs/reliability.md). A
-  // communicator reserves (nranks + 1) x window x slice bytes when it forms (inputs and
+  // communicator reserves (nranks + 1) x (window + 1) x slice bytes when it forms (inputs and
   // results); a Hello that would pass a limit is refused with the reason.
   // Members of communicators at once; a Hello past it is refused ("reducer full").
   size_t max_connections = 1024;
@@ -50,7 +50,7 @@ struct ServerOptions {
   // is full, a new connection evicts the oldest opening one (closed, counted as `limit`).
   // 0: max(16, max_connections / 4). tally-reducer --max-opening-connections.
   size_t max_opening_connections = 0;
-  uint64_t max_connection_bytes = 1ull << 30;  // window x slice bytes of one connection
+  uint64_t max_connection_bytes = 1ull << 30;  // (window + 1) x slice bytes of one connection
   uint64_t max_communicator_bytes = 16ull << 30;
   uint64_t max_memory_bytes = 64ull << 30;     // all communicators' reservations together
   // A connection that has not joined a communicator (opening and Hello) by then is closed, and

@@ -65,11 +65,15 @@ struct CallSpec {
   uint64_t recv_origin = 0;
 };
 
-// An in-place call (send and receive buffers overlap) whose input is at most this many bytes is
-// sent from a copy of its input, taken at post: a result that lands overwrites the input, and
-// the copy lets its slices be summed again after a reducer's loss whatever had landed
-// (docs/failover.md, "In-place calls"). Every call, small or not, is done only once committed.
-inline constexpr size_t kCopyInPlaceBytes = 128 * 1024;
+// A call of at most this many bytes (the whole call, as every rank sees it alike) is done as soon
+// as its results have landed, not when the reducers commit them: the client keeps a copy of its
+// input until then, so the rank can still send it again if a reducer is lost, and it drops any
+// result sent again (docs/failover.md, "Small calls"). A lone small call then pays no commit
+// round trip; the copy costs less than that round trip up to about a bandwidth-delay product,
+// and a large call's round trip is hidden by the calls in flight behind it. A rank that got such
+// a result from a reducer that died before the others got theirs must not leave them behind: on
+// the decision every rank sends those slices again at once (SliceTask::prompt).
+inline constexpr size_t kEarlyDoneBytes = 128 * 1024;
 
 // One posted call; records are reused (CollClientImpl::freeCallLocked).
 struct Call final : CollCall, CallSpec {
@@ -77,11 +81,12 @@ struct Call final : CollCall, CallSpec {
 
   std::shared_ptr<Shared> shared;
   uint64_t seq = 0;
-  // Slices not committed yet (ledger.h).
+  // Slices not done yet: not committed (ledger.h), or, for an early call, not landed.
   std::atomic<uint32_t> remaining{0};
-  // Sent from `copy` (kCopyInPlaceBytes): this rank's input as it was posted, held as long as
-  // the record (so until every slice is committed).
-  bool copied = false;
+  // Done at landing (kEarlyDoneBytes): every slice is sent from `copy`, this rank's input as it
+  // was posted, held as long as the record (so until every slice is committed); the caller's
+  // buffers may be reused once the call is done.
+  bool early = false;
   std::vector<uint8_t> copy;  // kept across reuses of the record: no allocation once warm
   // Whether the send and receive buffers overlap: a result that lands there overwrites the
   // input, which can then not be sent again.
@@ -97,6 +102,13 @@ struct SliceTask {
   Span send;  // window-relative elements
   Span recv;
   uint32_t epoch = 0;  // 0: a normal slice; else a recovery slice of that epoch (placement.h)
+  // Sent again after its call was done at landing (an early call): its result is dropped, not
+  // written into the receive buffer the caller has been given back.
+  bool drop_result = false;
+  // A recovery slice every rank sends on the decision of its epoch rather than at its boundary
+  // (an early call's, docs/failover.md): it goes out ahead of queued slices and may take one
+  // credit past the window, which the reducer keeps for it.
+  bool prompt = false;
 };
 
 // What goes out for a slice: its header (with the payload's CRC32C when `crc` is given) and
@@ -121,12 +133,12 @@ inline OutgoingSlice outgoingSlice(const SliceTask& task, const crc32c::Crc32c* 
   h.op = call.op;
   h.rank_count = call.rank_count;
   h.window_offset = call.window_offset;
-  // Zero copy: the payload goes from the user's buffer (a copied call's from its copy). Its
+  // Zero copy: the payload goes from the user's buffer (an early call's from its copy). Its
   // result can only come back (and be written over this range, when send == recv) after the
   // reducer has received all of it.
   out.bytes = task.send.count * elt;
   if (out.bytes > 0) {
-    const uint8_t* base = call.copied ? call.copy.data() : call.send;
+    const uint8_t* base = call.early ? call.copy.data() : call.send;
     out.payload = base + (task.send.offset - call.send_origin) * elt;
     if (crc != nullptr) h.crc = crc->compute(out.payload, out.bytes);
   }

@@ -591,8 +591,10 @@ Status CollClientImpl::post(const CallSpec& spec, size_t result_bytes, CollReque
     // its own part.
     const size_t send_bytes =
         (spec.kind == wire::CollKind::kAllGather ? part.count : spec.count) * elt;
-    call->copied = send_bytes <= kCopyInPlaceBytes && call->inPlace();
-    if (call->copied) {
+    // By the whole call, which every rank sees alike: on a loss every rank must tell the same
+    // slices apart as early (applyLost).
+    call->early = spec.count * elt <= kEarlyDoneBytes;
+    if (call->early) {
       call->copy.resize(send_bytes);  // within the record's kept capacity once warm
       if (send_bytes > 0) std::memcpy(call->copy.data(), spec.send, send_bytes);
     }

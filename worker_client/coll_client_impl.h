@@ -197,6 +197,11 @@ class CollClientImpl final : public CollClient {
   void onDecide(const wire::Control& c);
   void onReport(uint32_t from, const wire::Control& c);
   void applyLost(const wire::Control& c);
+  // Whether an orphan of the epoch being applied is sent at once, not at the boundary: a slice
+  // of an early call below F (docs/failover.md, "Small calls"), the same set on every rank.
+  bool sentAtOnce(const SliceTask& t, uint64_t first_call) const;
+  // Sends those (post_mu_), sorted, on the placement of `epoch`, as its prompt recovery slices.
+  void sendPromptLocked(uint32_t epoch, std::vector<SliceTask> tasks);
   // Joins (coll_rejoin.cc): rank 0 looks for a reducer for an empty slot; every rank opens a
   // link to it on a proposal (on a thread of the join's own), reports, and installs it on the
   // decision.

@@ -308,6 +308,8 @@ void CollClientImpl::applyLost(const wire::Control& c) {
   lost_.push_back(address + " (" + why + ")");
   std::string cannot;  // why this rank cannot go on, if it cannot
   size_t again = 0;
+  std::vector<SliceTask> prompt;  // sent at once, not at the boundary
+  size_t at_once = 0;
   uint32_t live = 0;
   {
     std::lock_guard<std::mutex> lock(post_mu_);
@@ -330,11 +332,12 @@ void CollClientImpl::applyLost(const wire::Control& c) {
           cannot = "call " + std::to_string(t.call->seq) + " slice " + std::to_string(t.slice) +
                    " was committed by the lost reducer but never reached this rank";
         }
-        completeSlice(t.call.get());
+        // An early call's slice was counted done when it landed.
+        if (!t.call->early) completeSlice(t.call.get());
         continue;
       }
-      // A copied call is sent again from its copy: its input is intact however the result came.
-      if (e.touched && t.call->inPlace() && !t.call->copied && cannot.empty()) {
+      // An early call is sent again from its copy: its input is intact however the result came.
+      if (e.touched && t.call->inPlace() && !t.call->early && cannot.empty()) {
         cannot = "in-place call " + std::to_string(t.call->seq) + ": the result of slice " +
                  std::to_string(t.slice) + " from lost reducer " + address +
                  " had already overwritten this rank's input, so it cannot be summed again "
@@ -342,7 +345,15 @@ void CollClientImpl::applyLost(const wire::Control& c) {
       }
       SliceTask again_task = t;
       again_task.epoch = 0;  // its class comes from the placement when it goes out
-      parked_[c.epoch].push_back(std::move(again_task));
+      again_task.prompt = false;
+      // An early call that had this result is done, perhaps given back to the caller: the
+      // result that comes again is dropped.
+      if (t.call->early && e.landed) again_task.drop_result = true;
+      if (sentAtOnce(t, c.first_call)) {
+        prompt.push_back(std::move(again_task));
+      } else {
+        parked_[c.epoch].push_back(std::move(again_task));
+      }
       ++again;
     }
     orphans_.clear();
@@ -350,7 +361,11 @@ void CollClientImpl::applyLost(const wire::Control& c) {
     catch_up_until_ = std::max(catch_up_until_, c.next_call);
     hold_ = false;
     live = placement_.liveCount();
-    if (cannot.empty()) flushBoundariesLocked();
+    if (cannot.empty()) {
+      at_once = prompt.size();
+      sendPromptLocked(c.epoch, std::move(prompt));
+      flushBoundariesLocked();
+    }
   }
   if (!cannot.empty()) return failOver(cannot);
   if (rank_ == 0) {
@@ -359,9 +374,37 @@ void CollClientImpl::applyLost(const wire::Control& c) {
     offer_after_ns_[c.slot] = nowNs() + options_.rejoin_interval_ms * kNsPerMs;
   }
   TALLY_WARN("CollNet communicator %s: reducer %s (slot %u) lost: %s; continues on %u of %zu "
-             "reducers from call %" PRIu64 " (epoch %u; %zu slices summed again)",
+             "reducers from call %" PRIu64 " (epoch %u; %zu slices summed again, %zu of them at "
+             "once)",
              comm_.toString().c_str(), address.c_str(), c.slot, why.c_str(), live, links_.size(),
-             c.next_call, c.epoch, again);
+             c.next_call, c.epoch, again, at_once);
+}
+
+bool CollClientImpl::sentAtOnce(const SliceTask& t, uint64_t first_call) const {
+  // An early call's slice, below F: every rank posted the call. A normal slice, or one sent
+  // promptly before, is then in the lost reducer's books on every rank (unless committed, which
+  // P and RC tell alike); a recovery slice sent at its boundary is only once every rank reached
+  // that boundary.
+  if (!t.call->early || t.call->seq >= first_call) return false;
+  return t.epoch == 0 || t.prompt || placement_.boundaryOf(t.epoch) <= first_call;
+}
+
+void CollClientImpl::sendPromptLocked(uint32_t epoch, std::vector<SliceTask> tasks) {
+  // Every rank sends them in the same order: by call, then slice.
+  std::sort(tasks.begin(), tasks.end(), [](const SliceTask& a, const SliceTask& b) {
+    return a.call->seq != b.call->seq ? a.call->seq < b.call->seq : a.slice < b.slice;
+  });
+  for (SliceTask& t : tasks) {
+    const Placement p = placement_.place(t.call->seq, t.slice, epoch);
+    if (!p.placed) {
+      // Every slot is empty: the keeper is failing the communicator.
+      parked_[epoch].push_back(std::move(t));
+      continue;
+    }
+    t.epoch = epoch;
+    t.prompt = true;
+    links_[p.slot]->post(std::move(t));
+  }
 }
 
 void CollClientImpl::failOver(const std::string& why) {

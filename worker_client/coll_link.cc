@@ -47,12 +47,22 @@ Status ThreadedLink::start() {
 }
 
 void ThreadedLink::post(SliceTask task) {
-  if (tryPostNow(task)) return;
+  // A prompt slice goes through the sender, which takes it before the other queued ones.
+  if (!task.prompt && tryPostNow(task)) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ledger_.enqueue(std::move(task));
+    if (task.prompt) {
+      ledger_.enqueuePrompt(std::move(task));
+    } else {
+      ledger_.enqueue(std::move(task));
+    }
   }
   cv_.notify_all();
+}
+
+bool ThreadedLink::sendableLocked() const {
+  return (!ledger_.promptQueueEmpty() && outstanding_ < window_ + wire::kPromptSlices) ||
+         (!ledger_.queueEmpty() && outstanding_ < window_);
 }
 
 bool ThreadedLink::tryPostNow(SliceTask& task) {
@@ -316,9 +326,8 @@ void ThreadedLink::senderLoop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, std::chrono::milliseconds(kPollMs), [&] {
-        return stop_.load() || !control_.empty() ||
-               (!ledger_.queueEmpty() && outstanding_ < window_) ||
-               (bye_ && ledger_.queueEmpty());
+        return stop_.load() || !control_.empty() || sendableLocked() ||
+               (bye_ && ledger_.queueEmpty() && ledger_.promptQueueEmpty());
       });
       if (stop_.load()) break;
     }
@@ -327,12 +336,14 @@ void ThreadedLink::senderLoop() {
     st = sendControlLocked();
     if (st.isOk()) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!ledger_.queueEmpty() && outstanding_ < window_) {
-        task = ledger_.record(ledger_.popQueued(), true).task;
+      if (sendableLocked()) {
+        const bool prompt =
+            !ledger_.promptQueueEmpty() && outstanding_ < window_ + wire::kPromptSlices;
+        task = ledger_.record(prompt ? ledger_.popPrompt() : ledger_.popQueued(), true).task;
         ack = dueAckLocked();
         if (outstanding_++ == 0) last_progress_ns_.store(nowNs());
         have = true;
-      } else if (bye_ && ledger_.queueEmpty()) {
+      } else if (bye_ && ledger_.queueEmpty() && ledger_.promptQueueEmpty()) {
         send_bye = true;
       }
     }
@@ -358,7 +369,7 @@ bool ThreadedLink::ackLocked() {
   const std::shared_ptr<Shared>& shared = client_->shared();
   std::optional<wire::AckPoint> ack =
       ledger_.nextAck(shared->posted_through.load(std::memory_order_acquire),
-                      shared->applied_epoch.load(std::memory_order_acquire));
+                      shared->applied_epoch.load(std::memory_order_acquire), true);
   if (!ack) return false;
   control_.push_back(wire::encodeAck(*ack));
   return true;
@@ -404,7 +415,13 @@ Status ThreadedLink::receiveResult(const uint8_t* header, size_t size, bool* fat
   // offset may lie before recv_origin: no pointer is formed for it.
   void* dst = nullptr;
   if (bytes > 0) {
-    dst = call.recv + (task.recv.offset - call.recv_origin) * dataTypeSize(call.type);
+    if (task.drop_result) {
+      // Sent again after its call was done (an early call): read, checked, dropped.
+      scratch_.resize(bytes);
+      dst = scratch_.data();
+    } else {
+      dst = call.recv + (task.recv.offset - call.recv_origin) * dataTypeSize(call.type);
+    }
     int tag = wire::kTagPayload;
     transport::MemoryRegion* mr = nullptr;
     std::unique_ptr<transport::Request> req;

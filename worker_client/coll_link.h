@@ -61,6 +61,9 @@ class ThreadedLink final : public Link {
   // (called with the client's post_mu_ held); false: queue it instead. A failed send is
   // reported, as on the sender thread.
   bool tryPostNow(SliceTask& task);
+  // A queued slice may go out now: a prompt one within one credit past the window, another
+  // within the window (mu_ held).
+  bool sendableLocked() const;
   void senderLoop();
   void receiverLoop();
   // Waits for `req` in short steps; gives up when stopping or when no result has arrived for
@@ -116,6 +119,7 @@ class ThreadedLink final : public Link {
   // The receiver thread's header receive; a pending one is kept until the connection is closed.
   std::array<uint8_t, wire::kMaxHeaderBytes> recv_header_;
   std::unique_ptr<transport::Request> recv_req_;
+  std::vector<uint8_t> scratch_;  // the receiver's: where a dropped result goes
   // postAbort's message; like sends_, kept until the connection is closed.
   wire::Frame abort_frame_;
   std::unique_ptr<transport::Request> abort_req_;

@@ -30,7 +30,7 @@ RawLink::RawLink(CollClientImpl* client, uint32_t slot, std::string address, Fd 
       window_(window),
       timeout_ms_(timeout_ms),
       crc_(crc),
-      frames_(static_cast<size_t>(window)),
+      frames_(static_cast<size_t>(window) + wire::kPromptSlices),
       reader_(address_) {
   free_frames_.reserve(frames_.size());
   for (size_t i = frames_.size(); i > 0; --i) free_frames_.push_back(static_cast<uint32_t>(i - 1));
@@ -121,8 +121,14 @@ void RawLink::post(SliceTask task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     // Behind queued slices, or past the window, a slice waits for a credit; on a closed link it
-    // waits in the books until the client takes them (a lost reducer) or reports its error.
-    if (closed_ || !ledger_.queueEmpty() || outstanding_ >= window_) {
+    // waits in the books until the client takes them (a lost reducer) or reports its error. A
+    // prompt slice waits only behind other prompt ones and may take the credit past the window.
+    if (task.prompt) {
+      if (closed_ || !ledger_.promptQueueEmpty() || outstanding_ >= window_ + wire::kPromptSlices) {
+        ledger_.enqueuePrompt(std::move(task));
+        return;
+      }
+    } else if (closed_ || !ledger_.queueEmpty() || outstanding_ >= window_) {
       ledger_.enqueue(std::move(task));
       return;
     }
@@ -149,9 +155,7 @@ void RawLink::requestBye() {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return;
     // After whatever is queued (close() sends Bye only with nothing in flight).
-    while (!ledger_.queueEmpty() && outstanding_ < window_) {
-      pushSliceLocked(ledger_.popQueued(), true);
-    }
+    pushQueuedLocked();
     bye_frame_ = wire::encodeBye();
     out_.push(wire::kTagHeader, bye_frame_.data(), bye_frame_.size);
     ++messages_pushed_;
@@ -294,7 +298,7 @@ bool RawLink::ackLocked() {
   const std::shared_ptr<Shared>& shared = client_->shared();
   std::optional<wire::AckPoint> ack =
       ledger_.nextAck(shared->posted_through.load(std::memory_order_acquire),
-                      shared->applied_epoch.load(std::memory_order_acquire));
+                      shared->applied_epoch.load(std::memory_order_acquire), true);
   if (!ack) return false;
   pushControlLocked(wire::encodeAck(*ack));
   return true;
@@ -425,7 +429,13 @@ Status RawLink::onResultLocked(const uint8_t* header, size_t size) {
     landedLocked();
     return Status::ok();
   }
-  dst_ = call.recv + (task.recv.offset - call.recv_origin) * dataTypeSize(call.type);
+  if (task.drop_result) {
+    // Sent again after its call was done (an early call): read, checked, dropped.
+    scratch_.resize(h.payloadBytes());
+    dst_ = scratch_.data();
+  } else {
+    dst_ = call.recv + (task.recv.offset - call.recv_origin) * dataTypeSize(call.type);
+  }
   phase_ = Phase::kPayload;
   return Status::ok();
 }
@@ -456,6 +466,13 @@ void RawLink::landedLocked() {
   outstanding_--;
   last_progress_ns_.store(nowNs());
   // The freed credit goes to the next queued slice; readAll writes once the socket is drained.
+  pushQueuedLocked();
+}
+
+void RawLink::pushQueuedLocked() {
+  while (!ledger_.promptQueueEmpty() && outstanding_ < window_ + wire::kPromptSlices) {
+    pushSliceLocked(ledger_.popPrompt(), true);
+  }
   while (!ledger_.queueEmpty() && outstanding_ < window_) {
     pushSliceLocked(ledger_.popQueued(), true);
   }

@@ -147,6 +147,8 @@ class RawLink final : public Link {
   Status onPayloadLocked();
   // The result of current_ has landed: frees its credit and queues waiting slices on it.
   void landedLocked();
+  // Sends queued slices while credits allow: prompt ones first (one past the window).
+  void pushQueuedLocked();
   // Queues an Ack when it covers newly landed slices (mu_ held); true when it did.
   bool ackLocked();
   // Reports an error of this link to the client (unless it is closing anyway): lost reducer,
@@ -192,6 +194,7 @@ class RawLink final : public Link {
   wire::SliceHeader result_{};  // the result whose payload is being read
   LedgerEntry* current_ = nullptr;
   uint8_t* dst_ = nullptr;
+  std::vector<uint8_t> scratch_;  // where a dropped result goes (SliceTask::drop_result)
 };
 
 }  // namespace tally::worker_client

@@ -1,6 +1,7 @@
 #include "worker_client/coordinator.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace tally::worker_client {
 namespace wire = protocol::wire;
@@ -104,9 +105,12 @@ wire::Control Coordinator::decide(const Round& round) {
   d.kind = wire::ControlKind::kDecide;
   decided_ = p.epoch;
   // K: no rank has posted a call from it on (each stopped at its report), every rank can reach
-  // it. The commits: the furthest any rank heard from the lost reducer.
+  // it. F: every rank has posted every call below it. The commits: the furthest any rank heard
+  // from the lost reducer.
+  d.first_call = UINT64_MAX;
   for (const wire::Control& r : round.reports) {
     d.next_call = std::max(d.next_call, r.next_call);
+    d.first_call = std::min(d.first_call, r.next_call);
     d.commit.calls = std::max(d.commit.calls, r.commit.calls);
     d.commit.recovery_epoch = std::max(d.commit.recovery_epoch, r.commit.recovery_epoch);
   }

@@ -49,6 +49,17 @@ void SliceLedger::enqueue(SliceTask task) {
   queue_.push_back(std::move(task));
 }
 
+void SliceLedger::enqueuePrompt(SliceTask task) {
+  countUnlanded(task);
+  prompt_.push_back(std::move(task));
+}
+
+SliceTask SliceLedger::popPrompt() {
+  SliceTask t = std::move(prompt_.front());
+  prompt_.pop_front();
+  return t;
+}
+
 SliceTask SliceLedger::popQueued() {
   SliceTask t = std::move(queue_.front());
   queue_.pop_front();
@@ -74,17 +85,27 @@ void SliceLedger::land(LedgerEntry* entry) {
   if (entry->landed) return;
   entry->landed = true;
   uncountUnlanded(entry->task);
+  // An early call is done slice by slice as they land (call.h, kEarlyDoneBytes); a slice sent
+  // again after that was counted the first time.
+  if (entry->task.call->early && !entry->task.drop_result) completeSlice(entry->task.call.get());
   if (entry->task.epoch != 0) {
     landed_epoch_ = std::max(landed_epoch_, entry->task.epoch);
   } else {
     const uint64_t seq = entry->task.call->seq;
     if (!landed_any_call_ || seq > landed_call_) landed_call_ = seq;
     landed_any_call_ = true;
+    if (!entry->task.call->early && (!urgent_any_ || seq > urgent_call_)) {
+      urgent_call_ = seq;
+      urgent_any_ = true;
+    }
   }
 }
 
 std::optional<wire::AckPoint> SliceLedger::nextAck(uint64_t posted_through,
-                                                   uint32_t applied_epoch) {
+                                                   uint32_t applied_epoch, bool only_urgent) {
+  const bool urgent = (urgent_any_ && urgent_call_ >= acked_.calls) ||
+                      landed_epoch_ > acked_.recovery_epoch;
+  if (only_urgent && !urgent) return std::nullopt;
   const wire::AckPoint p = ackPoint(posted_through, applied_epoch);
   const bool calls = landed_any_call_ && landed_call_ >= acked_.calls && p.calls > acked_.calls;
   const bool epochs = landed_epoch_ > acked_.recovery_epoch && p.recovery_epoch > acked_.recovery_epoch;
@@ -115,10 +136,12 @@ Status SliceLedger::commit(const wire::AckPoint& given, const std::string& reduc
                             " before its result reached this rank");
     }
   }
-  for (const auto& q : queue_) {
-    if (q.epoch == 0 ? q.call->seq < point.calls : q.epoch <= point.recovery_epoch) {
-      return Status::remote("reducer " + reducer + " committed call " +
-                            std::to_string(q.call->seq) + " before this rank sent all of it");
+  for (const auto* queue : {&queue_, &prompt_}) {
+    for (const auto& q : *queue) {
+      if (q.epoch == 0 ? q.call->seq < point.calls : q.epoch <= point.recovery_epoch) {
+        return Status::remote("reducer " + reducer + " committed call " +
+                              std::to_string(q.call->seq) + " before this rank sent all of it");
+      }
     }
   }
   // The least of every rank's Ack never passes this rank's own: a Commit past it covers
@@ -138,8 +161,9 @@ Status SliceLedger::commit(const wire::AckPoint& given, const std::string& reduc
     }
     if (it->second.task.epoch != 0) --recovery_entries_;
     Call* call = it->second.task.call.get();
+    const bool counted = call->early;  // at landing
     it = entries_.erase(it);
-    completeSlice(call);
+    if (!counted) completeSlice(call);
   }
   return Status::ok();
 }
@@ -157,7 +181,12 @@ wire::AckPoint SliceLedger::ackPoint(uint64_t posted_through, uint32_t applied_e
 
 std::vector<LedgerEntry> SliceLedger::takeAll() {
   std::vector<LedgerEntry> out;
-  out.reserve(queue_.size() + entries_.size());
+  out.reserve(prompt_.size() + queue_.size() + entries_.size());
+  for (SliceTask& t : prompt_) {
+    LedgerEntry e;
+    e.task = std::move(t);
+    out.push_back(std::move(e));
+  }
   for (SliceTask& t : queue_) {
     LedgerEntry e;
     e.task = std::move(t);
@@ -165,11 +194,13 @@ std::vector<LedgerEntry> SliceLedger::takeAll() {
   }
   for (auto& [key, e] : entries_) out.push_back(std::move(e));
   queue_.clear();
+  prompt_.clear();
   entries_.clear();
   unlanded_calls_.clear();
   unlanded_epochs_.clear();
   recovery_entries_ = 0;
   landed_any_call_ = false;
+  urgent_any_ = false;
   landed_epoch_ = 0;
   return out;
 }

@@ -43,13 +43,17 @@ class SliceLedger {
   bool queueEmpty() const { return queue_.empty(); }
   SliceTask popQueued();
   size_t queued() const { return queue_.size(); }
+  // Queued prompt slices (SliceTask::prompt), which go out ahead of the others, in their order.
+  void enqueuePrompt(SliceTask task);
+  bool promptQueueEmpty() const { return prompt_.empty(); }
+  SliceTask popPrompt();
 
   // A slice goes out (taken from the queue, or posted at once): its record. The reference
   // stays valid until the slice is committed or taken.
   LedgerEntry& record(SliceTask task, bool from_queue);
   // The record of a slice sent and not committed; null if there is none.
   LedgerEntry* find(uint64_t seq, uint32_t slice);
-  // Its whole result is in the receive buffer.
+  // Its whole result is in the receive buffer (an early call's slice is done then).
   void land(LedgerEntry* entry);
 
   // A Commit from the reducer (a message, or carried by a result): erases every slice it
@@ -69,13 +73,19 @@ class SliceLedger {
   // that covers nothing new would only cost the reducer work). It is then taken as sent.
   // Called after results land, and after the client published more posted calls or an epoch
   // (a result can land before its call's posting is published).
-  std::optional<wire::AckPoint> nextAck(uint64_t posted_through, uint32_t applied_epoch);
+  // With only_urgent (an Ack on its own, not carried by a slice): only when a call waits for it:
+  // a landed slice of a call that is done only once committed, or of a recovery epoch. An early
+  // call's slices (call.h) are done already, so their Ack waits to go along with later traffic;
+  // the Ack of any later call covers them too.
+  std::optional<wire::AckPoint> nextAck(uint64_t posted_through, uint32_t applied_epoch,
+                                        bool only_urgent = false);
 
-  // Every slice in the books (queued ones first, then records in order), leaving them empty:
+  // Every slice in the books (queued ones first, prompt then others, then records in order),
+  // leaving them empty:
   // the link is lost and they are placed again.
   std::vector<LedgerEntry> takeAll();
   size_t recorded() const { return entries_.size(); }
-  bool empty() const { return queue_.empty() && entries_.empty(); }
+  bool empty() const { return queue_.empty() && prompt_.empty() && entries_.empty(); }
 
  private:
   // Counts a slice that has not landed, by call (normal) or by epoch (recovery).
@@ -83,6 +93,7 @@ class SliceLedger {
   void uncountUnlanded(const SliceTask& task);
 
   std::deque<SliceTask, PoolAllocator<SliceTask>> queue_;
+  std::deque<SliceTask, PoolAllocator<SliceTask>> prompt_;  // empty but after a loss, briefly
   std::map<Key, LedgerEntry, std::less<Key>, PoolAllocator<std::pair<const Key, LedgerEntry>>>
       entries_;
   // Normal slices not landed, per call, in call order (calls are queued in order).
@@ -95,10 +106,14 @@ class SliceLedger {
   // The latest landed normal slice's call and recovery slice's epoch (0 and none: nothing yet).
   uint64_t landed_call_ = 0;
   bool landed_any_call_ = false;
+  // The latest landed normal slice of a call done only once committed (not early).
+  uint64_t urgent_call_ = 0;
+  bool urgent_any_ = false;
   uint32_t landed_epoch_ = 0;
 };
 
-// Counts one slice of its call committed; the last one completes the call.
+// Counts one slice of its call done (committed, or landed for an early call); the last one
+// completes the call.
 void completeSlice(Call* call);
 
 }  // namespace tally::worker_client

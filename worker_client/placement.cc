@@ -50,6 +50,13 @@ Placement PlacementMap::place(uint64_t call, uint64_t slice, uint32_t upto) cons
   return p;
 }
 
+uint64_t PlacementMap::boundaryOf(uint32_t epoch) const {
+  for (const MembershipChange& c : changes_) {
+    if (c.epoch == epoch) return c.boundary;
+  }
+  return UINT64_MAX;
+}
+
 uint32_t PlacementMap::lostAfter(uint32_t slot, uint32_t after) const {
   for (const MembershipChange& c : changes_) {
     if (c.epoch > after && c.slot == slot && c.kind == MembershipChange::Kind::kLost) {

@@ -45,6 +45,8 @@ class PlacementMap {
   // `upto`.
   Placement place(uint64_t call, uint64_t slice, uint32_t upto = UINT32_MAX) const;
 
+  // The boundary of epoch `epoch`'s change; UINT64_MAX when there is none.
+  uint64_t boundaryOf(uint32_t epoch) const;
   // The first epoch after `after` whose change is Lost(slot); 0 when there is none.
   uint32_t lostAfter(uint32_t slot, uint32_t after) const;
 

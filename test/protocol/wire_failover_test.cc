@@ -17,6 +17,7 @@ Control sampleControl() {
   c.slot = 17;
   c.commit = AckPoint{0x0102030405060708ull, 2};
   c.next_call = 0x1111222233334444ull;
+  c.first_call = 0x1111222200001111ull;
   c.ok = false;
   c.address = "10.0.0.9:2222";
   c.reason = "connection reset by peer";
@@ -116,9 +117,9 @@ TEST(WireFailover, RejectsBadRelays) {
   EXPECT_TRUE(refused(10, 2));   // an unknown flag
   EXPECT_TRUE(refused(23, 1));   // reserved u32
   EXPECT_TRUE(refused(18, 1));   // slot 65553 >= kMaxReducers
-  EXPECT_TRUE(refused(44, kMaxControlAddressBytes + 1));
-  EXPECT_TRUE(refused(45, kMaxControlReasonBytes + 1));
-  EXPECT_TRUE(refused(46, 1));   // reserved u16
+  EXPECT_TRUE(refused(52, kMaxControlAddressBytes + 1));
+  EXPECT_TRUE(refused(53, kMaxControlReasonBytes + 1));
+  EXPECT_TRUE(refused(54, 1));   // reserved u16
   Relay d;
   EXPECT_FALSE(decodeRelay(good.data(), good.size - 1, &d).isOk());
   Frame f = good;

@@ -92,22 +92,22 @@ TEST(WireTest, HelloWithoutASlicePlanIsRefused) {
   EXPECT_FALSE(decodeHello(f.data(), f.size, &d).isOk());
 }
 
-TEST(WireTest, VersionSeven) {
-  EXPECT_EQ(kVersion, 7);
+TEST(WireTest, VersionEight) {
+  EXPECT_EQ(kVersion, 8);
   Frame f = encodeBye();
-  EXPECT_EQ(f.bytes[4], 7);
+  EXPECT_EQ(f.bytes[4], 8);
   EXPECT_EQ(f.bytes[5], 0);
-  // A peer of version 6 (before the relay seal), 5 (before failover), 4 (before the slice plan
-  // in Hello), 3 (before all-gather and reduce-scatter) or 2 is refused with a message that
-  // names both versions.
-  for (uint8_t old : {uint8_t{6}, uint8_t{5}, uint8_t{4}, uint8_t{3}, uint8_t{2}}) {
+  // A peer of version 7 (before a Decide's first call), 6 (before the relay seal), 5 (before
+  // failover), 4 (before the slice plan in Hello), 3 (before all-gather and reduce-scatter) or 2
+  // is refused with a message that names both versions.
+  for (uint8_t old : {uint8_t{7}, uint8_t{6}, uint8_t{5}, uint8_t{4}, uint8_t{3}, uint8_t{2}}) {
     f.bytes[4] = old;
     MsgType t;
     Status st = peekType(f.data(), f.size, &t);
     EXPECT_FALSE(st.isOk());
     EXPECT_NE(st.message().find("version " + std::to_string(old)), std::string::npos)
         << st.message();
-    EXPECT_NE(st.message().find("speaks 7"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("speaks 8"), std::string::npos) << st.message();
   }
 }
 

@@ -73,7 +73,8 @@ void expectSum(std::vector<std::unique_ptr<CollClient>>& clients) {
 TEST(Limits, CommunicatorOverItsLimitIsRefusedWithTheReason) {
   CountingObserver observer;
   ServerOptions o;
-  o.max_communicator_bytes = 3 * 4 * (64 << 10);  // (2 ranks + 1) x window 4 x 64 KiB: fits
+  // (2 ranks + 1) x (window 4 + a prompt slice) x 64 KiB: fits.
+  o.max_communicator_bytes = 3 * (4 + protocol::wire::kPromptSlices) * (64 << 10);
   auto server = startWith(o, &observer);
   ASSERT_NE(server, nullptr);
   std::vector<std::unique_ptr<CollClient>> clients;
@@ -81,7 +82,7 @@ TEST(Limits, CommunicatorOverItsLimitIsRefusedWithTheReason) {
   expectSum(clients);
   for (auto& c : clients) c->close();
 
-  Status st = connectGroup(clientOptions(*server, 64 << 10), 3, &clients);  // 4 x 4 x 64 KiB
+  Status st = connectGroup(clientOptions(*server, 64 << 10), 3, &clients);  // 4 x 5 x 64 KiB
   EXPECT_FALSE(st.isOk());
   EXPECT_NE(st.message().find("per communicator"), std::string::npos) << st.toString();
   EXPECT_GE(observer.errorCount(ServerError::kLimit), 1u);
@@ -106,7 +107,8 @@ TEST(Limits, SliceTooLargeForAConnectionIsRefused) {
 TEST(Limits, FullReducerRefusesNewCommunicatorsUntilOneLeaves) {
   CountingObserver observer;
   ServerOptions o;
-  o.max_memory_bytes = 3 * 4 * (64 << 10);  // room for exactly one 2-rank communicator
+  // Room for exactly one 2-rank communicator: 3 x (window 4 + a prompt slice) x 64 KiB.
+  o.max_memory_bytes = 3 * (4 + protocol::wire::kPromptSlices) * (64 << 10);
   auto server = startWith(o, &observer);
   ASSERT_NE(server, nullptr);
   std::vector<std::unique_ptr<CollClient>> first, second;
@@ -195,7 +197,8 @@ TEST(Limits, CommunicatorIsFreedWhenItDoesNotFormInTime) {
 TEST(Limits, MembersReserveMemoryAsTheyJoin) {
   CountingObserver observer;
   ServerOptions o;
-  const uint64_t unit = 4 * (64 << 10);  // window x slice: one connection's inputs
+  // (window + a prompt slice) x slice: one connection's inputs.
+  const uint64_t unit = (4 + protocol::wire::kPromptSlices) * (64 << 10);
   // Two 15-rank communicators would reserve 16 units each once complete; a 2-rank job needs 3.
   o.max_memory_bytes = 33 * unit;
   auto server = startWith(o, &observer);

@@ -65,7 +65,7 @@ TEST_F(RelaySealTest, ChangedOrForgedRelaysDoNotOpen) {
   const wire::Relay good = sent(seal, 3);
   ASSERT_TRUE(seal.opens(good));
   // Each field a reducer could change on the way.
-  std::vector<wire::Relay> bad(9, good);
+  std::vector<wire::Relay> bad(10, good);
   bad[0].from = 0;  // passed off as rank 0's
   bad[1].control.kind = wire::ControlKind::kDecide;
   bad[2].control.change = wire::Change::kFail;
@@ -75,6 +75,7 @@ TEST_F(RelaySealTest, ChangedOrForgedRelaysDoNotOpen) {
   bad[6].control.commit.calls = 78;
   bad[7].control.reason = "connection reset!";
   bad[8].seal[5] ^= 0x40;
+  bad[9].control.first_call = 1;
   for (size_t i = 0; i < bad.size(); ++i) EXPECT_FALSE(seal.opens(bad[i])) << "change " << i;
   // A relay with no seal at all, and one sealed under another key or for another communicator.
   wire::Relay unsealed = good;

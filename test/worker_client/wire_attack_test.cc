@@ -158,6 +158,9 @@ Status refusedBeforeTheToken(const std::string& address, const wire::Frame& mess
 }
 
 class WireAttack : public ::testing::TestWithParam<CollProgress> {
+ public:
+  CollClient* client(int r) { return clients_[r].get(); }
+
  protected:
   void SetUp() override { ::tally::test::WarningLog::start(); }
   void TearDown() override {
@@ -421,18 +424,18 @@ TEST_P(WireAttack, ProposeRelayedToRankZeroAsItsOwnIsIgnored) {
 
 // Partial delivery, the hard case: a reducer sends a slice's results to every rank and dies
 // before its Commit. Each test posts one call per rank with one slice on the fake (2 slots: the
-// real reducer, then the fake; call k's only slice goes to slot k % 2).
+// real reducer, then the fake; call k's only slice goes to slot k % 2), in place.
 //
-// A small in-place call (kCopyInPlaceBytes) is sent from a copy of its input, taken at post: the
-// fake's result lands over the input, the fake dies, and the slice is summed again on the real
-// reducer from the copy. The call is done only then (every call waits for its Commit), exact,
-// and later calls are exact too.
-TEST_P(WireAttack, SmallInPlaceCallIsSummedAgainFromItsCopy) {
+// A small call (kEarlyDoneBytes) is done when its result lands, before any Commit; the caller may
+// reuse its buffer at once (here: a sentinel). The fake's loss then has the slice summed again
+// on the real reducer from the rank's copy of its input, for the others' sake, and the result
+// that comes back is dropped: the buffer keeps the sentinel. Later calls are exact.
+TEST_P(WireAttack, SmallCallDoneAtLandingSurvivesItsReducersLossUntouched) {
   FakeScript script;
   script.act = Misbehaviour::kCrashBeforeCommit;
   script.after_slices = 0;  // the first slice the fake sums
   form(1, 2, script);
-  constexpr size_t kCount = 1000;  // 4 KB: one slice, copied
+  constexpr size_t kCount = 1000;  // 4 KB: one slice, early
   const std::string err = onEveryRank(2, [&](int r) -> Status {
     std::vector<float> buf(kCount);
     for (uint64_t call = 0; call < 4; ++call) {
@@ -448,6 +451,20 @@ TEST_P(WireAttack, SmallInPlaceCallIsSummedAgainFromItsCopy) {
                                   std::to_string(i) + ": " + std::to_string(buf[i]));
         }
       }
+      if (call != 1) continue;
+      // Call 1 went to the fake, which is now gone: its slice is summed again elsewhere once
+      // every rank hears of it. The buffer is the caller's again meanwhile.
+      std::fill(buf.begin(), buf.end(), -1.0f);
+      if (!waitUntil([&] { return warningsWith({fake_->address(), ") lost: "}).size() >= 2; })) {
+        return Status::internal("test: the fake's loss was never decided");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      for (size_t i = 0; i < kCount; ++i) {
+        if (buf[i] != -1.0f) {
+          return Status::internal("test: a result came back into a buffer given back, element " +
+                                  std::to_string(i));
+        }
+      }
     }
     return Status::ok();
   });
@@ -459,40 +476,36 @@ TEST_P(WireAttack, SmallInPlaceCallIsSummedAgainFromItsCopy) {
 
 // Partial delivery to one rank only, under a pipeline like NCCL's (at most 8 calls in flight,
 // completed oldest first, the next posted only when one completes): the fake sums call 1's only
-// slice, sends the result to rank 0 alone and dies. Rank 0 has call 1 and its caller moves on,
-// posting further; rank 1 never gets it and its caller waits for call 1 before it posts more.
-// Rank 1 must still get call 1 summed again, and every rank must reach the boundary of the
-// change: every call of both ranks completes, exact.
-TEST_P(WireAttack, SmallCallDeliveredToOneRankOnlyHoldsNoPipelineUp) {
-  FakeScript script;
-  script.act = Misbehaviour::kCrashBeforeCommit;
-  script.after_slices = 0;  // call 1's slice, the first the fake sums
-  script.target = 0;
-  form(1, 2, script);
-  constexpr size_t kCount = 1000;  // 4 KB: one slice, on slot call % 2
-  constexpr uint64_t kCalls = 48;
+// slice, sends the result to rank 0 alone and dies. Rank 0 is done with call 1 (a small call is
+// done at landing) and its caller moves on, posting further; rank 1 never gets it and its caller
+// waits for call 1 before it posts more. Rank 1 must still get call 1 summed again, and every
+// rank must reach the boundary of the change: every call of both ranks completes, exact.
+// `count(call)` is each call's size; calls 0 and 1 are small, with one slice each.
+void partialDeliveryUnderAPipeline(WireAttack* t, const std::function<size_t(uint64_t)>& count) {
+  constexpr uint64_t kCalls = 40;
   constexpr size_t kDepth = 8;
   auto input = [](uint64_t call, int r, size_t i) {
     return static_cast<float>((i + call * 3 + static_cast<size_t>(r) * 7) % 50);
   };
   const std::string err = onEveryRank(2, [&](int r) -> Status {
-    std::vector<std::vector<float>> in(kCalls, std::vector<float>(kCount));
-    std::vector<std::vector<float>> out(kCalls, std::vector<float>(kCount, -1.0f));
+    std::vector<std::vector<float>> in(kCalls), out(kCalls);
     std::deque<std::pair<uint64_t, CollRequest>> inflight;
     uint64_t next = 0;
     while (next < kCalls || !inflight.empty()) {
       while (next < kCalls && inflight.size() < kDepth) {
-        for (size_t i = 0; i < kCount; ++i) in[next][i] = input(next, r, i);
+        in[next].resize(count(next));
+        out[next].assign(count(next), -1.0f);
+        for (size_t i = 0; i < in[next].size(); ++i) in[next][i] = input(next, r, i);
         CollRequest req;
-        TALLY_RETURN_IF_ERROR(post(clients_[r].get(), in[next].data(), out[next].data(), kCount,
-                                   DataType::kFloat32, ReduceOp::kSum, &req));
+        TALLY_RETURN_IF_ERROR(post(t->client(r), in[next].data(), out[next].data(),
+                                   in[next].size(), DataType::kFloat32, ReduceOp::kSum, &req));
         inflight.emplace_back(next++, std::move(req));
       }
       const uint64_t call = inflight.front().first;
       Status st = waitRequest(&inflight.front().second, nullptr, 10000);
       if (!st.isOk()) return Status(st.code(), "call " + std::to_string(call) + ": " + st.message());
       inflight.pop_front();
-      for (size_t i = 0; i < kCount; ++i) {
+      for (size_t i = 0; i < out[call].size(); ++i) {
         const float want = input(call, 0, i) + input(call, 1, i);
         if (out[call][i] != want) {
           return Status::internal("test: call " + std::to_string(call) + " element " +
@@ -504,6 +517,33 @@ TEST_P(WireAttack, SmallCallDeliveredToOneRankOnlyHoldsNoPipelineUp) {
     return Status::ok();
   });
   EXPECT_EQ(err, "");
+}
+
+TEST_P(WireAttack, SmallCallDeliveredToOneRankOnlyHoldsNoPipelineUp) {
+  FakeScript script;
+  script.act = Misbehaviour::kCrashBeforeCommit;
+  script.after_slices = 0;  // call 1's slice, the first the fake sums
+  script.target = 0;
+  form(1, 2, script);
+  // 4 KB calls: one slice each, on slot call % 2.
+  partialDeliveryUnderAPipeline(this, [](uint64_t) { return size_t{1000}; });
+  EXPECT_TRUE(fake_->acted());
+  expectLostOnce(fake_->address(), 1);
+  expectNoFailure();
+}
+
+// The same with large calls after the small ones: rank 0's calls past rank 1's reach fill its
+// window on the real reducer with slices that wait for rank 1, and call 1's slice, sent again at
+// once on the decision, must still pass them (the credit past the window, wire::kPromptSlices).
+TEST_P(WireAttack, SmallCallDeliveredToOneRankOnlyPassesAFullWindow) {
+  FakeScript script;
+  script.act = Misbehaviour::kCrashBeforeCommit;
+  script.after_slices = 0;
+  script.target = 0;
+  form(1, 2, script);
+  // From call 2 on, 800 KB: 25 slices of 32 KB, more than the window of 8 on each slot.
+  partialDeliveryUnderAPipeline(this,
+                                [](uint64_t call) { return call < 2 ? size_t{1000} : size_t{200000}; });
   EXPECT_TRUE(fake_->acted());
   expectLostOnce(fake_->address(), 1);
   expectNoFailure();

@@ -340,7 +340,7 @@ TEST(Pressure, B_RunningOutOfDescriptors) {
 // and their reservations freed, though the squatter keeps its sockets open.
 TEST(Pressure, D_SquattedCommunicatorsAreFreedAtTheJoinTimeout) {
   PressuredReducer r;
-  Status st = r.start({"--max-memory", "1G"});
+  Status st = r.start({"--max-memory", "1280M"});
   ASSERT_TRUE(st.isOk()) << st.toString();
   std::vector<std::vector<Fd>> held;
   for (uint64_t id = 1; id <= 4; ++id) {
@@ -348,10 +348,12 @@ TEST(Pressure, D_SquattedCommunicatorsAreFreedAtTheJoinTimeout) {
     ASSERT_EQ(held.back().size(), 1u);
     ASSERT_NO_FATAL_FAILURE(join(held.back()[0].get(), helloFor(id, 15, 64ull << 20), false));
   }
-  // Each that fits reserves its results and its first member: 2 x window x 64 MiB.
+  // Each that fits reserves its results and its first member: 2 x (window + a prompt slice) x
+  // 64 MiB.
   EXPECT_TRUE(r.waitFor([&] {
     return r.gauge("tally_reducer_communicators") == 2 && r.errors("limit") == 2 &&
-           r.gauge("tally_reducer_reserved_bytes") == 2.0 * 2 * kWindow * (64 << 20);
+           r.gauge("tally_reducer_reserved_bytes") ==
+               2.0 * 2 * (kWindow + protocol::wire::kPromptSlices) * (64 << 20);
   })) << r.gauge("tally_reducer_communicators") << " communicators, " << r.errors("limit")
       << " refused, " << r.gauge("tally_reducer_reserved_bytes") << " bytes reserved";
   EXPECT_TRUE(r.waitFor(

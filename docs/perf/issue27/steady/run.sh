@@ -5,7 +5,8 @@
 # (4 + 4, 64 MiB, root), and the small-call latency the commit round trip adds. Writes its JSON
 # and tables next to itself, or in OUT; summary.py [OUT] gives the medians and ratios. PARTS
 # picks what runs (default "loop small emu"); commit/ is OUT=commit PARTS=small LOOP_ROUNDS=8,
-# taken after every call came to wait for its Commit.
+# taken while every call waited for its Commit, and prompt/ the same with small calls done at
+# landing again (their slices summed again at once after a loss).
 # OLD: git worktree add ../before 9ce778e && cmake -S ../before -B ../before/build -G Ninja &&
 #      cmake --build ../before/build --target tally tally-reducer nccl-net-tally
 cd "$(dirname "$0")"
