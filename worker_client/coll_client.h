@@ -59,7 +59,7 @@ struct CollOptions {
   // TALLY_SLICES_PER_REDUCER / TALLY_MIN_SLICE_BYTES say).
   uint32_t slices_per_reducer = kSlicesPerReducer;
   uint64_t min_slice_bytes = kMinSliceBytes;
-  int window = 16;                     // TALLY_COLL_WINDOW: slices in flight per reducer
+  int window = 8;                      // TALLY_COLL_WINDOW: slices in flight per reducer
   int max_requests = 64;               // TALLY_COLL_MAX_REQUESTS
   // connect_ms: connecting to every reducer and every rank joining; io_ms: a reducer that
   // returns no result for this long while slices are outstanding fails the client.

@@ -27,7 +27,7 @@ struct ProbeOptions {
   uint64_t probe_bytes = 16ull << 20;  // bytes of each bandwidth all-reduce (multiple of 4)
   double probe_seconds = 1.0;          // how long to keep sending them (at least one call)
   uint64_t slice_bytes = 256 * 1024;   // TALLY_SLICE_BYTES
-  int window = 16;                     // TALLY_COLL_WINDOW
+  int window = 8;                      // TALLY_COLL_WINDOW
   std::string job_token;               // TALLY_JOB_TOKEN
   std::string job_token_file;          // TALLY_JOB_TOKEN_FILE
   bool checksum = false;               // TALLY_CHECKSUM
