@@ -117,12 +117,11 @@ Span Communicator::partOf(const wire::SliceHeader& h, uint32_t rank) const {
 }
 
 Status CommunicatorRegistry::admitLocked(const wire::Hello& hello, uint64_t* bytes) const {
-  // A connection buffers at most window slices and one prompt recovery slice (the reader stops
-  // there; wire::kPromptSlices), each at most slice_bytes; results take at most as much again
-  // per communicator. Each member's share is reserved as it joins, so a communicator that never
-  // forms holds little.
+  // A connection buffers at most bufferedLimit(window) slices (the reader stops there), each at
+  // most slice_bytes; results take at most as much again per communicator. Each member's share
+  // is reserved as it joins, so a communicator that never forms holds little.
   const uint64_t per_connection =
-      static_cast<uint64_t>(window_ + wire::kPromptSlices) * hello.slice_bytes;
+      static_cast<uint64_t>(bufferedLimit(window_)) * hello.slice_bytes;
   const std::string what =
       "communicator " + hello.comm.toString() + " (" + std::to_string(hello.nranks) + " ranks, " +
       std::to_string(hello.slice_bytes) + "-byte slices, window " + std::to_string(window_) + ")";
@@ -151,7 +150,7 @@ Status CommunicatorRegistry::admitLocked(const wire::Hello& hello, uint64_t* byt
 
 Status CommunicatorRegistry::admitMemberLocked(const Communicator& comm, uint64_t* bytes) const {
   const uint64_t per_connection =
-      static_cast<uint64_t>(window_ + wire::kPromptSlices) * comm.slice_bytes;
+      static_cast<uint64_t>(bufferedLimit(window_)) * comm.slice_bytes;
   if (per_connection > max_memory_bytes_ - std::min(reserved_bytes_, max_memory_bytes_)) {
     return Status::system("reducer full: a member of communicator " + comm.describe() + " needs " +
                           formatBytesApprox(per_connection) + ", and " +

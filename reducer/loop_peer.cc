@@ -71,8 +71,7 @@ void LoopPeer::releaseCredit() {
 
 void LoopPeer::creditLocked() {
   buffered_--;
-  if (paused_ && !done_reading_ && !closed_ &&
-      buffered_ < ctx_->options.window + wire::kPromptSlices) {
+  if (paused_ && !done_reading_ && !closed_ && buffered_ < bufferedLimit(ctx_->options.window)) {
     // The reader stopped at its window; its loop goes on (bytes may wait in its staging buffer,
     // which no epoll event would announce).
     paused_ = false;
@@ -325,16 +324,15 @@ void LoopPeer::onHeaderMessage(const uint8_t* data, size_t size) {
   end(std::move(ending));
 }
 
-// Window flow control, as Peer::waitForCredit argues: while `window` slices of this connection
-// (and one more, wire::kPromptSlices) are buffered, the next slice's payload is not read (TCP
-// then pushes back on the worker). The
-// reader stops after the slice's header, not before the next message: a worker never sends more
-// than the window, so when the window is full what comes next is a control message (a Bye, or
-// the Error of a rank that gave up), and it is read at once rather than left in the socket.
+// Window flow control, as Peer::waitForCredit argues: while bufferedLimit(window) slices of this
+// connection are buffered, the next slice's payload is not read (TCP then pushes back on the
+// worker). The reader stops after the slice's header, not before the next message: a worker
+// never sends more than that, so when it is reached what comes next is a control message (a Bye,
+// or the Error of a rank that gave up), and it is read at once rather than left in the socket.
 bool LoopPeer::takeHeldSlice() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (buffered_ >= ctx_->options.window + wire::kPromptSlices) {
+    if (buffered_ >= bufferedLimit(ctx_->options.window)) {
       paused_ = true;
       updateInterestLocked();
       return false;

@@ -121,7 +121,8 @@ int main(int argc, char** argv) {
       ->check(bytes)
       ->capture_default_str();
   app.add_option("--max-communicator-memory", max_communicator_memory,
-                 "slice memory one communicator may reserve: (ranks + 1) x (window + 1) x slice bytes")
+                 "slice memory one communicator may reserve: "
+                 "(ranks + 1) x (window + 1) x slice bytes")
       ->check(bytes)
       ->capture_default_str();
   app.add_flag("--verbose", verbose, "log connections and communicators (INFO)");

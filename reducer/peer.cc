@@ -101,7 +101,7 @@ void Peer::releaseCredit() {
 // it passes the slices waiting for a rank that is behind (docs/failover.md, "Small calls"); the
 // workers send those one at a time in the same order, so each completes.
 void Peer::waitForCredit() {
-  const int window = ctx_->options.window + wire::kPromptSlices;
+  const int window = bufferedLimit(ctx_->options.window);
   std::unique_lock<std::mutex> lock(credit_mu_);
   while (buffered_ >= window && !aborted_.load(std::memory_order_acquire) &&
          !ctx_->stopping.load(std::memory_order_acquire)) {

@@ -50,6 +50,10 @@ struct PeerWarnings {
   log::RateLimitedLog transport;  // the transport's hello failed or timed out
 };
 
+// Slices a connection may have buffered before its reader stops: the window announced in Ready
+// and the prompt recovery slices past it (wire::kPromptSlices, docs/failover.md).
+inline int bufferedLimit(int window) { return window + wire::kPromptSlices; }
+
 struct ServerContext {
   ServerOptions options;
   CommunicatorRegistry* registry = nullptr;

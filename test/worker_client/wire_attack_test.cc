@@ -503,7 +503,9 @@ void partialDeliveryUnderAPipeline(WireAttack* t, const std::function<size_t(uin
       }
       const uint64_t call = inflight.front().first;
       Status st = waitRequest(&inflight.front().second, nullptr, 10000);
-      if (!st.isOk()) return Status(st.code(), "call " + std::to_string(call) + ": " + st.message());
+      if (!st.isOk()) {
+        return Status(st.code(), "call " + std::to_string(call) + ": " + st.message());
+      }
       inflight.pop_front();
       for (size_t i = 0; i < out[call].size(); ++i) {
         const float want = input(call, 0, i) + input(call, 1, i);
@@ -542,8 +544,8 @@ TEST_P(WireAttack, SmallCallDeliveredToOneRankOnlyPassesAFullWindow) {
   script.target = 0;
   form(1, 2, script);
   // From call 2 on, 800 KB: 25 slices of 32 KB, more than the window of 8 on each slot.
-  partialDeliveryUnderAPipeline(this,
-                                [](uint64_t call) { return call < 2 ? size_t{1000} : size_t{200000}; });
+  partialDeliveryUnderAPipeline(
+      this, [](uint64_t call) { return call < 2 ? size_t{1000} : size_t{200000}; });
   EXPECT_TRUE(fake_->acted());
   expectLostOnce(fake_->address(), 1);
   expectNoFailure();
