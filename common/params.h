@@ -61,8 +61,8 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
     "per slice limits), else 8 (where the link does). Every rank must agree on it.")            \
   X(kBytes, minSliceBytes, "TALLY_MIN_SLICE_BYTES", "0",                                        \
     "Smallest slice TALLY_SLICES_PER_REDUCER may cut down to. 0: 128K on loopback and links "   \
-    "of 25 Gbit/s or more, and on links over 524 Mbit/s (where a millisecond carries more "    \
-    "than 64K); 32K on slower links and when the speed is unknown.")                            \
+    "of 25 Gbit/s or more, and on links over 1048 Mbit/s (where a millisecond carries more "   \
+    "than 128K); 32K on slower links and when the speed is unknown.")                           \
   X(kInt, linkMbps, "TALLY_LINK_MBPS", "0",                                                     \
     "The link speed in Mb/s that the plugin reports to NCCL and cuts slices for, in place of "  \
     "what the interface reports (virtual and cloud NICs often report none, or 10 Gbit/s "      \

@@ -67,14 +67,14 @@ TEST(Slicing, FastLinksAndLoopbackGetFewerLargerSlices) {
   EXPECT_EQ(sliceElements(count * 64, 4, set, 1), kMax / 4);
 }
 
-// Below kFastLinkMbps: 32 KiB slices while a millisecond of the link is at most 64 KiB
-// (524 Mbit/s), 128 KiB above; 64 KiB is never chosen.
+// Below kFastLinkMbps: 32 KiB slices while a millisecond of the link is at most 128 KiB
+// (1048 Mbit/s), 128 KiB above; 64 KiB is never chosen.
 TEST(Slicing, SlowLinkSlicesGrowWithTheLinkSpeed) {
   const struct {
     int mbps;
     uint64_t want;
   } cases[] = {{0, 32 << 10},     {-5, 32 << 10},     {100, 32 << 10},   {400, 32 << 10},
-               {524, 32 << 10},   {525, 128 << 10},   {1000, 128 << 10}, {10000, 128 << 10},
+               {1000, 32 << 10},  {1048, 32 << 10},   {1049, 128 << 10}, {10000, 128 << 10},
                {24999, 128 << 10}};
   for (const auto& c : cases) {
     EXPECT_EQ(slowLinkMinSliceBytes(c.mbps), c.want) << c.mbps << " Mb/s";
@@ -82,11 +82,11 @@ TEST(Slicing, SlowLinkSlicesGrowWithTheLinkSpeed) {
     EXPECT_EQ(p.min_slice_bytes, c.want) << c.mbps << " Mb/s";
     EXPECT_EQ(p.per_reducer, kSlicesPerReducer) << c.mbps << " Mb/s";
   }
-  // A 1 MiB float call over 4 reducers: 32 slices of 32 KiB at 400 Mbit/s, 8 of 128 KiB at
-  // 1 Gbit/s.
+  // A 1 MiB float call over 4 reducers: 32 slices of 32 KiB at 1 Gbit/s, 8 of 128 KiB at
+  // 10 Gbit/s.
   const uint64_t count = (1 << 20) / 4;
-  EXPECT_EQ(sliceElements(count, 4, choosePlan(256 << 10, 0, 0, false, 400), 4), count / 32);
-  EXPECT_EQ(sliceElements(count, 4, choosePlan(256 << 10, 0, 0, false, 1000), 4), count / 8);
+  EXPECT_EQ(sliceElements(count, 4, choosePlan(256 << 10, 0, 0, false, 1000), 4), count / 32);
+  EXPECT_EQ(sliceElements(count, 4, choosePlan(256 << 10, 0, 0, false, 10000), 4), count / 8);
 }
 
 TEST(Slicing, ZeroReducersCountsAsOne) {
