@@ -81,8 +81,7 @@ class SliceLedger {
                                         bool only_urgent = false);
 
   // Every slice in the books (queued ones first, prompt then others, then records in order),
-  // leaving them empty:
-  // the link is lost and they are placed again.
+  // leaving them empty: the link is lost and they are placed again.
   std::vector<LedgerEntry> takeAll();
   size_t recorded() const { return entries_.size(); }
   bool empty() const { return queue_.empty() && prompt_.empty() && entries_.empty(); }
