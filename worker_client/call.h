@@ -2,6 +2,7 @@
 // links (coll_link.cc, coll_raw_link.cc) and their books (ledger.h). Not a public interface.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -110,6 +111,14 @@ struct SliceTask {
   // credit past the window, which the reducer keeps for it.
   bool prompt = false;
 };
+
+// Recovery slices in the order every rank sends them, whatever order its books held them in: by
+// call, then slice.
+inline void sortForSending(std::vector<SliceTask>* tasks) {
+  std::sort(tasks->begin(), tasks->end(), [](const SliceTask& a, const SliceTask& b) {
+    return a.call->seq != b.call->seq ? a.call->seq < b.call->seq : a.slice < b.slice;
+  });
+}
 
 // What goes out for a slice: its header (with the payload's CRC32C when `crc` is given) and
 // its payload, straight from the caller's send buffer (null and 0 for an empty piece).

@@ -647,10 +647,7 @@ void CollClientImpl::flushEpochLocked(uint32_t epoch) {
   if (it == parked_.end()) return;
   std::vector<SliceTask> tasks = std::move(it->second);
   parked_.erase(it);
-  // Every rank sends them in the same order: by call, then slice.
-  std::sort(tasks.begin(), tasks.end(), [](const SliceTask& a, const SliceTask& b) {
-    return a.call->seq != b.call->seq ? a.call->seq < b.call->seq : a.slice < b.slice;
-  });
+  sortForSending(&tasks);
   for (SliceTask& t : tasks) {
     const Placement p = placement_.place(t.call->seq, t.slice, epoch);
     // Placed on a slot a later epoch lost: that epoch sends it, as the ranks that sent it there

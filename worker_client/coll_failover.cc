@@ -390,10 +390,7 @@ bool CollClientImpl::sentAtOnce(const SliceTask& t, uint64_t first_call) const {
 }
 
 void CollClientImpl::sendPromptLocked(uint32_t epoch, std::vector<SliceTask> tasks) {
-  // Every rank sends them in the same order: by call, then slice.
-  std::sort(tasks.begin(), tasks.end(), [](const SliceTask& a, const SliceTask& b) {
-    return a.call->seq != b.call->seq ? a.call->seq < b.call->seq : a.slice < b.slice;
-  });
+  sortForSending(&tasks);
   for (SliceTask& t : tasks) {
     const Placement p = placement_.place(t.call->seq, t.slice, epoch);
     if (!p.placed) {
