@@ -68,8 +68,11 @@ size_t encodedSize(MsgType t) {
   return 0;
 }
 
-// A Relay's layout: the fixed fields, then the address and reason fields, each padded.
-constexpr size_t kRelayAddressAt = wire::kPreambleBytes + 8 + 40;
+// A Relay's layout: from and a reserved word (8 bytes), the control's fixed fields (kind, change,
+// flags u16, epoch, slot, reserved u32, commit calls u64, next_call u64, first_call u64, commit
+// recovery epoch u32, the two text lengths, reserved u16: 48 bytes), then the address and reason
+// fields, each padded. Counted here from the layout in wire_failover.cc, not taken from it.
+constexpr size_t kRelayAddressAt = wire::kPreambleBytes + 8 + 48;
 constexpr size_t kRelayReasonAt = kRelayAddressAt + wire::kMaxControlAddressBytes;
 
 bool validControl(const wire::Control& c) {
