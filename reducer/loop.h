@@ -52,7 +52,8 @@ class LoopPeer final : public Member, public std::enable_shared_from_this<LoopPe
   void onTick(std::chrono::steady_clock::time_point now);
   // On the loop thread: the server stops; closes without reporting.
   void abort();
-  bool finished() const { return phase_ == Phase::kDone; }
+  // Closed, and no longer holding messages the kernel may still read (a zero-copy send).
+  bool finished() const { return phase_ == Phase::kDone && !holding_; }
 
   void send(OutMsg msg) override;
   void releaseCredit() override;
@@ -86,8 +87,15 @@ class LoopPeer final : public Member, public std::enable_shared_from_this<LoopPe
   void closeNow();
   void lingerFor(const wire::Frame& reject);
 
+  // EPOLLERR with zero-copy sends: reads their completions. True: that was what it reported
+  // (not a socket error).
+  bool reapCompletions();
   // With mu_ held.
   void flushLocked();
+  // Gives the messages back (their credits, their buffers).
+  void releaseQueuedLocked();
+  // Tells the observer what the zero-copy sends did since the last report.
+  void reportZerocopyLocked();
   void settleLocked(size_t messages);
   void creditLocked();
   void updateInterestLocked();
@@ -110,6 +118,10 @@ class LoopPeer final : public Member, public std::enable_shared_from_this<LoopPe
   bool counted_ = false;
   std::unique_ptr<OpeningBudget::Slot> opening_;  // until it joins (opening_budget.h)
   bool hangup_ = false;  // epoll reported the connection reset or shut down
+  // Closed with zero-copy sends not completed: their messages are kept until hold_until_, as the
+  // device may still read their pages (closeNow).
+  bool holding_ = false;
+  std::chrono::steady_clock::time_point hold_until_{};
   std::chrono::steady_clock::time_point deadline_{};  // kLinger, kFlush: when to give up
   std::chrono::steady_clock::time_point last_read_ = opened_;
 
@@ -130,6 +142,7 @@ class LoopPeer final : public Member, public std::enable_shared_from_this<LoopPe
   bool paused_ = false;        // a slice is held at the full window: the reader stopped
   bool done_reading_ = false;  // the connection ended: it reads no more
   uint32_t interest_ = 0;      // what epoll watches for this socket
+  transport::ZerocopyCounts zc_reported_;  // what reportZerocopyLocked last reported
 };
 
 // One loop thread and its connections.

@@ -16,6 +16,10 @@ using Clock = std::chrono::steady_clock;
 // How long a Reject waits for the worker to close, and a last message to go out.
 constexpr auto kLinger = std::chrono::seconds(2);
 constexpr auto kFlushTime = std::chrono::seconds(2);
+// How long a connection closed with zero-copy sends outstanding keeps their buffers: the close
+// resets it, so TCP sends no more from them, but packets already handed to the device are read
+// from those pages when it gets to them (microseconds to milliseconds).
+constexpr auto kZerocopyHold = std::chrono::seconds(1);
 
 }  // namespace
 
@@ -28,6 +32,15 @@ Status LoopPeer::open() {
   ctx_->observer->connectionOpened();
   opening_ = ctx_->openings.enter();
   TALLY_RETURN_IF_ERROR(transport::setStreamNonBlocking(fd_.get(), true));
+  if (ctx_->options.zerocopy != transport::ZerocopyMode::kOff) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const Status zc = out_.enableZerocopy(fd_.get(), ctx_->options.zerocopy,
+                                           ctx_->options.zerocopy_min_bytes);
+    if (!zc.isOk()) {
+      TALLY_WARN_LIMITED(ctx_->warnings.zerocopy, "reducer: peer %s: results are copied: %s",
+                         name_.c_str(), zc.message().c_str());
+    }
+  }
   TALLY_RETURN_IF_ERROR(opening::ReducerSide::start(&ctx_->options.job_token, &side_));
   phase_ = side_.authRequired() ? Phase::kAnswer : Phase::kMain;
   {
@@ -123,8 +136,22 @@ void LoopPeer::updateInterestLocked() {
   if (::epoll_ctl(loop_->epollFd(), EPOLL_CTL_MOD, fd_.get(), &ev) == 0) interest_ = want;
 }
 
+bool LoopPeer::reapCompletions() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!out_.zerocopyEnabled() || !fd_.valid()) return false;
+  size_t released = 0;
+  bool any = false;
+  if (!out_.reapCompletions(fd_.get(), &released, &any).isOk()) return false;
+  if (released > 0) last_write_ = Clock::now();
+  settleLocked(released);
+  return any;
+}
+
 void LoopPeer::onEvents(uint32_t events) {
   if (phase_ == Phase::kDone) return;
+  // The error queue holds completions: epoll says EPOLLERR until they are read. EPOLLERR with
+  // none is a socket error, and is handled as before.
+  if ((events & EPOLLERR) && reapCompletions()) events &= ~static_cast<uint32_t>(EPOLLERR);
   if (events & EPOLLOUT) {
     std::lock_guard<std::mutex> lock(mu_);
     flushLocked();
@@ -405,22 +432,45 @@ void LoopPeer::closeNow() {
   phase_ = Phase::kDone;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (fd_.valid() && out_.awaitingCompletions()) {
+      // A reset, not a FIN after the queued bytes: TCP sends nothing more from these pages.
+      const linger reset{1, 0};
+      (void)::setsockopt(fd_.get(), SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+      holding_ = true;
+      hold_until_ = Clock::now() + kZerocopyHold;
+    }
     if (fd_.valid()) {
       ::epoll_ctl(loop_->epollFd(), EPOLL_CTL_DEL, fd_.get(), nullptr);
       fd_.reset();
     }
     closed_ = true;
-    out_ = transport::FrameQueue();
-    while (!queued_.empty()) {
-      const bool credit = queued_.front().msg.releases_credit;
-      queued_.pop_front();
-      if (credit) creditLocked();
-    }
+    reportZerocopyLocked();
+    out_.clear();
+    if (!holding_) releaseQueuedLocked();
   }
   comm_.reset();
   payload_.reset();
   opening_.reset();
   ctx_->observer->connectionClosed();
+}
+
+void LoopPeer::releaseQueuedLocked() {
+  while (!queued_.empty()) {
+    const bool credit = queued_.front().msg.releases_credit;
+    queued_.pop_front();
+    if (credit) creditLocked();
+  }
+}
+
+void LoopPeer::reportZerocopyLocked() {
+  const transport::ZerocopyCounts& now = out_.zerocopyCounts();
+  if (now.sends == zc_reported_.sends && now.copied == zc_reported_.copied &&
+      now.refused == zc_reported_.refused) {
+    return;
+  }
+  ctx_->observer->zerocopySent(now.sends - zc_reported_.sends, now.copied - zc_reported_.copied,
+                               now.refused - zc_reported_.refused);
+  zc_reported_ = now;
 }
 
 void LoopPeer::abort() {
@@ -435,7 +485,18 @@ void LoopPeer::abort() {
 }
 
 void LoopPeer::onTick(Clock::time_point now) {
-  if (phase_ == Phase::kDone) return;
+  if (phase_ == Phase::kDone) {
+    if (holding_ && now >= hold_until_) {
+      std::lock_guard<std::mutex> lock(mu_);
+      releaseQueuedLocked();
+      holding_ = false;  // finished: the loop forgets it
+    }
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (out_.zerocopyEnabled()) reportZerocopyLocked();
+  }
   if (phase_ == Phase::kLinger || phase_ == Phase::kFlush) {
     bool flushed = false;
     if (phase_ == Phase::kFlush) {  // another thread may have written the last bytes
@@ -474,7 +535,8 @@ void LoopPeer::onTick(Clock::time_point now) {
   bool stalled = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stalled = out_blocked_ && now - last_write_ > limit;
+    // Zero-copy sends not completed for that long: the worker does not acknowledge the data.
+    stalled = (out_blocked_ || out_.awaitingCompletions()) && now - last_write_ > limit;
   }
   if (stalled) {
     ending.status = Status::timeout("peer " + name_ +

@@ -3,7 +3,8 @@
 //   tally-reducer --listen HOST:PORT [--transport auto|tcp|ofi|verbs] [--threads N] [--window N]
 //                 [--metrics HOST:PORT] [--token-file PATH] [--max-connections N]
 //                 [--max-opening-connections N]
-//                 [--max-memory BYTES] [--max-communicator-memory BYTES] [--verbose]
+//                 [--max-memory BYTES] [--max-communicator-memory BYTES]
+//                 [--zerocopy off|on|always] [--zerocopy-min-bytes BYTES] [--verbose]
 //
 // It listens only on --listen, over the transport --transport names (default TALLY_TRANSPORT,
 // itself "auto": verbs, else a high-speed libfabric provider, else TCP; transport/network.h); the
@@ -125,6 +126,17 @@ int main(int argc, char** argv) {
                  "(ranks + 1) x (window + 1) x slice bytes")
       ->check(bytes)
       ->capture_default_str();
+  std::string zerocopy = "off";
+  app.add_option("--zerocopy", zerocopy,
+                 "send results with MSG_ZEROCOPY: off; on (a connection whose sends the kernel "
+                 "copies anyway, such as loopback, goes back to copying); always")
+      ->check(CLI::IsMember({"off", "on", "always"}))
+      ->capture_default_str();
+  std::string zerocopy_min = "64K";
+  app.add_option("--zerocopy-min-bytes", zerocopy_min,
+                 "with --zerocopy: writes smaller than this are copied")
+      ->check(bytes)
+      ->capture_default_str();
   app.add_flag("--verbose", verbose, "log connections and communicators (INFO)");
   try {
     app.parse(argc, argv);
@@ -159,6 +171,8 @@ int main(int argc, char** argv) {
   network_config.tcp.inline_sends = true;
   options.timeouts = network_config.timeouts;
   options.join_timeout_ms = params.connectTimeout;
+  (void)transport::parseZerocopyMode(zerocopy, &options.zerocopy);  // checked by IsMember
+  (void)parseBytes(zerocopy_min, &options.zerocopy_min_bytes);
   (void)parseBytes(max_memory, &options.max_memory_bytes);  // checked by the validator
   (void)parseBytes(max_communicator_memory, &options.max_communicator_bytes);
   st = token_file.empty()

@@ -120,6 +120,12 @@ class ServerObserver {
   // A communicator formed (Ready sent) whose Hellos named an epoch above 0: this reducer joined a
   // running communicator at a membership change rather than at its formation.
   virtual void communicatorRejoined() = 0;
+
+  // A connection's MSG_ZEROCOPY sends since it last reported (--zerocopy): sendmsg calls made
+  // with it, those of them the kernel copied after all, and batches copied because the kernel
+  // refused to pin more pages. Reported by its loop every tick while it changes, and when it
+  // closes.
+  virtual void zerocopySent(uint64_t sends, uint64_t copied, uint64_t refused) = 0;
 };
 
 // Ignores everything.
@@ -136,6 +142,7 @@ class NullServerObserver final : public ServerObserver {
   void error(ServerError) override {}
   void epochDecided(EpochChange) override {}
   void communicatorRejoined() override {}
+  void zerocopySent(uint64_t, uint64_t, uint64_t) override {}
 };
 
 // The shared do-nothing observer the server uses when ServerOptions::observer is null.

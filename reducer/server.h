@@ -24,6 +24,7 @@
 #include "common/timeouts.h"
 #include "reducer/observer.h"
 #include "transport/network.h"
+#include "transport/raw_stream.h"
 
 namespace tally::reducer {
 
@@ -64,6 +65,10 @@ struct ServerOptions {
   // read, and the server proves it back. Empty: workers without a token are served, and a
   // worker with one refuses this server.
   auth::JobToken job_token;
+  // How results go out on the event loops' TCP sockets (transport/raw_stream.h): off, or with
+  // MSG_ZEROCOPY (on, always). tally-reducer --zerocopy.
+  transport::ZerocopyMode zerocopy = transport::ZerocopyMode::kOff;
+  uint64_t zerocopy_min_bytes = transport::kZerocopyMinBytes;  // smaller writes are copied
   // Told about connections, communicators, slices and errors (reducer/observer.h). Borrowed:
   // must outlive the server. Null: none.
   ServerObserver* observer = nullptr;

@@ -48,6 +48,7 @@ struct PeerWarnings {
   log::RateLimitedLog rejected;   // a Hello or the job token's Answer refused
   log::RateLimitedLog dropped;    // closed before joining: timeouts, protocol errors, EOF
   log::RateLimitedLog transport;  // the transport's hello failed or timed out
+  log::RateLimitedLog zerocopy;   // --zerocopy asked for, the kernel refused SO_ZEROCOPY
 };
 
 // Slices a connection may have buffered before its reader stops: the window announced in Ready

@@ -15,6 +15,8 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/small_pool.h"
 #include "common/status.h"
@@ -81,8 +83,30 @@ class FrameReader {
   uint64_t lowat_ = 1;  // the socket's SO_RCVLOWAT as last set
 };
 
+// How a FrameQueue writes large batches (docs/datapath.md, "Zero-copy sends"):
+//   off     copied into the socket by sendmsg, as always;
+//   on      with MSG_ZEROCOPY: the kernel sends from the caller's pages and says on the socket's
+//           error queue when it no longer needs them. A connection whose completions say the
+//           kernel copied anyway (loopback, a device without scatter-gather) copies from then on;
+//   always  the same, never going back to copying (for tests and measurements).
+enum class ZerocopyMode { kOff, kOn, kAlways };
+Status parseZerocopyMode(const std::string& text, ZerocopyMode* out);
+const char* zerocopyModeName(ZerocopyMode mode);
+// The smallest batch (headers and bodies of one sendmsg) sent with MSG_ZEROCOPY: below about
+// 10 KB pinning pages and the completion cost more than the copy they save.
+inline constexpr uint64_t kZerocopyMinBytes = 64 * 1024;
+
+// What a FrameQueue's zero-copy sends did.
+struct ZerocopyCounts {
+  uint64_t sends = 0;    // sendmsg calls with MSG_ZEROCOPY
+  uint64_t copied = 0;   // of those, ones the kernel copied after all (its completions say so)
+  uint64_t refused = 0;  // batches copied because the kernel refused to pin more (ENOBUFS)
+};
+
 // Messages waiting to be written to one socket, in order. A body is borrowed: it must stay valid
-// until flush() counted its message written.
+// until the queue counts its message released. Without zero-copy that is when its last byte
+// was written; with it, also when the kernel's completion for it came back (reapCompletions),
+// and messages are released in order.
 class FrameQueue {
  public:
   void push(int tag, const void* body, uint64_t size);
@@ -90,22 +114,53 @@ class FrameQueue {
   // Drops every message of which nothing was written yet (a message part-way out stays, so the
   // stream stays well formed). For a connection that gives up: what it pushes next follows at once.
   void dropUnstarted();
-  // Drops every message (the socket is not written again).
-  void clear() { queue_.clear(); }
+  // Drops every message (the socket is not written again). Bodies the kernel may still read
+  // (awaitingCompletions) are the caller's to keep or to cut off (an abortive close).
+  void clear();
   size_t size() const { return queue_.size(); }
-  // Writes what the socket takes without blocking, many messages per sendmsg. *written: how many
-  // messages at the front went out completely (and left the queue); *blocked: the socket is
-  // full and messages are left.
-  Status flush(int fd, const std::string& peer, size_t* written, bool* blocked);
+  // Writes what the socket takes without blocking, many messages per sendmsg. *released: how
+  // many messages at the front the queue let go of (their bodies may be reused); *blocked: the
+  // socket is full and messages are left.
+  Status flush(int fd, const std::string& peer, size_t* released, bool* blocked);
+
+  // Zero-copy for batches of at least min_bytes from now on (SO_ZEROCOPY on fd; kOff: nothing).
+  // An error: the kernel does not offer it, and the queue goes on copying.
+  Status enableZerocopy(int fd, ZerocopyMode mode, uint64_t min_bytes = kZerocopyMinBytes);
+  // Zero-copy was enabled: completions may come (epoll reports them as EPOLLERR).
+  bool zerocopyEnabled() const { return zc_mode_ != ZerocopyMode::kOff; }
+  // Messages written whose pages the kernel may still read.
+  bool awaitingCompletions() const { return written_ > 0; }
+  // Reads the completions on fd's error queue; *released as flush(); *any: there was at least
+  // one (EPOLLERR with none means a socket error).
+  Status reapCompletions(int fd, size_t* released, bool* any);
+  const ZerocopyCounts& zerocopyCounts() const { return zc_counts_; }
 
  private:
   struct Message {
     uint8_t header[kFrameHeaderBytes];
-    const uint8_t* body;
-    uint64_t size;
-    uint64_t sent;  // bytes of header and body written
+    const uint8_t* body = nullptr;
+    uint64_t size = 0;
+    uint64_t sent = 0;     // bytes of header and body written
+    bool zc = false;       // some of it went with MSG_ZEROCOPY ...
+    uint32_t zc_last = 0;  // ... the last of them with this number
   };
+  // Pops the written messages at the front whose completions came; how many.
+  size_t releaseWritten();
+  bool completed(uint32_t seq) const;
+  // The kernel's completion of the zero-copy sends numbered first..last.
+  void complete(uint32_t first, uint32_t last, bool copied);
+
+  // Messages stay where they are until released: a header sent with MSG_ZEROCOPY is read from
+  // here by the kernel. queue_[0, written_) are written and wait for their completions.
   std::deque<Message, PoolAllocator<Message>> queue_;
+  size_t written_ = 0;
+  ZerocopyMode zc_mode_ = ZerocopyMode::kOff;
+  bool zc_sending_ = false;  // large batches go with MSG_ZEROCOPY now
+  uint64_t zc_min_ = 0;
+  uint32_t zc_next_ = 0;  // the number of the next zero-copy sendmsg (the kernel counts alike)
+  uint32_t zc_done_ = 0;  // every number below it has completed
+  std::vector<std::pair<uint32_t, uint32_t>> zc_early_;  // completed ranges past a gap
+  ZerocopyCounts zc_counts_;
 };
 
 // Writes one message and waits until the socket took all of it, up to timeout_ms.

@@ -78,6 +78,25 @@ ReducerMetrics::ReducerMetrics()
                       "0), counted when they formed on it.")
                   .Register(*registry_)
                   .Add({});
+  zerocopy_sends_ = &prometheus::BuildCounter()
+                         .Name("tally_reducer_zerocopy_sends_total")
+                         .Help("sendmsg calls with MSG_ZEROCOPY (--zerocopy on or always).")
+                         .Register(*registry_)
+                         .Add({});
+  zerocopy_copied_ = &prometheus::BuildCounter()
+                          .Name("tally_reducer_zerocopy_copied_total")
+                          .Help(
+                              "Zero-copy sends the kernel copied after all (loopback, a device "
+                              "without scatter-gather), as its completions said.")
+                          .Register(*registry_)
+                          .Add({});
+  zerocopy_refused_ = &prometheus::BuildCounter()
+                           .Name("tally_reducer_zerocopy_refused_total")
+                           .Help(
+                               "Writes copied because the kernel refused to pin more pages "
+                               "(ENOBUFS: RLIMIT_MEMLOCK or net.core.optmem_max).")
+                           .Register(*registry_)
+                           .Add({});
 }
 
 ReducerMetrics::~ReducerMetrics() = default;
@@ -112,6 +131,12 @@ void ReducerMetrics::epochDecided(reducer::EpochChange change) {
 }
 
 void ReducerMetrics::communicatorRejoined() { rejoins_->Increment(); }
+
+void ReducerMetrics::zerocopySent(uint64_t sends, uint64_t copied, uint64_t refused) {
+  zerocopy_sends_->Increment(static_cast<double>(sends));
+  zerocopy_copied_->Increment(static_cast<double>(copied));
+  zerocopy_refused_->Increment(static_cast<double>(refused));
+}
 
 std::vector<std::shared_ptr<prometheus::Collectable>> ReducerMetrics::collectables() const {
   return {registry_, latency_};

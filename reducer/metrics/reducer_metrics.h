@@ -44,6 +44,7 @@ class ReducerMetrics final : public reducer::ServerObserver {
   void error(reducer::ServerError cause) override;
   void epochDecided(reducer::EpochChange change) override;
   void communicatorRejoined() override;
+  void zerocopySent(uint64_t sends, uint64_t copied, uint64_t refused) override;
 
   // What to register with an Exposer (which keeps weak references: keep this object alive).
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const;
@@ -62,6 +63,9 @@ class ReducerMetrics final : public reducer::ServerObserver {
   std::array<prometheus::Counter*, reducer::kServerErrorCount> errors_{};
   std::array<prometheus::Counter*, reducer::kEpochChangeCount> epochs_{};
   prometheus::Counter* rejoins_ = nullptr;
+  prometheus::Counter* zerocopy_sends_ = nullptr;
+  prometheus::Counter* zerocopy_copied_ = nullptr;
+  prometheus::Counter* zerocopy_refused_ = nullptr;
 };
 
 }  // namespace tally::metrics

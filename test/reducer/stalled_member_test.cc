@@ -4,7 +4,7 @@
 // and never reads their results. Once nothing moves for the I/O timeout the reducer must drop
 // the connection, its communicator and its reservation, and not poll the dead connection as a
 // live one. Both ways a connection is served: an event loop (one socket) and a reader and a
-// writer thread (two sockets).
+// writer thread (two sockets); and the event loop with zero-copy sends.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
@@ -33,10 +33,8 @@ constexpr uint64_t kSliceBytes = 4096;
 
 enum class Stall { kMidPayload, kNotReading };
 
-class StalledMember : public ::testing::TestWithParam<std::tuple<int, Stall>> {};
-
-TEST_P(StalledMember, IsReleasedAtTheIoTimeout) {
-  const auto [streams, stall] = GetParam();
+// zerocopy: results go with MSG_ZEROCOPY, every write of them.
+void expectReleasedAtTheIoTimeout(int streams, Stall stall, bool zerocopy) {
   CountingObserver observer;
   ServerOptions o;
   o.listen = "127.0.0.1:0";
@@ -44,6 +42,10 @@ TEST_P(StalledMember, IsReleasedAtTheIoTimeout) {
   o.window = 4;
   o.timeouts.io_ms = kIoTimeoutMs;
   o.observer = &observer;
+  if (zerocopy) {
+    o.zerocopy = transport::ZerocopyMode::kAlways;
+    o.zerocopy_min_bytes = 0;
+  }
   std::unique_ptr<ReducerServer> server;
   ASSERT_TRUE(ReducerServer::start(o, &server).isOk());
 
@@ -80,8 +82,25 @@ TEST_P(StalledMember, IsReleasedAtTheIoTimeout) {
       std::chrono::milliseconds(10 * kIoTimeoutMs + 3000)))
       << observer.connections.load() << " connections, " << observer.communicators.load()
       << " communicators still open";
+  if (zerocopy) {
+    EXPECT_GT(observer.zerocopy_sends.load(), 0u);
+  }
   fds.clear();
   server->stop();
+}
+
+class StalledMember : public ::testing::TestWithParam<std::tuple<int, Stall>> {};
+
+TEST_P(StalledMember, IsReleasedAtTheIoTimeout) {
+  const auto [streams, stall] = GetParam();
+  expectReleasedAtTheIoTimeout(streams, stall, false);
+}
+
+// With zero-copy sends the results a worker does not read are never acknowledged, so they wait
+// for completions rather than for room in the socket: the same timeout ends the connection, and
+// its close (a reset, with the buffers kept a moment) ends the communicator.
+TEST(StalledMemberZerocopy, NotReadingIsReleasedAtTheIoTimeout) {
+  expectReleasedAtTheIoTimeout(1, Stall::kNotReading, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(

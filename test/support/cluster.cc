@@ -27,7 +27,8 @@ std::string transportUnderTest() {
   return EnvParamSource().get("TALLY_TRANSPORT").value_or("");
 }
 
-Status startCluster(int nreducers, Cluster* out) {
+Status startCluster(int nreducers, Cluster* out,
+                    const std::vector<std::string>& extra_reducer_args) {
   Cluster c;
   TALLY_RETURN_IF_ERROR(driver::TempDir::create("functional", &c.dir));
   TALLY_RETURN_IF_ERROR(createFileStore(c.dir->path(), &c.store));
@@ -35,6 +36,7 @@ Status startCluster(int nreducers, Cluster* out) {
     std::vector<std::string> args = {"--threads", "1"};
     const std::string transport = transportUnderTest();
     if (!transport.empty()) args.insert(args.end(), {"--transport", transport});
+    args.insert(args.end(), extra_reducer_args.begin(), extra_reducer_args.end());
     TALLY_RETURN_IF_ERROR(
         driver::startReducers(reducerPath(), nreducers, args, 20000, &c.reducers));
     c.reducer_list = driver::reducerList(c.reducers);

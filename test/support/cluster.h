@@ -39,7 +39,9 @@ struct Cluster {
   std::vector<std::unique_ptr<driver::ReducerProcess>> reducers;
   std::string reducer_list;  // TALLY_REDUCERS syntax
 };
-Status startCluster(int nreducers, Cluster* out);
+// extra_reducer_args: more tally-reducer arguments for every reducer.
+Status startCluster(int nreducers, Cluster* out,
+                    const std::vector<std::string>& extra_reducer_args = {});
 
 // In a worker process, before dlopen: the environment an NCCL job would set for the plugin.
 // Bounded timeouts, so a broken peer fails the test instead of hanging it.

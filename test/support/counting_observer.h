@@ -27,6 +27,9 @@ class CountingObserver final : public ServerObserver {
   std::array<std::atomic<uint64_t>, kServerErrorCount> errors{};
   std::array<std::atomic<uint64_t>, kEpochChangeCount> epochs{};
   std::atomic<uint64_t> rejoins{0};
+  std::atomic<uint64_t> zerocopy_sends{0};
+  std::atomic<uint64_t> zerocopy_copied{0};
+  std::atomic<uint64_t> zerocopy_refused{0};
 
   void connectionOpened() override { raise(connections, peak_connections); }
   void connectionClosed() override { connections.fetch_sub(1); }
@@ -51,6 +54,11 @@ class CountingObserver final : public ServerObserver {
     epochs[static_cast<size_t>(change)].fetch_add(1);
   }
   void communicatorRejoined() override { rejoins.fetch_add(1); }
+  void zerocopySent(uint64_t sends, uint64_t copied, uint64_t refused) override {
+    zerocopy_sends.fetch_add(sends);
+    zerocopy_copied.fetch_add(copied);
+    zerocopy_refused.fetch_add(refused);
+  }
 
   uint64_t errorCount(ServerError cause) const { return errors[static_cast<size_t>(cause)]; }
   uint64_t epochCount(EpochChange change) const { return epochs[static_cast<size_t>(change)]; }

@@ -38,8 +38,6 @@ constexpr size_t kLookAhead = 512;
 // once for the rest instead of once per arriving packet (at MTU 1500, dozens per slice).
 constexpr uint64_t kMinLowat = 8 * 1024;
 constexpr uint64_t kMaxLowat = 256 * 1024;
-// Messages one sendmsg covers at most (two pieces each).
-constexpr size_t kMaxBatch = 32;
 
 bool wouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
 
@@ -187,62 +185,6 @@ void FrameReader::setLowat(int fd, uint64_t bytes) {
   const int value = static_cast<int>(bytes);
   // Best effort: without it the loop only wakes more often.
   if (::setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &value, sizeof(value)) == 0) lowat_ = bytes;
-}
-
-void FrameQueue::push(int tag, const void* body, uint64_t size) {
-  Message m;
-  encodeHeader(Header{kHeaderMagic, tag, size}, m.header);
-  m.body = static_cast<const uint8_t*>(body);
-  m.size = size;
-  m.sent = 0;
-  queue_.push_back(m);
-}
-
-void FrameQueue::dropUnstarted() {
-  while (!queue_.empty() && queue_.back().sent == 0) queue_.pop_back();
-}
-
-Status FrameQueue::flush(int fd, const std::string& peer, size_t* written, bool* blocked) {
-  *written = 0;
-  *blocked = false;
-  while (!queue_.empty()) {
-    iovec iov[2 * kMaxBatch];
-    int count = 0;
-    for (size_t i = 0; i < queue_.size() && i < kMaxBatch; ++i) {
-      Message& m = queue_[i];
-      if (m.sent < kHeaderBytes) {
-        iov[count++] = {m.header + m.sent, kHeaderBytes - m.sent};
-        if (m.size > 0) iov[count++] = {const_cast<uint8_t*>(m.body), m.size};
-      } else {
-        const uint64_t done = m.sent - kHeaderBytes;
-        iov[count++] = {const_cast<uint8_t*>(m.body) + done, m.size - done};
-      }
-    }
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(count);
-    const ssize_t sent = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (sent < 0) {
-      if (errno == EINTR) continue;
-      if (wouldBlock(errno)) {
-        *blocked = true;
-        return Status::ok();
-      }
-      return Status::fromErrno("send to peer " + peer, errno);
-    }
-    auto left = static_cast<uint64_t>(sent);
-    while (left > 0) {
-      Message& m = queue_.front();
-      const uint64_t step = std::min(kHeaderBytes + m.size - m.sent, left);
-      m.sent += step;
-      left -= step;
-      if (m.sent == kHeaderBytes + m.size) {
-        queue_.pop_front();
-        ++*written;
-      }
-    }
-  }
-  return Status::ok();
 }
 
 Status sendFrame(int fd, int tag, const void* body, size_t size, int64_t timeout_ms,

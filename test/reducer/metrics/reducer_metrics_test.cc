@@ -92,17 +92,23 @@ TEST(ReducerMetricsTest, RendersFailoverEpochsByChangeAndRejoins) {
         << text;
   }
   EXPECT_EQ(seriesValue(text, "tally_reducer_rejoins_total"), 0.0) << text;
+  EXPECT_EQ(seriesValue(text, "tally_reducer_zerocopy_sends_total"), 0.0) << text;
   obs.epochDecided(reducer::EpochChange::kLost);
   obs.epochDecided(reducer::EpochChange::kLost);
   obs.epochDecided(reducer::EpochChange::kJoin);
   obs.epochDecided(reducer::EpochChange::kFail);
   obs.communicatorRejoined();
+  obs.zerocopySent(5, 2, 1);
+  obs.zerocopySent(3, 0, 0);
   text = m.render();
   EXPECT_EQ(seriesValue(text, "tally_reducer_failover_epochs_total{change=\"lost\"}"), 2.0);
   EXPECT_EQ(seriesValue(text, "tally_reducer_failover_epochs_total{change=\"join\"}"), 1.0);
   EXPECT_EQ(seriesValue(text, "tally_reducer_failover_epochs_total{change=\"void\"}"), 0.0);
   EXPECT_EQ(seriesValue(text, "tally_reducer_failover_epochs_total{change=\"fail\"}"), 1.0);
   EXPECT_EQ(seriesValue(text, "tally_reducer_rejoins_total"), 1.0);
+  EXPECT_EQ(seriesValue(text, "tally_reducer_zerocopy_sends_total"), 8.0);
+  EXPECT_EQ(seriesValue(text, "tally_reducer_zerocopy_copied_total"), 2.0);
+  EXPECT_EQ(seriesValue(text, "tally_reducer_zerocopy_refused_total"), 1.0);
   EXPECT_NE(text.find("# TYPE tally_reducer_failover_epochs_total counter"), std::string::npos);
   EXPECT_NE(text.find("# TYPE tally_reducer_rejoins_total counter"), std::string::npos);
 }

@@ -88,8 +88,8 @@ void expectReports(Store* store, const std::string& key, int nworkers) {
 class CollNetFixture {
  protected:
   bool haveBinaries() { return !pluginPath().empty() && !reducerPath().empty(); }
-  void startReducers(int n) {
-    Status s = startCluster(n, &cluster_);
+  void startReducers(int n, const std::vector<std::string>& reducer_args = {}) {
+    Status s = startCluster(n, &cluster_, reducer_args);
     ASSERT_TRUE(s.isOk()) << s.toString();
   }
   // Reducers must survive the test and stop cleanly on SIGTERM.
@@ -109,6 +109,9 @@ struct MatrixConfig {
   int workers;
   int reducers;
   const char* progress = nullptr;  // TALLY_COLL_PROGRESS; null: the default (thread)
+  // The reducers send results with MSG_ZEROCOPY (--zerocopy always), from the smallest write
+  // up (headers alone included), so every message waits for its completion.
+  bool zerocopy = false;
 };
 
 class CollNetMatrix : public ::testing::TestWithParam<MatrixConfig>, protected CollNetFixture {};
@@ -136,7 +139,9 @@ int matrixIndex(const MatrixConfig& c) { return c.workers * 7 + c.reducers + c.v
 TEST_P(CollNetMatrix, EveryTypeAndOpIsExactAndIdenticalOnAllWorkers) {
   if (!haveBinaries()) GTEST_SKIP() << "plugin or tally-reducer was not built";
   const MatrixConfig cfg = GetParam();
-  ASSERT_NO_FATAL_FAILURE(startReducers(cfg.reducers));
+  std::vector<std::string> reducer_args;
+  if (cfg.zerocopy) reducer_args = {"--zerocopy", "always", "--zerocopy-min-bytes", "0"};
+  ASSERT_NO_FATAL_FAILURE(startReducers(cfg.reducers, reducer_args));
   Store* store = cluster_.store.get();
   std::string why = runAll(cfg.workers, [&](int rank) -> int {
     setWorkerEnvironment(cluster_.reducer_list);
@@ -181,12 +186,13 @@ TEST_P(CollNetMatrix, EveryTypeAndOpIsExactAndIdenticalOnAllWorkers) {
 std::string matrixName(const ::testing::TestParamInfo<MatrixConfig>& p) {
   return "v" + std::to_string(p.param.version) + "_w" + std::to_string(p.param.workers) + "_r" +
          std::to_string(p.param.reducers) +
-         (p.param.progress != nullptr ? std::string("_") + p.param.progress : "");
+         (p.param.progress != nullptr ? std::string("_") + p.param.progress : "") +
+         (p.param.zerocopy ? "_zerocopy" : "");
 }
 
 // Each worker count (2, 3, 4, 8) and reducer count (1, 2, 3) appears for v8 and v11; v12, which
 // differs from v11 only in its property layout, runs one of them; the other two progress modes
-// (TALLY_COLL_PROGRESS) run one each.
+// (TALLY_COLL_PROGRESS) run one each, and one has the reducers send with MSG_ZEROCOPY.
 INSTANTIATE_TEST_SUITE_P(Spread, CollNetMatrix,
                          ::testing::Values(MatrixConfig{8, 2, 1}, MatrixConfig{8, 3, 2},
                                            MatrixConfig{8, 4, 3}, MatrixConfig{8, 8, 2},
@@ -194,7 +200,8 @@ INSTANTIATE_TEST_SUITE_P(Spread, CollNetMatrix,
                                            MatrixConfig{11, 3, 2}, MatrixConfig{11, 4, 3},
                                            MatrixConfig{11, 8, 2}, MatrixConfig{11, 2, 3},
                                            MatrixConfig{12, 3, 2}, MatrixConfig{11, 4, 2, "poll"},
-                                           MatrixConfig{8, 3, 3, "legacy"}),
+                                           MatrixConfig{8, 3, 3, "legacy"},
+                                           MatrixConfig{11, 4, 2, nullptr, true}),
                          matrixName);
 
 // ---- Communicators at once, long call streams ----------------------------------------------

@@ -60,6 +60,7 @@ class Counter final : public reducer::ServerObserver {
   }
   void epochDecided(reducer::EpochChange) override {}
   void communicatorRejoined() override {}
+  void zerocopySent(uint64_t, uint64_t, uint64_t) override {}
   bool settled() const {
     return conns_open_.load() == conns_closed_.load() &&
            comms_open_.load() == comms_closed_.load() && reserved_.load() == 0;
