@@ -14,6 +14,7 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -138,11 +139,21 @@ TEST(FailoverSoak, FiftySeededFaultsEveryCallExact) {
 
   std::vector<driver::WorkerExit> exits;
   Status s = driver::runWorkers(kWorkers, [&](int rank) -> int {
-    // The plugin's failover events, as NCCL's log shows them.
+    // The plugin's failover events, as NCCL's log shows them, and when (steadyMs, the clock the
+    // injector stamps the faults with), for the timeline printed when one is missing.
     static std::atomic<int> lost{0}, joined{0};
+    static std::mutex timeline_mu;
+    static std::string timeline;
     driver::setPluginWarnHook([](const char* line) {
-      if (std::strstr(line, ") lost: ") != nullptr) lost.fetch_add(1);
-      if (std::strstr(line, " joined as slot ") != nullptr) joined.fetch_add(1);
+      const bool is_lost = std::strstr(line, ") lost: ") != nullptr;
+      const bool is_join = std::strstr(line, " joined as slot ") != nullptr;
+      if (is_lost) lost.fetch_add(1);
+      if (is_join) joined.fetch_add(1);
+      if (!is_lost && !is_join) return;
+      const char* slot = std::strstr(line, "slot ");
+      std::lock_guard<std::mutex> lock(timeline_mu);
+      timeline += std::to_string(steadyMs()) + (is_lost ? " lost " : " joined ") +
+                  (slot != nullptr ? std::string(1, slot[5]) : std::string("?")) + "\n";
     });
     functional::setWorkerEnvironment(list);
     ::setenv("TALLY_TIMEOUT_MS", "30000", 1);
@@ -192,6 +203,10 @@ TEST(FailoverSoak, FiftySeededFaultsEveryCallExact) {
     (void)store->set("times/" + std::to_string(rank), formatTimes(r.done_ms));
     (void)store->set("events/" + std::to_string(rank),
                      std::to_string(lost.load()) + " " + std::to_string(joined.load()));
+    {
+      std::lock_guard<std::mutex> lock(timeline_mu);
+      (void)store->set("timeline/" + std::to_string(rank), timeline);
+    }
     (void)comm->close();
     return 0;
   }, 400000, &exits);
@@ -294,6 +309,27 @@ TEST(FailoverSoak, FiftySeededFaultsEveryCallExact) {
     ASSERT_EQ(std::sscanf(text.c_str(), "%d %d", &lost, &joined), 2) << text;
     std::fprintf(stderr, "soak: rank %d: %d reducers lost, %d taken back in\n", r, lost, joined);
     EXPECT_GE(lost, kFaults) << "rank " << r;
+    if (lost < kFaults) {
+      // Which fault went unseen: each fault and each event of this rank, in time order.
+      std::string events;
+      (void)store->get("timeline/" + std::to_string(r), &events, 0);
+      std::vector<std::pair<int64_t, std::string>> all;
+      for (int i = 0; i < kFaults; ++i) {
+        all.emplace_back(fault_ms[i], "fault " + std::to_string(i) + " (" +
+                                          (faults[i].stop ? "freeze" : "kill") + " slot " +
+                                          std::to_string(faults[i].reducer) + ")");
+      }
+      std::istringstream lines(events);
+      int64_t at = 0;
+      std::string kind, slot;
+      while (lines >> at >> kind >> slot) all.emplace_back(at, "  " + kind + " slot " + slot);
+      std::stable_sort(all.begin(), all.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (const auto& [when, what] : all) {
+        std::fprintf(stderr, "soak: rank %d timeline: +%lld ms %s\n", r,
+                     static_cast<long long>(when - fault_ms[0]), what.c_str());
+      }
+    }
     // The last faults' reducers may come back after the calls ended.
     EXPECT_GE(joined, kFaults - kReducers) << "rank " << r;
   }
