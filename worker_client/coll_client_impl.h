@@ -69,6 +69,7 @@ struct FailoverEvent {
   Kind kind = Kind::kLinkLost;
   uint32_t slot = 0;  // the link it came from
   Status why;         // kLinkLost; kJoined: how the join went
+  uint64_t join = 0;  // kJoined: which join (Join::id)
   wire::Relay relay;  // kRelay
 };
 
@@ -207,10 +208,15 @@ class CollClientImpl final : public CollClient {
   // decision.
   void offerJoins(int64_t now_ns);
   void startJoin(const wire::Control& c);
-  void onJoined(const Status& st);
+  void onJoined(const FailoverEvent& ev);
   void onJoinedFailed(const wire::Control& c, const std::string& why);
   void applyJoin(const wire::Control& c);
+  // Lets go of the join under way without waiting for its thread: a thread still opening is
+  // kept in dropped_joins_ until it reports (the keeper must not stop for it: its heartbeats
+  // are what notice a frozen reducer meanwhile).
   void dropJoin();
+  // After the keeper stopped: waits for every join thread (each ends by its deadline).
+  void endJoins();
   // Rank 0: how a join of `slot` ended, for the wait before the next offer.
   void joinOutcome(uint32_t slot, bool joined);
   void heartbeat(int64_t now_ns);
@@ -257,6 +263,7 @@ class CollClientImpl final : public CollClient {
   std::vector<std::string> addresses_;  // by slot: the reducer serving it now, or last
   // A join under way on this rank: its thread opens the link, the keeper installs it.
   struct Join {
+    uint64_t id = 0;  // which kJoined event is its own
     uint32_t epoch = 0;
     uint32_t slot = 0;
     std::string address;
@@ -265,6 +272,8 @@ class CollClientImpl final : public CollClient {
     bool done = false;           // the thread ended (keeper's view, after kJoined)
   };
   std::unique_ptr<Join> join_;
+  std::vector<std::unique_ptr<Join>> dropped_joins_;  // threads still opening, no longer wanted
+  uint64_t last_join_id_ = 0;
   int64_t next_offer_ns_ = 0;            // rank 0: when to look for reducers again
   std::vector<uint32_t> offer_cursor_;   // rank 0: by slot, which candidate is next
   // Rank 0, by slot: no join is offered before offer_after_ns_; each join that did not happen

@@ -63,7 +63,7 @@ void CollClientImpl::stopKeeper() {
   inbox_cv_.notify_one();
   if (keeper_.joinable() && keeper_.get_id() != std::this_thread::get_id()) {
     keeper_.join();
-    dropJoin();  // the keeper's, now that it is gone: a join's thread must end before the client
+    endJoins();  // the keeper's, now that it is gone: a join's thread must end before the client
   }
 }
 
@@ -126,7 +126,7 @@ void CollClientImpl::handleEvent(FailoverEvent& ev) {
       }
       return handleControl(ev.relay.from, ev.relay.control);
     case FailoverEvent::Kind::kJoined:
-      return onJoined(ev.why);
+      return onJoined(ev);
   }
 }
 
@@ -292,9 +292,9 @@ void CollClientImpl::onDecide(const wire::Control& c) {
       TALLY_INFO(log::kColl, "CollNet communicator %s: epoch %u passes without %s joining: %s",
                  comm_.toString().c_str(), c.epoch, c.address.c_str(), c.reason.c_str());
       joinOutcome(c.slot, false);
-      // A join still opening finishes on its own thread and is dropped when it reports
+      // A join still opening finishes on its own thread and is reaped when it reports
       // (onJoined): waiting for it here could hold up a loss behind it.
-      if (!join_ || join_->done) dropJoin();
+      dropJoin();
       std::lock_guard<std::mutex> lock(post_mu_);
       hold_ = false;
       return;

@@ -64,6 +64,7 @@ void CollClientImpl::joinOutcome(uint32_t slot, bool joined) {
 void CollClientImpl::startJoin(const wire::Control& c) {
   dropJoin();
   join_ = std::make_unique<Join>();
+  join_->id = ++last_join_id_;
   join_->epoch = c.epoch;
   join_->slot = c.slot;
   join_->address = c.address;
@@ -105,6 +106,7 @@ void CollClientImpl::startJoin(const wire::Control& c) {
       ev.kind = FailoverEvent::Kind::kJoined;
       ev.slot = join->slot;
       ev.why = st;
+      ev.join = join->id;
       {
         std::lock_guard<std::mutex> lock(inbox_mu_);
         inbox_.push_back(std::move(ev));
@@ -133,8 +135,22 @@ void CollClientImpl::onJoinedFailed(const wire::Control& c, const std::string& w
   sendToRankZero(r);
 }
 
-void CollClientImpl::onJoined(const Status& st) {
-  if (!join_ || join_->done) return;
+void CollClientImpl::onJoined(const FailoverEvent& ev) {
+  const Status& st = ev.why;
+  for (auto it = dropped_joins_.begin(); it != dropped_joins_.end(); ++it) {
+    if ((*it)->id != ev.join) continue;
+    // A join let go of while it opened: its thread has ended (this is its last word).
+    std::unique_ptr<Join> dropped = std::move(*it);
+    dropped_joins_.erase(it);
+    if (dropped->thread.joinable()) dropped->thread.join();
+    if (dropped->link) {
+      dropped->link->retire("the join was called off", false);
+      std::lock_guard<std::mutex> lock(links_mu_);
+      retired_.push_back(std::move(dropped->link));
+    }
+    return;
+  }
+  if (!join_ || join_->id != ev.join || join_->done) return;
   join_->done = true;
   if (join_->thread.joinable()) join_->thread.join();
   wire::Control c;
@@ -168,6 +184,11 @@ void CollClientImpl::onJoined(const Status& st) {
 
 void CollClientImpl::dropJoin() {
   if (!join_) return;
+  if (!join_->done) {
+    // Still opening: its thread reports when it ends, and is reaped then (onJoined).
+    dropped_joins_.push_back(std::move(join_));
+    return;
+  }
   if (join_->thread.joinable()) join_->thread.join();
   if (join_->link) {
     // Never started: closing it is enough. Kept until the client ends, like a retired link
@@ -177,6 +198,19 @@ void CollClientImpl::dropJoin() {
     retired_.push_back(std::move(join_->link));
   }
   join_.reset();
+}
+
+void CollClientImpl::endJoins() {
+  dropJoin();
+  for (std::unique_ptr<Join>& dropped : dropped_joins_) {
+    if (dropped->thread.joinable()) dropped->thread.join();
+    if (dropped->link) {
+      dropped->link->retire("the communicator ended while it joined", false);
+      std::lock_guard<std::mutex> lock(links_mu_);
+      retired_.push_back(std::move(dropped->link));
+    }
+  }
+  dropped_joins_.clear();
 }
 
 void CollClientImpl::applyJoin(const wire::Control& c) {
