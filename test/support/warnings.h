@@ -1,5 +1,6 @@
 // WARN lines logged while a test runs, kept for the test to look at (and passed on to stderr):
-// start() in SetUp, stop() in TearDown, with() to find the lines a test expects.
+// start() in SetUp, stop() in TearDown, with() to find the lines a test expects. start(kInfo)
+// keeps the INFO lines too (not passed on).
 #pragma once
 
 #include <mutex>
@@ -12,13 +13,13 @@ namespace tally::test {
 
 class WarningLog {
  public:
-  // Keeps every WARN line from now on, forgetting earlier ones.
-  static void start() {
+  // Keeps every line up to `level` (WARN, or INFO too) from now on, forgetting earlier ones.
+  static void start(log::Level level = log::Level::kWarn) {
     {
       std::lock_guard<std::mutex> lock(mu());
       lines().clear();
     }
-    log::setSink(&keep, log::Level::kWarn);
+    log::setSink(&keep, level);
   }
   // Back to stderr alone.
   static void stop() { log::setSink(&log::stderrSink, log::Level::kWarn); }
@@ -45,11 +46,11 @@ class WarningLog {
   }
   static void keep(log::Level level, unsigned long subsys, const char* file, int line,
                    const char* message) {
-    if (level == log::Level::kWarn) {
+    {
       std::lock_guard<std::mutex> lock(mu());
       lines().emplace_back(message);
     }
-    log::stderrSink(level, subsys, file, line, message);
+    if (level == log::Level::kWarn) log::stderrSink(level, subsys, file, line, message);
   }
 };
 
