@@ -14,6 +14,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <regex>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -154,12 +155,12 @@ class FailoverTest : public ::testing::Test {
       // The plugin's WARN that failed the communicator, as NCCL's log would show it.
       static std::mutex warn_mu;
       static std::string failed_warn;
+      // "CollNet communicator <id> failed: ..." itself: a loss's line may carry " failed: " in
+      // its reason too (libfabric's "ofi send ... failed: ..."), and is not the one.
       driver::setPluginWarnHook([](const char* line) {
+        static const std::regex failed("CollNet communicator [0-9a-f]+ failed: ");
         std::lock_guard<std::mutex> lock(warn_mu);
-        if (failed_warn.empty() && std::strstr(line, "CollNet communicator") != nullptr &&
-            std::strstr(line, " failed: ") != nullptr) {
-          failed_warn = line;
-        }
+        if (failed_warn.empty() && std::regex_search(line, failed)) failed_warn = line;
       });
       std::unique_ptr<driver::PluginLibrary> lib;
       std::unique_ptr<driver::CollNetApi> api;
