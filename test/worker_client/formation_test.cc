@@ -130,13 +130,30 @@ class FormationTest : public ::testing::TestWithParam<CollProgress> {
   // Every rank warned once that the reducer at `address` (slot `slot`) was lost, naming `why`.
   void expectLostOnEveryRank(const std::string& address, int slot, const std::string& why) {
     const std::string lost = "reducer " + address + " (slot " + std::to_string(slot) + ") lost: ";
-    const auto deadline = Clock::now() + std::chrono::seconds(5);
-    while (warningsWith(lost, "(epoch 1;") < static_cast<size_t>(kRanks) &&
-           Clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    (void)awaitOnEveryRank(lost, "(epoch 1;", Clock::now(), std::chrono::seconds(5));
     EXPECT_EQ(warningsWith(lost, "(epoch 1;"), static_cast<size_t>(kRanks));
     EXPECT_EQ(warningsWith(lost, why), static_cast<size_t>(kRanks)) << why;
+  }
+
+  // Waits until `kRanks` warnings contain both parts, or `limit` after `since`; the
+  // milliseconds from `since`.
+  int64_t awaitOnEveryRank(const std::string& a, const std::string& b, Clock::time_point since,
+                           std::chrono::milliseconds limit) {
+    while (warningsWith(a, b) < static_cast<size_t>(kRanks) && Clock::now() - since < limit) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
+  }
+
+  // A reducer started (again) at `address`, reporting to `observer`.
+  void startAt(const std::string& address, CountingObserver* observer,
+               std::unique_ptr<ReducerServer>* server) {
+    ServerOptions so;
+    so.listen = address;
+    so.threads = 2;
+    so.observer = observer;
+    Status st = ReducerServer::start(so, server);
+    ASSERT_TRUE(st.isOk()) << st.toString();
   }
 
   void closeClients() {
@@ -162,13 +179,8 @@ TEST_P(FormationTest, AReducerDownIsLeftOutAndTakenInWhenItComesBack) {
   expectLostOnEveryRank(dead, 1, "could not connect to reducer " + dead);
 
   CountingObserver observer;
-  ServerOptions so;
-  so.listen = dead;
-  so.threads = 2;
-  so.observer = &observer;
   std::unique_ptr<ReducerServer> back;
-  Status st = ReducerServer::start(so, &back);
-  ASSERT_TRUE(st.isOk()) << st.toString();
+  ASSERT_NO_FATAL_FAILURE(startAt(dead, &observer, &back));
   const auto deadline = Clock::now() + std::chrono::seconds(15);
   while ((observer.rejoins.load() == 0 || observer.slices.load() == 0) && Clock::now() < deadline) {
     ASSERT_TRUE(callEveryRank(clients_, call++).isOk());
@@ -234,21 +246,11 @@ TEST_P(FormationTest, AJoinToASilentReducerHoldsUpNoOtherJoinNorALoss) {
   servers[0]->stop();
   servers[0].reset();
   CountingObserver observer;
-  ServerOptions so;
-  so.listen = first;
-  so.threads = 2;
-  so.observer = &observer;
   std::unique_ptr<ReducerServer> back;
-  Status st = ReducerServer::start(so, &back);
-  ASSERT_TRUE(st.isOk()) << st.toString();
-  const auto restarted = Clock::now();
+  ASSERT_NO_FATAL_FAILURE(startAt(first, &observer, &back));
   const std::string joined = "reducer " + first + " joined as slot 1";
-  while (warningsWith(joined, "continues on") < static_cast<size_t>(kRanks) &&
-         Clock::now() - restarted < std::chrono::seconds(5)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  const auto rejoin_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - restarted).count();
+  const int64_t rejoin_ms =
+      awaitOnEveryRank(joined, "continues on", Clock::now(), std::chrono::seconds(5));
   std::fprintf(stderr, "reducer 1 was taken in again %lld ms after it started\n",
                static_cast<long long>(rejoin_ms));
   EXPECT_EQ(warningsWith(joined, "continues on"), static_cast<size_t>(kRanks));
@@ -268,12 +270,7 @@ TEST_P(FormationTest, AJoinToASilentReducerHoldsUpNoOtherJoinNorALoss) {
   const std::string lost = "reducer " + second + " (slot 2) lost: ";
   const auto stopped = Clock::now();
   servers[1]->stop();
-  while (warningsWith(lost, "continues on") < static_cast<size_t>(kRanks) &&
-         Clock::now() - stopped < std::chrono::seconds(5)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  const auto took =
-      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - stopped).count();
+  const int64_t took = awaitOnEveryRank(lost, "continues on", stopped, std::chrono::seconds(5));
   EXPECT_EQ(warningsWith(lost, "continues on"), static_cast<size_t>(kRanks));
   std::fprintf(stderr, "the loss of reducer 2 was agreed %lld ms after it stopped\n",
                static_cast<long long>(took));
