@@ -493,7 +493,7 @@ void LoopPeer::onTick(Clock::time_point now) {
     }
     return;
   }
-  {
+  if (ctx_->options.zerocopy != transport::ZerocopyMode::kOff) {
     std::lock_guard<std::mutex> lock(mu_);
     if (out_.zerocopyEnabled()) reportZerocopyLocked();
   }
