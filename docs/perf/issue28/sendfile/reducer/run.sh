@@ -2,9 +2,12 @@
 # The reducer with ../reducer-sendfile.patch (results by sendfile from memfd-backed buffers, each
 # held until its rank's next slices show it was read) against copying, on loopback (4 workers,
 # 2 reducers, 64 MiB, 10 timed calls), interleaved rounds: on (the patch), off (--sendfile off:
-# heap buffers, copied as in main), mem (memfd buffers, copied: the patch with LoopPeer's by_file_
-# set false, through TALLY_HACK_NOSF in the run recorded here). Run from a tree with the patch
-# applied and built: TREE=/path/to/it ./run.sh; summary.py prints the medians.
+# heap buffers, copied as in main), mem (memfd buffers, copied: LoopPeer's by_file_ set false,
+# which the recorded run's build read from TALLY_HACK_NOSF; the patch does not have that line, so
+# add it, or mem runs as on). Run from a tree with the patch
+# applied and built (the patch is against 8eeb877: git worktree add /tmp/sf 8eeb877, then git -C
+# /tmp/sf apply this folder's ../reducer-sendfile.patch, and build): TREE=/tmp/sf ./run.sh;
+# summary.py prints the medians.
 cd "$(dirname "$0")"
 TREE=${TREE:?the tree with the patch applied and built}
 for m in on off; do
