@@ -271,6 +271,9 @@ class CollClientImpl final : public CollClient {
     std::shared_ptr<Link> link;  // set by the thread when it joined
     bool done = false;           // the thread ended (keeper's view, after kJoined)
   };
+  // Waits for a join's thread (ended, or ending by its deadline) and retires the link it opened,
+  // saying why.
+  void closeJoin(Join& join, const char* why);
   std::unique_ptr<Join> join_;
   std::vector<std::unique_ptr<Join>> dropped_joins_;  // threads still opening, no longer wanted
   uint64_t last_join_id_ = 0;

@@ -142,12 +142,7 @@ void CollClientImpl::onJoined(const FailoverEvent& ev) {
     // A join let go of while it opened: its thread has ended (this is its last word).
     std::unique_ptr<Join> dropped = std::move(*it);
     dropped_joins_.erase(it);
-    if (dropped->thread.joinable()) dropped->thread.join();
-    if (dropped->link) {
-      dropped->link->retire("the join was called off", false);
-      std::lock_guard<std::mutex> lock(links_mu_);
-      retired_.push_back(std::move(dropped->link));
-    }
+    closeJoin(*dropped, "the join was called off");
     return;
   }
   if (!join_ || join_->id != ev.join || join_->done) return;
@@ -189,26 +184,25 @@ void CollClientImpl::dropJoin() {
     dropped_joins_.push_back(std::move(join_));
     return;
   }
-  if (join_->thread.joinable()) join_->thread.join();
-  if (join_->link) {
+  closeJoin(*join_, "the join was called off");
+  join_.reset();
+}
+
+void CollClientImpl::closeJoin(Join& join, const char* why) {
+  if (join.thread.joinable()) join.thread.join();
+  if (join.link) {
     // Never started: closing it is enough. Kept until the client ends, like a retired link
     // (a RawLink's end stops the progress it shares).
-    join_->link->retire("the join was called off", false);
+    join.link->retire(why, false);
     std::lock_guard<std::mutex> lock(links_mu_);
-    retired_.push_back(std::move(join_->link));
+    retired_.push_back(std::move(join.link));
   }
-  join_.reset();
 }
 
 void CollClientImpl::endJoins() {
   dropJoin();
   for (std::unique_ptr<Join>& dropped : dropped_joins_) {
-    if (dropped->thread.joinable()) dropped->thread.join();
-    if (dropped->link) {
-      dropped->link->retire("the communicator ended while it joined", false);
-      std::lock_guard<std::mutex> lock(links_mu_);
-      retired_.push_back(std::move(dropped->link));
-    }
+    closeJoin(*dropped, "the communicator ended while it joined");
   }
   dropped_joins_.clear();
 }
