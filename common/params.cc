@@ -145,6 +145,7 @@ std::vector<ParamProblem> Params::problems() const {
   range("TALLY_LINK_MBPS", linkMbps, 0, kMaxLinkMbps);
   range("TALLY_COLL_WINDOW", collWindow, 1, INT64_MAX);
   oneOf("TALLY_COLL_PROGRESS", collProgress, {"thread", "poll", "legacy"});
+  oneOf("TALLY_ZEROCOPY", zerocopy, {"off", "on", "always"});
   range("TALLY_COLL_MAX_REQUESTS", collMaxRequests, 1, kMaxCollMaxRequests);
   range("TALLY_MIN_REDUCERS", minReducers, 1, kMaxMinReducers);
   return out;

@@ -79,6 +79,15 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
     "sockets with no thread at all: NCCL's proxy thread reads results when it tests a "         \
     "request. `legacy`: a sender and a receiver thread per reducer over the transport's own "   \
     "helper threads.")                                                                          \
+  X(kString, zerocopy, "TALLY_ZEROCOPY", "off",                                                \
+    "How a worker writes its slices to reducers, with TALLY_COLL_PROGRESS thread or poll. "    \
+    "`off`: copied into the socket. `on`: large writes with MSG_ZEROCOPY, so the NIC reads "   \
+    "the caller's buffer itself and a call is done only once the kernel has let go of it; a "  \
+    "connection whose kernel copied anyway (loopback, veth) goes back to copying. `always`: "  \
+    "the same, never going back (tests). tally-reducer's `--zerocopy` is the reducer's side "   \
+    "(docs/datapath.md).")                                                                      \
+  X(kBytes, zerocopyMinBytes, "TALLY_ZEROCOPY_MIN_BYTES", "64K",                                \
+    "With TALLY_ZEROCOPY: writes smaller than this are copied.")                                \
   X(kInt, collMaxRequests, "TALLY_COLL_MAX_REQUESTS", "64",                                     \
     "All-reduce calls in flight per CollNet communicator; past it iallreduce returns a NULL "   \
     "request and NCCL retries.")                                                                \

@@ -130,6 +130,9 @@ PluginState::PluginState(Params params, ClusterInput cluster,
   coll_options_.min_slice_bytes = plan.min_slice_bytes;
   coll_options_.window = static_cast<int>(params_.collWindow);
   coll_options_.max_requests = static_cast<int>(params_.collMaxRequests);
+  // Checked by Params::validate.
+  (void)transport::parseZerocopyMode(trim(params_.zerocopy), &coll_options_.zerocopy);
+  coll_options_.zerocopy_min_bytes = params_.zerocopyMinBytes;
   coll_options_.timeouts = network_config_.timeouts;
   coll_options_.job_token = params_.jobToken;
   coll_options_.job_token_file = params_.jobTokenFile;

@@ -130,6 +130,12 @@ class FrameQueue {
   bool zerocopyEnabled() const { return zc_mode_ != ZerocopyMode::kOff; }
   // Messages written whose pages the kernel may still read.
   bool awaitingCompletions() const { return written_ > 0; }
+  // How many: whole messages written and not yet released.
+  size_t writtenUnreleased() const { return written_; }
+  // Every message pushed is wholly written (released or not).
+  bool allWritten() const { return written_ == queue_.size(); }
+  // Some zero-copy sendmsg has no completion yet (a message part-way out included).
+  bool completionsOutstanding() const { return zc_done_ != zc_next_; }
   // Reads the completions on fd's error queue; *released as flush(); *any: there was at least
   // one (EPOLLERR with none means a socket error).
   Status reapCompletions(int fd, size_t* released, bool* any);

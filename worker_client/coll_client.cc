@@ -456,6 +456,18 @@ std::vector<std::shared_ptr<Link>> CollClientImpl::linkSnapshot() {
   return links_;
 }
 
+transport::ZerocopyCounts CollClientImpl::zerocopyCounts() const {
+  transport::ZerocopyCounts sum;
+  std::lock_guard<std::mutex> lock(links_mu_);
+  for (const auto& l : links_) {
+    const transport::ZerocopyCounts c = l->zerocopyCounts();
+    sum.sends += c.sends;
+    sum.copied += c.copied;
+    sum.refused += c.refused;
+  }
+  return sum;
+}
+
 void CollClientImpl::snapshotLinks(std::vector<std::shared_ptr<Link>>* out) {
   std::lock_guard<std::mutex> lock(links_mu_);
   out->assign(links_.begin(), links_.end());
@@ -738,6 +750,16 @@ void CollClientImpl::close() {
   closing_.store(true, std::memory_order_release);
   hurry_.store(true, std::memory_order_release);
   stopKeeper();
+  if (options_.zerocopy != transport::ZerocopyMode::kOff) {
+    // Whether TALLY_ZEROCOPY paid: "copied" sends gained nothing (loopback, veth).
+    const transport::ZerocopyCounts zc = zerocopyCounts();
+    TALLY_INFO(log::kColl,
+               "CollNet rank %d: %llu zero-copy sends (the kernel copied %llu of them anyway); "
+               "%llu writes copied at the pinned-memory limit",
+               rank_, static_cast<unsigned long long>(zc.sends),
+               static_cast<unsigned long long>(zc.copied),
+               static_cast<unsigned long long>(zc.refused));
+  }
   // Nothing is queued or outstanding: Bye goes out at once, and the reducers see a clean leave.
   const auto deadline = Clock::now() + std::chrono::milliseconds(kByeWaitMs);
   const std::vector<std::shared_ptr<Link>> links = linkSnapshot();

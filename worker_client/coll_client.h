@@ -28,6 +28,7 @@
 #include "common/types.h"
 #include "protocol/slicing.h"
 #include "transport/network.h"
+#include "transport/raw_stream.h"
 
 namespace tally::worker_client {
 using protocol::kSlicesPerReducer;
@@ -74,6 +75,10 @@ struct CollOptions {
   bool checksum = false;
   // kThread and kPoll apply to TCP only; other transports always use kLegacy's threaded links.
   CollProgress progress = CollProgress::kThread;
+  // TALLY_ZEROCOPY, TALLY_ZEROCOPY_MIN_BYTES: slices written with MSG_ZEROCOPY (kThread and kPoll
+  // only); a call is then done once the kernel let go of its input too (docs/datapath.md).
+  transport::ZerocopyMode zerocopy = transport::ZerocopyMode::kOff;
+  uint64_t zerocopy_min_bytes = transport::kZerocopyMinBytes;
   // Reducer failover (docs/failover.md). TALLY_REDUCER_TIMEOUT_MS: a reducer that sends nothing
   // (not even a Pong) for this long while slices or a Ping are outstanding is dropped.
   // TALLY_MIN_REDUCERS: fewer live reducers fail the communicator. TALLY_SPARE_REDUCERS: reducers
@@ -167,6 +172,8 @@ class CollClient {
 
   virtual int rank() const = 0;
   virtual int nranks() const = 0;
+  // What this rank's zero-copy sends did so far, over its live links (TALLY_ZEROCOPY).
+  virtual transport::ZerocopyCounts zerocopyCounts() const { return {}; }
 };
 
 }  // namespace tally::worker_client

@@ -96,6 +96,8 @@ class CollClientImpl final : public CollClient {
   void abort(const Status& why) override;
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }
+  transport::ZerocopyCounts zerocopyCounts() const override;
+  const CollOptions& options() const { return options_; }
 
   // Links (and the progress thread RawLinks share, when there are any) are added by connect()
   // before start(), one per slot in slot order.
@@ -148,7 +150,7 @@ class CollClientImpl final : public CollClient {
   // (retired_) until the client ends, as a progress thread may still hold an event for one.
   std::vector<std::shared_ptr<Link>> links_;
   std::vector<std::shared_ptr<Link>> retired_;
-  std::mutex links_mu_;  // replacing an entry of links_ (with post_mu_), and fail()'s reading
+  mutable std::mutex links_mu_;  // replacing an entry of links_ (with post_mu_), and fail()'s reading
   std::vector<std::shared_ptr<Link>> linkSnapshot();
   // The same into *out, reusing its room (the keeper's, every tick: nothing allocated).
   void snapshotLinks(std::vector<std::shared_ptr<Link>>* out);

@@ -120,7 +120,8 @@ bool Progress::round(int wait_ms) {
       continue;
     }
     const uint32_t e = events[i].events;
-    link->onEvents((e & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) != 0, (e & EPOLLOUT) != 0);
+    link->onEvents((e & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)) != 0, (e & EPOLLOUT) != 0,
+                   (e & EPOLLERR) != 0);
   }
   const int64_t now = nowNs();
   if (now >= next_check_ns_) {

@@ -17,6 +17,9 @@ namespace {
 
 // Read events one link handles per wake-up at most.
 constexpr int kMaxReadEvents = 1024;
+// How long a link that closes with zero-copy sends outstanding waits for their completions
+// after the reset (only packets a device already took are left then).
+constexpr int64_t kReleaseWaitMs = 20;
 
 }  // namespace
 
@@ -39,6 +42,16 @@ RawLink::RawLink(CollClientImpl* client, uint32_t slot, std::string address, Fd 
 RawLink::~RawLink() { stopAndJoin(); }
 
 Status RawLink::start() {
+  const CollOptions& o = client_->options();
+  if (o.zerocopy != transport::ZerocopyMode::kOff) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Status st = out_.enableZerocopy(fd_.get(), o.zerocopy, o.zerocopy_min_bytes);
+    if (!st.isOk()) {
+      TALLY_WARN("CollNet: TALLY_ZEROCOPY=%s is not available here (%s); reducer %s gets copies",
+                 transport::zerocopyModeName(o.zerocopy), st.toString().c_str(),
+                 address_.c_str());
+    }
+  }
   last_progress_ns_.store(nowNs());
   last_heard_ns_.store(nowNs());
   return Status::ok();
@@ -78,18 +91,22 @@ void RawLink::pushSliceLocked(SliceTask task, bool from_queue) {
     out.header.ack = *ack;
     landed_ = false;
   }
+  if (free_frames_.empty()) {
+    // Every slot's header still waits for a zero-copy completion.
+    free_frames_.push_back(static_cast<uint32_t>(frames_.size()));
+    frames_.emplace_back();
+  }
   const uint32_t slot = free_frames_.back();
   free_frames_.pop_back();
   frames_[slot] = wire::encodeSlice(out.header);
   out_.push(wire::kTagHeader, frames_[slot].data(), frames_[slot].size);
-  ++messages_pushed_;
+  used_frames_.emplace_back(++messages_pushed_, slot);
   // An empty piece (all-gather) is its header alone.
   if (out.bytes > 0) {
     out_.push(wire::kTagPayload, out.payload, out.bytes);
     ++messages_pushed_;
   }
   e.last_message = messages_pushed_;
-  e.frame = slot;
   if (outstanding_++ == 0) last_progress_ns_.store(nowNs());
 }
 
@@ -102,11 +119,10 @@ void RawLink::pushControlLocked(const wire::Frame& frame) {
 
 Status RawLink::flushLocked() {
   if (closed_) return Status::ok();
-  size_t written = 0;
+  size_t released = 0;
   bool blocked = false;
-  Status st = out_.empty() ? Status::ok() : out_.flush(fd_.get(), address_, &written, &blocked);
-  messages_written_ += written;
-  while (!control_.empty() && control_.front().first <= messages_written_) control_.pop_front();
+  Status st = out_.empty() ? Status::ok() : out_.flush(fd_.get(), address_, &released, &blocked);
+  releasedLocked(released);
   TALLY_RETURN_IF_ERROR(st);
   // EPOLLOUT only while the socket is full: the progress thread writes the rest.
   if (blocked != out_armed_) {
@@ -114,6 +130,48 @@ Status RawLink::flushLocked() {
     progress_->watch(this, fd_.get(), blocked);
   }
   return Status::ok();
+}
+
+void RawLink::releasedLocked(size_t n) {
+  if (n == 0) return;
+  messages_released_ += n;
+  while (!control_.empty() && control_.front().first <= messages_released_) control_.pop_front();
+  while (!used_frames_.empty() && used_frames_.front().first <= messages_released_) {
+    free_frames_.push_back(used_frames_.front().second);
+    used_frames_.pop_front();
+  }
+  ledger_.release(messages_released_);
+}
+
+void RawLink::letGoOfPagesLocked() {
+  if (out_.completionsOutstanding()) {
+    // Connecting to AF_UNSPEC resets a TCP connection as closing with SO_LINGER 0 would: it
+    // sends RST and drops every byte queued or unacknowledged, so TCP sends nothing more from
+    // these pages. The descriptor stays (stopAndJoin closes it), and so does its error queue,
+    // where the completions of packets a device had already taken still come.
+    sockaddr unspec{};
+    unspec.sa_family = AF_UNSPEC;
+    (void)::connect(fd_.get(), &unspec, sizeof(unspec));
+    const auto deadline = Clock::now() + std::chrono::milliseconds(kReleaseWaitMs);
+    while (out_.completionsOutstanding() && Clock::now() < deadline) {
+      size_t released = 0;
+      bool any = false;
+      if (!out_.reapCompletions(fd_.get(), &released, &any).isOk()) break;
+      releasedLocked(released);
+      if (!out_.completionsOutstanding()) break;
+      pollfd p{fd_.get(), 0, 0};  // POLLERR comes unasked
+      (void)::poll(&p, 1, 1);
+    }
+    if (out_.completionsOutstanding()) {
+      TALLY_WARN("CollNet: reducer %s: zero-copy sends still unconfirmed %lld ms after the "
+                 "connection was reset; their buffers are let go",
+                 address_.c_str(), static_cast<long long>(kReleaseWaitMs));
+    }
+  }
+  out_.clear();
+  control_.clear();
+  used_frames_.clear();
+  ledger_.releaseAll();
 }
 
 void RawLink::post(SliceTask task) {
@@ -164,18 +222,36 @@ void RawLink::requestBye() {
   if (!st.isOk()) reportFailure(st);
 }
 
+Status RawLink::drainLocked(bool* drained, short* wait_for) {
+  *drained = false;
+  TALLY_RETURN_IF_ERROR(flushLocked());
+  if (out_.zerocopyEnabled()) {
+    // The caller waits here rather than in the progress loop (which may not run: poll mode).
+    size_t released = 0;
+    bool any = false;
+    TALLY_RETURN_IF_ERROR(out_.reapCompletions(fd_.get(), &released, &any));
+    releasedLocked(released);
+  }
+  *drained = out_.empty() && !out_.completionsOutstanding();
+  // POLLERR (completions) comes unasked; POLLOUT only while something is left to write.
+  *wait_for = out_.allWritten() ? 0 : POLLOUT;
+  return Status::ok();
+}
+
 bool RawLink::waitSenderDone(int64_t timeout_ms) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
+    short wait_for = POLLOUT;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (closed_) return true;
-      if (!flushLocked().isOk()) return true;  // ended: the close that follows reports nothing
-      if (out_.empty()) return true;
+      bool drained = false;
+      // An error: ended, and the close that follows reports nothing.
+      if (!drainLocked(&drained, &wait_for).isOk() || drained) return true;
     }
     const int64_t left = msLeft(deadline);
     if (left <= 0) return false;
-    pollfd p{fd_.get(), POLLOUT, 0};
+    pollfd p{fd_.get(), wait_for, 0};
     (void)::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 10)));
   }
 }
@@ -195,15 +271,17 @@ void RawLink::postAbort(const std::string& reason) {
 void RawLink::finishAbort(Clock::time_point deadline, bool yield_to_abort) {
   // In steps of a millisecond, so that an abort() on the owner's thread can cut the wait short.
   for (;;) {
+    short wait_for = POLLOUT;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (closed_ || !abort_posted_) return;
-      if (!flushLocked().isOk()) break;
-      if (out_.empty()) return;
+      bool drained = false;
+      if (!drainLocked(&drained, &wait_for).isOk()) break;
+      if (drained) return;
     }
     const int64_t left = msLeft(deadline);
     if (left <= 0 || (yield_to_abort && client_->hurrying())) break;
-    pollfd p{fd_.get(), POLLOUT, 0};
+    pollfd p{fd_.get(), wait_for, 0};
     (void)::poll(&p, 1, 1);
   }
   closeConnection();
@@ -217,6 +295,9 @@ void RawLink::closeConnection() {
   // more bytes in either direction. The descriptor stays open until stopAndJoin, so its number
   // cannot be reused while the progress thread may still look at it.
   progress_->unwatch(fd_.get());
+  // With zero-copy, what was written may still be read from the caller's pages: the connection
+  // is reset and those pages let go before the calls that hold them may complete.
+  if (out_.zerocopyEnabled()) letGoOfPagesLocked();
   ::shutdown(fd_.get(), SHUT_RDWR);
 }
 
@@ -278,9 +359,26 @@ void RawLink::checkTimeout(int64_t now_ns) {
   }
 }
 
-void RawLink::onEvents(bool readable, bool writable) {
+transport::ZerocopyCounts RawLink::zerocopyCounts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return out_.zerocopyCounts();
+}
+
+void RawLink::onEvents(bool readable, bool writable, bool error) {
   Status st;
-  if (writable) {
+  if (error) {
+    // Zero-copy completions come as EPOLLERR; one with none queued is a socket error, which
+    // the read reports.
+    std::lock_guard<std::mutex> lock(mu_);
+    bool any = false;
+    if (!closed_ && out_.zerocopyEnabled()) {
+      size_t released = 0;
+      st = out_.reapCompletions(fd_.get(), &released, &any);
+      releasedLocked(released);
+    }
+    if (!any) readable = true;
+  }
+  if (st.isOk() && writable) {
     std::lock_guard<std::mutex> lock(mu_);
     st = flushLocked();
   }
@@ -410,7 +508,7 @@ Status RawLink::onResultLocked(const uint8_t* header, size_t size) {
   }
   // A result before the slice was fully sent breaks the protocol, and would let the call complete
   // (and its send buffer go) while the socket still reads from it.
-  if (entry->last_message > messages_written_) {
+  if (entry->last_message > writtenLocked()) {
     return Status::remote("result for " + wire::describeSlice(h) + " before the slice was sent");
   }
   const SliceTask& task = entry->task;
@@ -422,7 +520,6 @@ Status RawLink::onResultLocked(const uint8_t* header, size_t size) {
   }
   result_ = h;
   current_ = entry;
-  free_frames_.push_back(entry->frame);  // written, so its header bytes are free
   // An empty piece (reduce-scatter: none of this rank's part) is its header alone, and its
   // offset may lie before recv_origin: no pointer is formed for it.
   if (h.payloadBytes() == 0) {

@@ -123,9 +123,11 @@ class RawLink final : public Link {
   const std::string& address() const override { return address_; }
   uint32_t slot() const override { return slot_; }
 
-  // The progress thread: the socket is readable (or hung up) and/or writable. Reports an error
-  // to the client itself.
-  void onEvents(bool readable, bool writable);
+  // The progress thread: the socket is readable (or hung up), writable, and/or has an error or
+  // zero-copy completions queued (EPOLLERR). Reports an error to the client itself.
+  void onEvents(bool readable, bool writable, bool error);
+  // What its zero-copy sends did (TALLY_ZEROCOPY).
+  transport::ZerocopyCounts zerocopyCounts() const override;
   // The progress thread: fails the client when no result came for timeout_ms while slices are
   // outstanding.
   void checkTimeout(int64_t now_ns);
@@ -139,6 +141,18 @@ class RawLink final : public Link {
   void pushControlLocked(const wire::Frame& frame);
   // Writes what the socket takes; arms or disarms EPOLLOUT (mu_ held).
   Status flushLocked();
+  // The queue let go of n more messages (mu_ held): their bytes may change now, so control
+  // frames and header slots go, and the ledger lets committed slices complete.
+  void releasedLocked(size_t n);
+  // Messages wholly written (mu_ held): released, or waiting for zero-copy completions.
+  uint64_t writtenLocked() const { return messages_released_ + out_.writtenUnreleased(); }
+  // Writes what the socket takes and reads zero-copy completions (mu_ held): *drained once
+  // every message is released; *wait_for: the poll events to wait for before trying again.
+  Status drainLocked(bool* drained, short* wait_for);
+  // Closing with zero-copy sends outstanding (mu_ held): resets the connection, which drops
+  // what the socket still holds of the caller's pages, waits a bounded time for the
+  // completions of what a device already took, and lets every message and held slice go.
+  void letGoOfPagesLocked();
   // Reads until the socket has nothing more (events handled one at a time under mu_).
   Status readAll();
   Status onHeaderLocked();
@@ -176,11 +190,15 @@ class RawLink final : public Link {
   std::atomic<int64_t> last_progress_ns_{0};
   transport::FrameQueue out_;
   uint64_t messages_pushed_ = 0;
-  uint64_t messages_written_ = 0;
-  // Slice header bytes live here until written: one slot per credit.
-  std::vector<wire::Frame> frames_;
+  uint64_t messages_released_ = 0;
+  // Slice header bytes live here until released: one slot per credit, more while zero-copy
+  // completions lag (a deque, so the bytes stay put as it grows). A slot in use is listed with
+  // the count of messages pushed once its header was.
+  std::deque<wire::Frame> frames_;
   std::vector<uint32_t> free_frames_;
-  // Control frames (Ack, Ping, Relay, Dismiss) until written, with the count of messages
+  std::deque<std::pair<uint64_t, uint32_t>, PoolAllocator<std::pair<uint64_t, uint32_t>>>
+      used_frames_;
+  // Control frames (Ack, Ping, Relay, Dismiss) until released, with the count of messages
   // pushed once each was.
   std::deque<std::pair<uint64_t, wire::Frame>, PoolAllocator<std::pair<uint64_t, wire::Frame>>>
       control_;

@@ -160,12 +160,38 @@ Status SliceLedger::commit(const wire::AckPoint& given, const std::string& reduc
       continue;
     }
     if (it->second.task.epoch != 0) --recovery_entries_;
-    Call* call = it->second.task.call.get();
-    const bool counted = call->early;  // at landing
+    const bool counted = it->second.task.call->early;  // at landing
+    if (it->second.last_message > released_) {
+      held_.push_back(Held{it->second.last_message, std::move(it->second.task.call), !counted});
+    } else if (!counted) {
+      completeSlice(it->second.task.call.get());
+    }
     it = entries_.erase(it);
-    if (!counted) completeSlice(call);
   }
   return Status::ok();
+}
+
+void SliceLedger::letGo(Held& h) {
+  if (h.count_done) completeSlice(h.call.get());
+  h.call.reset();
+}
+
+void SliceLedger::release(uint64_t messages_released) {
+  released_ = std::max(released_, messages_released);
+  for (size_t i = 0; i < held_.size();) {
+    if (held_[i].last_message > released_) {
+      ++i;
+      continue;
+    }
+    letGo(held_[i]);
+    held_[i] = std::move(held_.back());
+    held_.pop_back();
+  }
+}
+
+void SliceLedger::releaseAll() {
+  for (Held& h : held_) letGo(h);
+  held_.clear();
 }
 
 wire::AckPoint SliceLedger::ackPoint(uint64_t posted_through, uint32_t applied_epoch) const {

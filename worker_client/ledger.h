@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -28,10 +29,8 @@ struct LedgerEntry {
   // Some bytes of its result were written into the receive buffer (an in-place call's input
   // there is then gone).
   bool touched = false;
-  // RawLink: the count of messages queued on the socket once its header and payload were, and
-  // the slot holding its header bytes.
+  // RawLink: the count of messages queued on the socket once its header and payload were.
   uint64_t last_message = 0;
-  uint32_t frame = 0;
 };
 
 class SliceLedger {
@@ -64,6 +63,16 @@ class SliceLedger {
   // The last Commit taken.
   const wire::AckPoint& committed() const { return committed_; }
 
+  // Zero-copy sends (RawLink with TALLY_ZEROCOPY, docs/datapath.md): the kernel may read a
+  // slice's payload from the caller's buffer until the link's queue releases its messages, which
+  // can be after its Commit. A committed slice whose last_message is past the count released is
+  // held (its call not counted done, an early call's record and copy not free) until release()
+  // reaches it. Links without zero-copy never call these: their last_message stays 0.
+  void release(uint64_t messages_released);
+  // The connection is gone and the kernel reads no more of these pages: every held slice goes.
+  void releaseAll();
+  size_t held() const { return held_.size(); }
+
   // What this rank may acknowledge: the first call with a normal slice here that has not
   // landed (at most posted_through, the calls whose slices are all cut), and the last recovery
   // epoch whose slices here have all landed (at most applied_epoch, the last whose recovery
@@ -87,6 +96,15 @@ class SliceLedger {
   bool empty() const { return queue_.empty() && prompt_.empty() && entries_.empty(); }
 
  private:
+  // A committed slice whose messages the kernel may still read.
+  struct Held {
+    uint64_t last_message = 0;
+    std::shared_ptr<Call> call;
+    bool count_done = false;  // not an early call's (those were counted at landing)
+  };
+  // Lets a held slice go: counts it done in its call if it was not yet.
+  static void letGo(Held& h);
+
   // Counts a slice that has not landed, by call (normal) or by epoch (recovery).
   void countUnlanded(const SliceTask& task);
   void uncountUnlanded(const SliceTask& task);
@@ -102,6 +120,8 @@ class SliceLedger {
   size_t recovery_entries_ = 0;                   // records of recovery slices
   wire::AckPoint committed_;
   wire::AckPoint acked_;  // the last Ack sent
+  uint64_t released_ = 0;   // messages the link's queue has let go of
+  std::vector<Held> held_;  // committed, not yet released; few (at most the slices in flight)
   // The latest landed normal slice's call and recovery slice's epoch (0 and none: nothing yet).
   uint64_t landed_call_ = 0;
   bool landed_any_call_ = false;

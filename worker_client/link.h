@@ -19,6 +19,7 @@
 
 #include "common/status.h"
 #include "protocol/wire.h"
+#include "transport/raw_stream.h"
 #include "worker_client/call.h"
 #include "worker_client/ledger.h"
 
@@ -74,6 +75,8 @@ class Link {
 
   virtual const std::string& address() const = 0;
   virtual uint32_t slot() const = 0;
+  // What its zero-copy sends did; only RawLinks make any (TALLY_ZEROCOPY).
+  virtual transport::ZerocopyCounts zerocopyCounts() const { return {}; }
 };
 
 }  // namespace tally::worker_client

@@ -117,5 +117,81 @@ TEST_F(LedgerTest, TakeAllEmptiesTheBooks) {
   EXPECT_EQ(c0->remaining.load(), 3u);  // taking completes nothing
 }
 
+// Zero-copy sends (TALLY_ZEROCOPY): a committed slice whose messages the kernel may still read
+// is held, its call not done and the record not free, until the link's queue releases them.
+TEST_F(LedgerTest, ACommittedSliceWaitsForItsMessagesToBeReleased) {
+  auto c0 = call(0, 2);
+  auto c1 = call(1, 1);
+  LedgerEntry* a = &ledger_.record(task(c0, 0), false);
+  a->last_message = 2;
+  LedgerEntry* b = &ledger_.record(task(c0, 1), false);
+  b->last_message = 4;
+  LedgerEntry* d = &ledger_.record(task(c1, 0), false);
+  d->last_message = 6;
+  ledger_.release(2);  // slice 0's header and payload are released, the rest not yet
+  ledger_.land(a);
+  ledger_.land(b);
+  ledger_.land(d);
+  ASSERT_TRUE(ledger_.nextAck(2, 0).has_value());
+  ASSERT_TRUE(ledger_.commit({2, 0}, "r:1").isOk());
+  EXPECT_EQ(ledger_.recorded(), 0u);  // all committed ...
+  EXPECT_EQ(ledger_.held(), 2u);      // ... slice 1 of call 0 and call 1's wait for the kernel
+  EXPECT_EQ(c0->remaining.load(), 1u);
+  EXPECT_EQ(c1->remaining.load(), 1u);
+  EXPECT_EQ(shared_->calls_in_flight.load(), 2);
+  const long holders = c1.use_count();
+  ledger_.release(5);  // past call 0's last message, short of call 1's
+  EXPECT_EQ(c0->remaining.load(), 0u);
+  EXPECT_EQ(c1->remaining.load(), 1u);
+  EXPECT_EQ(ledger_.held(), 1u);
+  ledger_.release(3);  // a count never goes back
+  EXPECT_EQ(ledger_.held(), 1u);
+  ledger_.release(6);
+  EXPECT_EQ(c1->remaining.load(), 0u);
+  EXPECT_EQ(shared_->calls_in_flight.load(), 0);
+  EXPECT_EQ(ledger_.held(), 0u);
+  EXPECT_EQ(c1.use_count(), holders - 1);  // the ledger let go of the record
+}
+
+// An early call is done at landing (call.h), but it is sent from the record's own copy: the
+// record stays referenced, so it is not reused, until the kernel lets go of it; it is not
+// counted done a second time.
+TEST_F(LedgerTest, AnEarlyCallsRecordIsHeldUntilReleased) {
+  auto c0 = call(0, 1);
+  c0->early = true;
+  LedgerEntry* a = &ledger_.record(task(c0, 0), false);
+  a->last_message = 2;
+  ledger_.land(a);
+  EXPECT_EQ(c0->remaining.load(), 0u);
+  ASSERT_TRUE(ledger_.nextAck(1, 0).has_value());
+  ASSERT_TRUE(ledger_.commit({1, 0}, "r:1").isOk());
+  EXPECT_EQ(ledger_.held(), 1u);
+  EXPECT_EQ(c0.use_count(), 2);  // the test's and the ledger's
+  ledger_.release(2);
+  EXPECT_EQ(c0.use_count(), 1);
+  EXPECT_EQ(c0->remaining.load(), 0u);
+  EXPECT_EQ(shared_->calls_in_flight.load(), 0);
+}
+
+// The connection is gone (reset, its pages let go): every held slice completes.
+TEST_F(LedgerTest, ReleaseAllLetsEveryHeldSliceGo) {
+  auto c0 = call(0, 1);
+  auto c1 = call(1, 1);
+  LedgerEntry* a = &ledger_.record(task(c0, 0), false);
+  a->last_message = 2;
+  LedgerEntry* b = &ledger_.record(task(c1, 0), false);
+  b->last_message = 4;
+  ledger_.land(a);
+  ledger_.land(b);
+  ASSERT_TRUE(ledger_.nextAck(2, 0).has_value());
+  ASSERT_TRUE(ledger_.commit({2, 0}, "r:1").isOk());
+  EXPECT_EQ(ledger_.held(), 2u);
+  ledger_.releaseAll();
+  EXPECT_EQ(ledger_.held(), 0u);
+  EXPECT_EQ(c0->remaining.load(), 0u);
+  EXPECT_EQ(c1->remaining.load(), 0u);
+  EXPECT_EQ(shared_->calls_in_flight.load(), 0);
+}
+
 }  // namespace
 }  // namespace tally::worker_client

@@ -1,10 +1,12 @@
 // The worker's three ways of driving reducer links (TALLY_COLL_PROGRESS): raw sockets with one
 // epoll progress thread per client ("thread", the default on TCP), the same sockets progressed
-// by the threads that test requests ("poll"), and the threaded links ("legacy"). All must compute
-// the same results; all must carry on over the other reducer when one dies (and fail, naming it,
-// when it was the last), and abort() with calls in flight must return promptly and leave
-// buffers alone.
+// by the threads that test requests ("poll"), and the threaded links ("legacy"); the raw sockets
+// also with every write sent by MSG_ZEROCOPY (TALLY_ZEROCOPY=always, no smallest size), where a
+// call completes only once the kernel has let go of its input. All must compute the same
+// results; all must carry on over the other reducer when one dies (and fail, naming it, when it
+// was the last), and abort() with calls in flight must return promptly and leave buffers alone.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -13,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/fd.h"
 #include "protocol/slicing.h"
 #include "test/support/harness.h"
 
@@ -31,13 +34,43 @@ Status waitPosted(const std::function<Status(CollRequest*)>& postFn, CollRequest
   }
 }
 
-class ProgressTest : public ::testing::TestWithParam<CollProgress> {
+struct Mode {
+  CollProgress progress;
+  bool zerocopy;
+};
+
+std::string modeName(const ::testing::TestParamInfo<Mode>& p) {
+  const char* base = p.param.progress == CollProgress::kThread ? "thread"
+                     : p.param.progress == CollProgress::kPoll ? "poll"
+                                                               : "legacy";
+  return std::string(base) + (p.param.zerocopy ? "_zerocopy" : "");
+}
+
+class ProgressTest : public ::testing::TestWithParam<Mode> {
  protected:
+  static void apply(CollOptions* o) {
+    o->progress = GetParam().progress;
+    if (GetParam().zerocopy) {
+      o->zerocopy = transport::ZerocopyMode::kAlways;
+      o->zerocopy_min_bytes = 0;
+    }
+  }
   CollOptions options(const std::vector<std::unique_ptr<ReducerServer>>& servers,
                       uint64_t slice_bytes = 32 * 1024) {
     CollOptions o = optionsFor(servers, slice_bytes);
-    o.progress = GetParam();
+    apply(&o);
     return o;
+  }
+  // With zero-copy asked for, the kernel must have taken writes that way (where it offers
+  // MSG_ZEROCOPY at all; on loopback every completion then says it copied).
+  static void expectZerocopyUsed(const CollClient& client) {
+    if (!GetParam().zerocopy || !kernelHasZerocopy()) return;
+    EXPECT_GT(client.zerocopyCounts().sends, 0u) << "rank " << client.rank();
+  }
+  static bool kernelHasZerocopy() {
+    Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const int one = 1;
+    return ::setsockopt(s.get(), SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one)) == 0;
   }
 };
 
@@ -89,6 +122,7 @@ TEST_P(ProgressTest, AllReduceOddSizesManyInFlight) {
     return Status::ok();
   });
   EXPECT_EQ(err, "");
+  for (auto& c : clients) expectZerocopyUsed(*c);
   for (auto& c : clients) c->close();
 }
 
@@ -151,13 +185,13 @@ void gatherScatter(CollOptions o) {
 
 TEST_P(ProgressTest, AllGatherAndReduceScatterOddWindow) {
   CollOptions o = optionsFor({}, 8192);
-  o.progress = GetParam();
+  apply(&o);
   gatherScatter(o);
 }
 
 TEST_P(ProgressTest, ChecksumOn) {
   CollOptions o = optionsFor({}, 8192);
-  o.progress = GetParam();
+  apply(&o);
   o.checksum = true;
   gatherScatter(o);
 }
@@ -281,9 +315,12 @@ TEST_P(ProgressTest, AbortWithCallsInFlightReturnsPromptlyAndLeavesBuffersAlone)
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, ProgressTest,
-                         ::testing::Values(CollProgress::kThread, CollProgress::kPoll,
-                                           CollProgress::kLegacy),
-                         progressName);
+                         ::testing::Values(Mode{CollProgress::kThread, false},
+                                           Mode{CollProgress::kPoll, false},
+                                           Mode{CollProgress::kLegacy, false},
+                                           Mode{CollProgress::kThread, true},
+                                           Mode{CollProgress::kPoll, true}),
+                         modeName);
 
 }  // namespace
 }  // namespace tally::reducer::test

@@ -109,8 +109,9 @@ struct MatrixConfig {
   int workers;
   int reducers;
   const char* progress = nullptr;  // TALLY_COLL_PROGRESS; null: the default (thread)
-  // The reducers send results with MSG_ZEROCOPY (--zerocopy always), from the smallest write
-  // up (headers alone included), so every message waits for its completion.
+  // The reducers send results and the workers their slices with MSG_ZEROCOPY (--zerocopy
+  // always, TALLY_ZEROCOPY=always), from the smallest write up (headers alone included), so
+  // every message waits for its completion.
   bool zerocopy = false;
 };
 
@@ -146,6 +147,10 @@ TEST_P(CollNetMatrix, EveryTypeAndOpIsExactAndIdenticalOnAllWorkers) {
   std::string why = runAll(cfg.workers, [&](int rank) -> int {
     setWorkerEnvironment(cluster_.reducer_list);
     if (cfg.progress != nullptr) ::setenv("TALLY_COLL_PROGRESS", cfg.progress, 1);
+    if (cfg.zerocopy) {
+      ::setenv("TALLY_ZEROCOPY", "always", 1);
+      ::setenv("TALLY_ZEROCOPY_MIN_BYTES", "0", 1);
+    }
     std::unique_ptr<driver::PluginLibrary> lib;
     std::unique_ptr<driver::CollNetApi> api;
     if (!openCollNet(cfg.version, &lib, &api)) return 2;
@@ -192,7 +197,8 @@ std::string matrixName(const ::testing::TestParamInfo<MatrixConfig>& p) {
 
 // Each worker count (2, 3, 4, 8) and reducer count (1, 2, 3) appears for v8 and v11; v12, which
 // differs from v11 only in its property layout, runs one of them; the other two progress modes
-// (TALLY_COLL_PROGRESS) run one each, and one has the reducers send with MSG_ZEROCOPY.
+// (TALLY_COLL_PROGRESS) run one each, and one has the reducers and workers send with
+// MSG_ZEROCOPY.
 INSTANTIATE_TEST_SUITE_P(Spread, CollNetMatrix,
                          ::testing::Values(MatrixConfig{8, 2, 1}, MatrixConfig{8, 3, 2},
                                            MatrixConfig{8, 4, 3}, MatrixConfig{8, 8, 2},
