@@ -46,10 +46,10 @@ Status RawLink::start() {
   if (o.zerocopy != transport::ZerocopyMode::kOff) {
     std::lock_guard<std::mutex> lock(mu_);
     Status st = out_.enableZerocopy(fd_.get(), o.zerocopy, o.zerocopy_min_bytes);
-    if (!st.isOk()) {
-      TALLY_WARN("CollNet: TALLY_ZEROCOPY=%s is not available here (%s); reducer %s gets copies",
-                 transport::zerocopyModeName(o.zerocopy), st.toString().c_str(),
-                 address_.c_str());
+    static std::atomic<bool> warned{false};  // the kernel says the same for every link
+    if (!st.isOk() && !warned.exchange(true)) {
+      TALLY_WARN("CollNet: TALLY_ZEROCOPY=%s is not available here (%s); slices are copied",
+                 transport::zerocopyModeName(o.zerocopy), st.toString().c_str());
     }
   }
   last_progress_ns_.store(nowNs());
@@ -135,6 +135,7 @@ Status RawLink::flushLocked() {
 void RawLink::releasedLocked(size_t n) {
   if (n == 0) return;
   messages_released_ += n;
+  if (ledger_.held() > 0) last_progress_ns_.store(nowNs());
   while (!control_.empty() && control_.front().first <= messages_released_) control_.pop_front();
   while (!used_frames_.empty() && used_frames_.front().first <= messages_released_) {
     free_frames_.push_back(used_frames_.front().second);
@@ -342,20 +343,27 @@ std::vector<LedgerEntry> RawLink::takeOrphans(wire::AckPoint* committed) {
 
 void RawLink::checkTimeout(int64_t now_ns) {
   int outstanding;
+  size_t held;  // committed slices whose zero-copy sends the kernel has not released
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return;
     outstanding = outstanding_;
+    held = ledger_.held();
   }
   const int64_t idle_ms = (now_ns - last_progress_ns_.load()) / 1000000;
-  if (outstanding > 0 && idle_ms > timeout_ms_ && !client_->silentTooLong(lastHeardNs(), now_ns)) {
+  if ((outstanding > 0 || held > 0) && idle_ms > timeout_ms_ &&
+      !client_->silentTooLong(lastHeardNs(), now_ns)) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       fatal_ = true;  // the reducer answers (or TALLY_REDUCER_TIMEOUT_MS would have dropped it)
     }
-    reportFailure(Status::timeout("no result from reducer " + address_ + " for " +
-                                  std::to_string(idle_ms) + " ms with " +
-                                  std::to_string(outstanding) + " slices outstanding"));
+    reportFailure(Status::timeout(
+        outstanding > 0
+            ? "no result from reducer " + address_ + " for " + std::to_string(idle_ms) +
+                  " ms with " + std::to_string(outstanding) + " slices outstanding"
+            : "the kernel has not released the zero-copy sends of " + std::to_string(held) +
+                  " committed slices to reducer " + address_ + " for " +
+                  std::to_string(idle_ms) + " ms"));
   }
 }
 

@@ -13,8 +13,10 @@
 //   - receives: the progress thread drains every readable socket: a result header, then its
 //     payload read straight into the user's recv buffer at the slice's offset; a call completes
 //     when its last slice lands.
+//   - zero-copy (TALLY_ZEROCOPY): the kernel's completions come as EPOLLERR and release the
+//     written messages; a committed slice completes only once released (ledger.h).
 //   - every kPollMs it checks each link for timeout_ms without a result while slices are
-//     outstanding.
+//     outstanding, or without a release while committed slices wait for one.
 // With TALLY_COLL_PROGRESS=poll there is no progress thread: the same rounds (epoll_wait with no
 // wait, then the same handlers) run on the thread that tests a request (NCCL's proxy thread,
 // which calls test() in a loop) or posts into a full client, one thread at a time. What the
@@ -22,8 +24,9 @@
 //
 // Every step that reads or writes caller memory (CRC, sendmsg from the send buffer, recv into
 // the recv buffer) runs under the link's mu_ and only while the link is open. closeConnection
-// takes mu_ and marks the link closed, so once it returns nobody touches caller memory through
-// this link; stopAndJoin also joins the progress thread.
+// takes mu_ and marks the link closed (with zero-copy sends outstanding it first resets the
+// connection and waits briefly for their completions), so once it returns nobody touches
+// caller memory through this link; stopAndJoin also joins the progress thread.
 //
 // Lock order: CollClientImpl::post_mu_ -> RawLink::mu_. Nobody holds a link's mu_ when calling
 // CollClientImpl::fail (which takes every link's mu_).
