@@ -27,6 +27,12 @@ class LedgerTest : public ::testing::Test {
     t.epoch = epoch;
     return t;
   }
+  // A slice sent over a RawLink, its payload the message numbered last_message.
+  LedgerEntry* sent(const std::shared_ptr<Call>& c, uint32_t slice, uint64_t last_message) {
+    LedgerEntry* e = &ledger_.record(task(c, slice), false);
+    e->last_message = last_message;
+    return e;
+  }
   std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
   SliceLedger ledger_;
 };
@@ -122,12 +128,9 @@ TEST_F(LedgerTest, TakeAllEmptiesTheBooks) {
 TEST_F(LedgerTest, ACommittedSliceWaitsForItsMessagesToBeReleased) {
   auto c0 = call(0, 2);
   auto c1 = call(1, 1);
-  LedgerEntry* a = &ledger_.record(task(c0, 0), false);
-  a->last_message = 2;
-  LedgerEntry* b = &ledger_.record(task(c0, 1), false);
-  b->last_message = 4;
-  LedgerEntry* d = &ledger_.record(task(c1, 0), false);
-  d->last_message = 6;
+  LedgerEntry* a = sent(c0, 0, 2);
+  LedgerEntry* b = sent(c0, 1, 4);
+  LedgerEntry* d = sent(c1, 0, 6);
   ledger_.release(2);  // slice 0's header and payload are released, the rest not yet
   ledger_.land(a);
   ledger_.land(b);
@@ -159,8 +162,7 @@ TEST_F(LedgerTest, ACommittedSliceWaitsForItsMessagesToBeReleased) {
 TEST_F(LedgerTest, AnEarlyCallsRecordIsHeldUntilReleased) {
   auto c0 = call(0, 1);
   c0->early = true;
-  LedgerEntry* a = &ledger_.record(task(c0, 0), false);
-  a->last_message = 2;
+  LedgerEntry* a = sent(c0, 0, 2);
   ledger_.land(a);
   EXPECT_EQ(c0->remaining.load(), 0u);
   ASSERT_TRUE(ledger_.nextAck(1, 0).has_value());
@@ -177,10 +179,8 @@ TEST_F(LedgerTest, AnEarlyCallsRecordIsHeldUntilReleased) {
 TEST_F(LedgerTest, ReleaseAllLetsEveryHeldSliceGo) {
   auto c0 = call(0, 1);
   auto c1 = call(1, 1);
-  LedgerEntry* a = &ledger_.record(task(c0, 0), false);
-  a->last_message = 2;
-  LedgerEntry* b = &ledger_.record(task(c1, 0), false);
-  b->last_message = 4;
+  LedgerEntry* a = sent(c0, 0, 2);
+  LedgerEntry* b = sent(c1, 0, 4);
   ledger_.land(a);
   ledger_.land(b);
   ASSERT_TRUE(ledger_.nextAck(2, 0).has_value());
