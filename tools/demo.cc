@@ -60,7 +60,8 @@ commands::Subcommand addDemoCommand(CLI::App& parent) {
                   "Plugin table version (8..12; default newest)")
       ->check(CLI::Range(0, 12));
   cmd->add_option("--reducer-threads", o.reducer_threads,
-                  "--threads for each tally-reducer (default: its own)");
+                  "--threads for each tally-reducer (default: the machine's cores shared among "
+                  "the reducers, at least 1)");
   cmd->add_flag("!--no-ring", *ring, "Skip the ring all-reduce baseline");
   cmd->add_flag("--verbose", o.verbose, "Show the plugin's INFO lines");
   cmd->footer("The same machinery as `tally bench` (docs/bench.md), with the demo's defaults.");

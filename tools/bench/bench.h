@@ -106,7 +106,7 @@ struct BenchOptions {
   std::string json_path;                                   // --json FILE
   std::string plot_path;                                   // --plot FILE.png
   int table_version = 0;                                   // 0: newest both tables export
-  int reducer_threads = 0;                                 // 0: tally-reducer's default
+  int reducer_threads = 0;  // --reducer-threads; 0: the machine's share (reducerThreadsFor)
   int64_t timeout_ms = 600000;  // bound on each phase (Tally workers, Gloo ranks)
   bool verbose = false;
   bool progress = true;  // a progress line on stderr on long runs
@@ -121,6 +121,12 @@ struct BenchOptions {
   // checking it, so the --check path must report wrong elements. -1: off.
   int corrupt_rank = -1;
 };
+
+// The --threads each tally-reducer gets: --reducer-threads, else the machine's cores shared
+// among the reducers (at least 1). Every reducer runs on this machine, where on a cluster each
+// has its own host; with their own default (every core each) the loops would outnumber the
+// cores `reducers` times over.
+int reducerThreadsFor(const BenchOptions& o);
 
 struct BenchRow {
   Algo algo = Algo::kServer;

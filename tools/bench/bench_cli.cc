@@ -155,7 +155,8 @@ commands::Subcommand addBenchCommand(CLI::App& parent) {
                   "Plugin table version (8..12; default newest)")
       ->check(CLI::Range(0, 12));
   cmd->add_option("--reducer-threads", o.reducer_threads,
-                  "--threads for each tally-reducer (default: its own)")
+                  "--threads for each tally-reducer (default: the machine's cores shared among "
+                  "the reducers, at least 1)")
       ->check(CLI::Range(0, 256));
   cmd->add_option("--timeout", f.timeout, "Bound on each phase (Tally workers, Gloo ranks)")
       ->capture_default_str();

@@ -98,8 +98,7 @@ std::vector<pid_t> BenchEnv::reducerPids() const {
 }
 
 driver::ReducerOptions BenchEnv::reducerOptions(int i, const std::string& listen) const {
-  std::vector<std::string> extra;
-  if (o_.reducer_threads > 0) extra = {"--threads", std::to_string(o_.reducer_threads)};
+  const std::vector<std::string> extra = {"--threads", std::to_string(reducerThreadsFor(o_))};
   driver::ReducerOptions ro;
   ro.extra_args = extra;
   // Reducer i's node comes after the workers' nodes.

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "common/strings.h"
 #include "tools/bench/bench.h"
@@ -53,6 +54,12 @@ const char* typeLabel(DataType type) {
 }
 
 bool isGloo(Algo a) { return a == Algo::kGlooRing || a == Algo::kGlooHalvingDoubling; }
+
+int reducerThreadsFor(const BenchOptions& o) {
+  if (o.reducer_threads > 0) return o.reducer_threads;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, o.reducers));
+}
 
 Status parseAlgos(const std::string& text, std::vector<Algo>* out) {
   bool wanted[kNumAlgos] = {};

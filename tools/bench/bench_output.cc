@@ -106,7 +106,7 @@ ordered_json optionsJson(const BenchOptions& o) {
   j["emulate"] = o.emulate.empty() ? ordered_json(nullptr) : ordered_json(o.emulate);
   j["emulate_cc"] = o.emulate.empty() ? ordered_json(nullptr) : ordered_json(o.emulate_cc);
   j["table_version"] = o.table_version;
-  j["reducer_threads"] = o.reducer_threads;
+  j["reducer_threads"] = reducerThreadsFor(o);
   j["timeout_ms"] = o.timeout_ms;
   j["plugin"] = o.plugin;
   j["reducer"] = o.reducer;

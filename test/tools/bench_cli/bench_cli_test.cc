@@ -3,6 +3,7 @@
 // that exit 2, the plot, and Gloo's float32-sum-only rule; the CPU cost fields of every row.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -103,6 +104,12 @@ TEST(BenchCli, LoopbackRunIsCorrectWithEveryRowInJson) {
   EXPECT_EQ(j["options"]["algos"], json({"rs", "ring"}));
   EXPECT_GT(j["machine"]["cores"].get<int>(), 0);
   EXPECT_FALSE(j["machine"]["hostname"].get<std::string>().empty());
+  // Every reducer runs here: each gets its share of the cores as its --threads, at least one
+  // (of the cores this process may use, which may be fewer than those online).
+  const int cores = j["machine"]["cores"], reducers = j["options"]["reducers"];
+  const int threads = j["options"]["reducer_threads"];
+  EXPECT_GE(threads, 1);
+  EXPECT_LE(threads, std::max(1, cores / reducers));
   // 2 types x 2 ops x 3 sizes x 2 algorithms, each measured, checked and right.
   ASSERT_EQ(j["rows"].size(), 24u);
   std::set<std::string> seen;
