@@ -144,6 +144,15 @@ void RawLink::releasedLocked(size_t n) {
   ledger_.release(messages_released_);
 }
 
+Status RawLink::reapLocked(bool* any) {
+  size_t released = 0;
+  bool some = false;
+  const Status st = out_.reapCompletions(fd_.get(), &released, &some);
+  releasedLocked(released);
+  if (any != nullptr) *any = some;
+  return st;
+}
+
 void RawLink::letGoOfPagesLocked() {
   if (out_.completionsOutstanding()) {
     // Connecting to AF_UNSPEC resets a TCP connection as closing with SO_LINGER 0 would: it
@@ -155,10 +164,7 @@ void RawLink::letGoOfPagesLocked() {
     (void)::connect(fd_.get(), &unspec, sizeof(unspec));
     const auto deadline = Clock::now() + std::chrono::milliseconds(kReleaseWaitMs);
     while (out_.completionsOutstanding() && Clock::now() < deadline) {
-      size_t released = 0;
-      bool any = false;
-      if (!out_.reapCompletions(fd_.get(), &released, &any).isOk()) break;
-      releasedLocked(released);
+      if (!reapLocked().isOk()) break;
       if (!out_.completionsOutstanding()) break;
       pollfd p{fd_.get(), 0, 0};  // POLLERR comes unasked
       (void)::poll(&p, 1, 1);
@@ -226,13 +232,8 @@ void RawLink::requestBye() {
 Status RawLink::drainLocked(bool* drained, short* wait_for) {
   *drained = false;
   TALLY_RETURN_IF_ERROR(flushLocked());
-  if (out_.zerocopyEnabled()) {
-    // The caller waits here rather than in the progress loop (which may not run: poll mode).
-    size_t released = 0;
-    bool any = false;
-    TALLY_RETURN_IF_ERROR(out_.reapCompletions(fd_.get(), &released, &any));
-    releasedLocked(released);
-  }
+  // The caller waits here rather than in the progress loop (which may not run: poll mode).
+  if (out_.zerocopyEnabled()) TALLY_RETURN_IF_ERROR(reapLocked());
   *drained = out_.empty() && !out_.completionsOutstanding();
   // POLLERR (completions) comes unasked; POLLOUT only while something is left to write.
   *wait_for = out_.allWritten() ? 0 : POLLOUT;
@@ -379,11 +380,7 @@ void RawLink::onEvents(bool readable, bool writable, bool error) {
     // the read reports.
     std::lock_guard<std::mutex> lock(mu_);
     bool any = false;
-    if (!closed_ && out_.zerocopyEnabled()) {
-      size_t released = 0;
-      st = out_.reapCompletions(fd_.get(), &released, &any);
-      releasedLocked(released);
-    }
+    if (!closed_ && out_.zerocopyEnabled()) st = reapLocked(&any);
     if (!any) readable = true;
   }
   if (st.isOk() && writable) {

@@ -132,7 +132,7 @@ class RawLink final : public Link {
   // What its zero-copy sends did (TALLY_ZEROCOPY).
   transport::ZerocopyCounts zerocopyCounts() const override;
   // The progress thread: fails the client when no result came for timeout_ms while slices are
-  // outstanding.
+  // outstanding, or no release while committed slices wait for their zero-copy completions.
   void checkTimeout(int64_t now_ns);
 
  private:
@@ -147,6 +147,9 @@ class RawLink final : public Link {
   // The queue let go of n more messages (mu_ held): their bytes may change now, so control
   // frames and header slots go, and the ledger lets committed slices complete.
   void releasedLocked(size_t n);
+  // Reads the zero-copy completions queued on the socket and releases what they free (mu_
+  // held); *any: there was at least one.
+  Status reapLocked(bool* any = nullptr);
   // Messages wholly written (mu_ held): released, or waiting for zero-copy completions.
   uint64_t writtenLocked() const { return messages_released_ + out_.writtenUnreleased(); }
   // Writes what the socket takes and reads zero-copy completions (mu_ held): *drained once

@@ -111,8 +111,8 @@ inline std::string onEveryRank(int n, const std::function<Status(int)>& fn) {
 }
 
 // A test name for each progress mode of a parameterized test: thread, poll, legacy.
-inline std::string progressName(const ::testing::TestParamInfo<CollProgress>& p) {
-  switch (p.param) {
+inline const char* progressLabel(CollProgress p) {
+  switch (p) {
     case CollProgress::kThread:
       return "thread";
     case CollProgress::kPoll:
@@ -121,6 +121,10 @@ inline std::string progressName(const ::testing::TestParamInfo<CollProgress>& p)
       break;
   }
   return "legacy";
+}
+
+inline std::string progressName(const ::testing::TestParamInfo<CollProgress>& p) {
+  return progressLabel(p.param);
 }
 
 }  // namespace tally::reducer::test

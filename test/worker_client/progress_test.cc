@@ -40,10 +40,7 @@ struct Mode {
 };
 
 std::string modeName(const ::testing::TestParamInfo<Mode>& p) {
-  const char* base = p.param.progress == CollProgress::kThread ? "thread"
-                     : p.param.progress == CollProgress::kPoll ? "poll"
-                                                               : "legacy";
-  return std::string(base) + (p.param.zerocopy ? "_zerocopy" : "");
+  return std::string(progressLabel(p.param.progress)) + (p.param.zerocopy ? "_zerocopy" : "");
 }
 
 class ProgressTest : public ::testing::TestWithParam<Mode> {
