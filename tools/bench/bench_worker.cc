@@ -10,6 +10,7 @@
 #include "common/sizes.h"
 #include "common/store.h"
 #include "tools/bench/bench_internal.h"
+#include "tools/bench/checked_calls.h"
 #include "tools/bench/cpu_cost.h"
 #include "tools/bench/link_rate.h"
 #include "tools/driver/coll_driver.h"
@@ -49,8 +50,9 @@ bool report(const Ctx& c, const Status& s, const char* what) {
   return false;
 }
 
-// Runs warm-up and timed iterations of one algorithm at one size, checking every result when
-// asked. Writes the result key: "<mean us> <wrong or -1> <cpu s> <reducer cpu s or -1>", where
+// Runs warm-up and timed iterations of one algorithm at one size. Asked to check, it checks
+// every warm-up call's result and the last timed call's (checkedCall). Writes the result key:
+// "<mean us> <wrong or -1> <cpu s> <reducer cpu s or -1>", where
 // cpu s is this process's CPU over the timed calls (checks excluded) and, for the reduction
 // server on rank 0, reducer cpu s is the reducers' CPU from the barrier before the timed calls to
 // a barrier after them (the reducers serve every rank, so the window closes once all are done).
@@ -81,8 +83,8 @@ Status measure(const Ctx& c, Algo algo, DataType type, ReduceOp op, uint64_t byt
       total_us += std::chrono::duration<double, std::micro>(t1 - t0).count();
       cpu_s = cpu_s < 0 || cpu0 < 0 || cpu1 < 0 ? -1 : cpu_s + (cpu1 - cpu0);
     }
+    if (!o.check || !checkedCall(i, o.warmup, o.iters)) continue;
     if (c.rank == o.corrupt_rank) (*out)[0] = static_cast<char>((*out)[0] ^ 1);
-    if (!o.check) continue;
     size_t first_bad = 0;
     size_t bad = driver::countMismatches(type, out->data(), expected.data(), count, &first_bad);
     if (bad != 0 && wrong == 0) {

@@ -60,7 +60,7 @@ struct BenchRow {
   uint64_t bytes = 0;
   uint64_t count = 0;
   double time_us = 0;  // the slowest rank's mean time of one timed iteration
-  int64_t wrong = -1;  // wrong elements over all ranks and iterations; -1 when not checked
+  int64_t wrong = -1;  // wrong elements over all ranks and checked iterations; -1 when not checked
   // CPU seconds (user + system) of every rank's process over the timed iterations, summed over
   // ranks; -1 when a rank could not read its CPU clock.
   double cpu_s = -1;

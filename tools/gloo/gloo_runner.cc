@@ -17,6 +17,7 @@
 #include <system_error>
 #include <vector>
 
+#include "tools/bench/checked_calls.h"
 #include "tools/bench/cpu_cost.h"
 
 namespace tally::gloo_bench {
@@ -137,7 +138,7 @@ Status GlooGroup::measureOrThrow(uint64_t bytes, BenchRow* row) {
       total_us += std::chrono::duration<double, std::micro>(t1 - t0).count();
       cpu_s = cpu_s < 0 || cpu0 < 0 || cpu1 < 0 ? -1 : cpu_s + (cpu1 - cpu0);
     }
-    if (options_.check) {
+    if (options_.check && bench::checkedCall(i, options_.warmup, options_.iters)) {
       size_t first_bad = 0;
       const size_t bad = countWrong(buffer.data(), expected.data(), count, &first_bad);
       if (bad != 0 && wrong == 0) {

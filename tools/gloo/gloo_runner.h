@@ -34,10 +34,11 @@ class GlooGroup {
   // Runs options.warmup then options.iters all-reduces (float32 sum) of `bytes`. Each iteration
   // copies the rank's input into the in-place buffer and runs the algorithm; the copy and the
   // run are timed together, as Tally's own ring baseline times its in-place all-reduce. A Gloo
-  // barrier precedes the timed iterations. row->time_us is the slowest rank's mean (a max
-  // all-reduce of the per-rank means); with options.check, row->wrong is the number of wrong
-  // elements summed over ranks and iterations (warm-up included), else -1. Every rank gets the
-  // same row. On error *row is untouched.
+  // barrier precedes the timed iterations, which go back to back. row->time_us is the slowest
+  // rank's mean (a max all-reduce of the per-rank means); with options.check, row->wrong is the
+  // number of wrong elements summed over ranks in the checked iterations (every warm-up and the
+  // last timed one, bench::checkedCall), else -1. Every rank gets the same row. On error *row is
+  // untouched.
   Status measure(uint64_t bytes, BenchRow* row);
 
   // A final barrier, so no rank tears down connections a peer still reads from.
