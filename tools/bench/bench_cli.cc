@@ -127,7 +127,8 @@ commands::Subcommand addBenchCommand(CLI::App& parent) {
       ->capture_default_str();
   cmd->add_option("-o,--op", f.ops, "Reduction: sum, prod, max, min, a comma list, or all")
       ->capture_default_str();
-  cmd->add_option("-c,--check", f.check, "Check every result against the reference (0/1)")
+  cmd->add_option("-c,--check", f.check,
+                  "Check the warm-up results and the last timed one against the reference (0/1)")
       ->capture_default_str();
   cmd->add_option("--workers", o.workers, "Worker processes (ranks)")
       ->capture_default_str()

@@ -83,7 +83,8 @@ int main(int argc, char** argv) {
                        [&options](const std::string& t) { return parseSizes(t, &options.sizes); }));
   app.add_option("--iters", options.iters, "timed iterations per size")->capture_default_str();
   app.add_option("--warmup", options.warmup, "warm-up iterations per size")->capture_default_str();
-  app.add_flag("--check", options.check, "compare each warm-up result and the last timed one with the expected sum");
+  app.add_flag("--check", options.check,
+               "compare each warm-up result and the last timed one with the expected sum");
   app.add_option("--timeout", timeout_text,
                  "bound on every Gloo wait: 500ms, 30s, 2m (a plain number is milliseconds)")
       ->capture_default_str()
