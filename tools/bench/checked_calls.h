@@ -4,7 +4,7 @@
 // times them. A check between two timed calls would let the ranks that finish checking first
 // start the next call, timer running, and wait in it for the ranks still checking; the slowest
 // rank's mean, which is what both benches report, then carries that wait. On 2 cores at
-// 1 Gbit/s that was 2% of a 64 MiB reduction server call (docs/bench.md). Header-only, so its
+// 1 Gbit/s that was up to 2% of a 64 MiB reduction server call (docs/bench.md). Header-only, so its
 // unit test needs no bench.
 #pragma once
 
