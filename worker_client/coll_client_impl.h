@@ -150,7 +150,8 @@ class CollClientImpl final : public CollClient {
   // (retired_) until the client ends, as a progress thread may still hold an event for one.
   std::vector<std::shared_ptr<Link>> links_;
   std::vector<std::shared_ptr<Link>> retired_;
-  mutable std::mutex links_mu_;  // replacing an entry of links_ (with post_mu_), and fail()'s reading
+  // Replacing an entry of links_ (with post_mu_), fail()'s reading, and zerocopyCounts().
+  mutable std::mutex links_mu_;
   std::vector<std::shared_ptr<Link>> linkSnapshot();
   // The same into *out, reusing its room (the keeper's, every tick: nothing allocated).
   void snapshotLinks(std::vector<std::shared_ptr<Link>>* out);
