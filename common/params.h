@@ -49,8 +49,13 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
     "TCP splits them across TALLY_SOCKET_NSOCKS sockets.")                                      \
   X(kString, reducers, "TALLY_REDUCERS", "",                                                    \
     "Reducers for CollNet all-reduce, as `host:port,host:port,...`. Empty: CLUSTER_SPEC's "     \
-    "workerpool2, then TF_CONFIG's ps; when none lists any, CollNet reports zero devices and "  \
-    "NCCL uses its point-to-point algorithms.")                                                 \
+    "workerpool2, then TF_CONFIG's ps; when none lists any, CollNet connect declines and NCCL " \
+    "uses its point-to-point algorithms.")                                                      \
+  X(kBool, collNet, "TALLY_COLLNET", "1",                                                       \
+    "0: Tally's CollNet reports no device, so NCCL never offers it and keeps GPUDirect RDMA on " \
+    "Tally's first net device. 1: one CollNet device, whatever the reducers, so every host of " \
+    "a job reports the same count (NCCL 2.30 stops a job whose hosts differ). Set it alike on " \
+    "every host.")                                                                              \
   X(kBytes, sliceBytes, "TALLY_SLICE_BYTES", "256K",                                            \
     "Largest slice: each CollNet call is cut into slices spread over the reducers, at least "  \
     "TALLY_SLICES_PER_REDUCER per reducer and none under TALLY_MIN_SLICE_BYTES (or this "       \

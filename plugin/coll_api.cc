@@ -62,27 +62,23 @@ ncclResult_t collInit(void** ctx, uint64_t comm_id, ncclDebugLogger_t logger) {
     installNcclLogger(logger);
     PluginState* state = nullptr;
     TALLY_RETURN_IF_ERROR(PluginState::global(&state));
-    const Status& cluster = state->collStatus();
-    if (!cluster) {
-      // A malformed CLUSTER_SPEC or TF_CONFIG: failing CollNet init makes NCCL run without
-      // CollNet, while the net side (already initialized from the same state) keeps working.
-      return Status(cluster.code(),
-                    cluster.message() + " (CollNet disabled; point-to-point is unaffected)");
-    }
-    // "CollNet reducers from <origin>: ..." or why CollNet is off; once per process.
+    // "CollNet reducers from <origin>: ..." or why connect will decline; once per process. A
+    // malformed CLUSTER_SPEC or TF_CONFIG is a WARN: init still succeeds, so that this host
+    // reports the same CollNet device count as the others, and connect declines with the error.
     state->logCollNetOnce();
     if (ctx == nullptr) return Status::ok();
-    // CollNet off (no reducers, or no net device): devices() will report 0, NCCL then disables
-    // CollNet for this library load, and it calls CollNet finalize only while CollNet is enabled,
-    // so a context made here would never be freed. Success with a NULL ctx is what lets NCCL
-    // simply run without CollNet: it reads the 0 devices and moves on, where a failed init would
-    // do the same but log a WARN on every job that does not use CollNet. A NULL ctx is safe in
-    // every caller: listen treats it as a pre-v11 NULL, and finalize accepts it.
+    // TALLY_COLLNET=0: devices() reports 0, NCCL then disables CollNet for this library load,
+    // and it calls CollNet finalize only while CollNet is enabled, so a context made here would
+    // never be freed. A NULL ctx is safe in every caller: listen treats it as a pre-v11 NULL,
+    // and finalize accepts it.
     if (state->collDeviceCount() == 0) {
       *ctx = nullptr;
       return Status::ok();
     }
     *ctx = state->contexts().create(comm_id, NCCL_NET_TRAFFIC_CLASS_UNDEF, /*coll=*/true);
+    TALLY_INFO(log::kInit | log::kColl, "CollNet init comm 0x%llx; %s",
+               static_cast<unsigned long long>(comm_id),
+               state->contexts().describeOpen().c_str());
     return Status::ok();
   });
 }
@@ -114,7 +110,11 @@ ncclResult_t collListen(void* ctx, int dev, void* handle, void** listen_comm) {
     TALLY_RETURN_IF_ERROR(PluginState::loaded(&state));
     TALLY_RETURN_IF_ERROR(checkCollDevice(*state, dev));
     unsigned char bytes[NCCL_NET_HANDLE_MAXSIZE] = {};
-    TALLY_RETURN_IF_ERROR(worker_client::CollClient::makeHandle(state->collOptions(), bytes));
+    // NCCL listens before it connects: a host whose connect will decline (no reducers, a
+    // malformed cluster variable, a pool that does not join) listens with an empty handle.
+    if (state->collEnabled()) {
+      TALLY_RETURN_IF_ERROR(worker_client::CollClient::makeHandle(state->collOptions(), bytes));
+    }
     auto comm = std::make_unique<CollListenComm>();
     comm->dev = dev;
     // Only a context init made is read: pre-v11 adapters pass NULL.
@@ -147,6 +147,15 @@ ncclResult_t collConnect(void* handles[], int nranks, int rank, void* listen_com
     }
     PluginState* state = nullptr;
     TALLY_RETURN_IF_ERROR(PluginState::loaded(&state));
+    if (!state->collStatus()) {
+      const Status& cluster = state->collStatus();
+      return Status(cluster.code(), "declining CollNet, NCCL falls back to point-to-point: " +
+                                        cluster.message());
+    }
+    if (!state->collEnabled()) {
+      return Status::invalidUsage("declining CollNet, NCCL falls back to point-to-point: " +
+                                  state->collOffReason());
+    }
     CollCommInfo info;
     info.has_comm_id = listener->has_comm_id;
     info.comm_id = listener->comm_id;
@@ -358,10 +367,16 @@ ncclResult_t collFinalize(void* ctx) {
   return guard("collFinalize", [&]() -> Status {
     // No state: no init succeeded, so no context was ever made.
     PluginState* state = PluginState::globalIfLoaded();
-    if (ctx != nullptr && (state == nullptr || !state->contexts().destroy(ctx))) {
+    if (ctx == nullptr) return Status::ok();
+    uint64_t comm_id = 0;
+    if (state == nullptr || !state->contexts().destroy(ctx, &comm_id)) {
       TALLY_INFO(log::kInit | log::kColl,
                  "CollNet finalize of a context init did not create: ignored");
+      return Status::ok();
     }
+    TALLY_INFO(log::kInit | log::kColl, "CollNet finalize comm 0x%llx; %s",
+               static_cast<unsigned long long>(comm_id),
+               state->contexts().describeOpen().c_str());
     return Status::ok();
   });
 }

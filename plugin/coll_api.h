@@ -2,9 +2,11 @@
 // net_api.h: validate, guard (no exception crosses the C ABI), log, map Status to ncclResult_t.
 //
 // Contracts:
-//   devices() is the net device count when CollNet is on (PluginState::collEnabled), else 0;
-//   CollNet device i mirrors net device i. listen never blocks; connect blocks until the group has
-//   formed (bounded by TALLY_CONNECT_TIMEOUT_MS), and an error declines CollNet (NCCL falls back).
+//   devices() is 1 (the device mirrors net device 0) unless TALLY_COLLNET=0 or there is no net
+//   device (PluginState::collDeviceCount): the same on every host of a job. listen never blocks;
+//   connect blocks until the group has formed (bounded by TALLY_CONNECT_TIMEOUT_MS), and an
+//   error declines CollNet (NCCL falls back): without reducers, on a reducer or evaluator
+//   replica, or with a malformed cluster variable it declines at once.
 //   reduceSupport always succeeds. iallreduce returns a NULL request when there is no room.
 //   deregMr is where NCCL hands the memory back (it may free it next, before closeColl): calls
 //   still in flight on it abort the communicator, and no Tally thread touches it afterwards.

@@ -31,8 +31,9 @@ ncclResult_t netInit(void** ctx, uint64_t comm_id, const ncclNetCommConfig_v11_t
     if (ctx != nullptr) {
       int traffic_class = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
       *ctx = state->contexts().create(comm_id, traffic_class, /*coll=*/false);
-      TALLY_INFO(log::kInit | log::kNet, "init comm 0x%llx: %d device(s)",
-                 static_cast<unsigned long long>(comm_id), state->netDeviceCount());
+      TALLY_INFO(log::kInit | log::kNet, "init comm 0x%llx: %d device(s); %s",
+                 static_cast<unsigned long long>(comm_id), state->netDeviceCount(),
+                 state->contexts().describeOpen().c_str());
     }
     return Status::ok();
   });
@@ -300,9 +301,15 @@ ncclResult_t netFinalize(void* ctx) {
   return guard("finalize", [&]() -> Status {
     // No state: no init succeeded, so no context was ever made.
     PluginState* state = PluginState::globalIfLoaded();
-    if (ctx != nullptr && (state == nullptr || !state->contexts().destroy(ctx))) {
+    if (ctx == nullptr) return Status::ok();
+    uint64_t comm_id = 0;
+    if (state == nullptr || !state->contexts().destroy(ctx, &comm_id)) {
       TALLY_INFO(log::kInit | log::kNet, "finalize of a context init did not create: ignored");
+      return Status::ok();
     }
+    TALLY_INFO(log::kInit | log::kNet, "finalize comm 0x%llx; %s",
+               static_cast<unsigned long long>(comm_id),
+               state->contexts().describeOpen().c_str());
     return Status::ok();
   });
 }

@@ -38,14 +38,27 @@ CommContext* ContextRegistry::create(uint64_t comm_id, int traffic_class, bool c
   return raw;
 }
 
-bool ContextRegistry::destroy(const void* ctx) {
+bool ContextRegistry::destroy(const void* ctx, uint64_t* comm_id) {
   std::unique_ptr<CommContext> owned;  // freed after the lock is released
   std::lock_guard<std::mutex> lock(mu_);
   auto it = live_.find(ctx);
   if (it == live_.end()) return false;
   owned = std::move(it->second);
   live_.erase(it);
+  if (comm_id != nullptr) *comm_id = owned->comm_id;
   return true;
+}
+
+size_t ContextRegistry::count(bool coll) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [ptr, ctx] : live_) n += ctx->coll == coll ? 1 : 0;
+  return n;
+}
+
+std::string ContextRegistry::describeOpen() const {
+  return "still open: " + std::to_string(count(false)) + " net, " + std::to_string(count(true)) +
+         " CollNet";
 }
 
 bool ContextRegistry::contains(const void* ctx) const {
@@ -196,9 +209,14 @@ std::string PluginState::collNetSummary() const {
 }
 
 void PluginState::logCollNetOnce() {
-  if (!collStatus()) return;
-  std::call_once(coll_logged_,
-                 [this] { TALLY_INFO(log::kInit | log::kColl, "%s", collNetSummary().c_str()); });
+  std::call_once(coll_logged_, [this] {
+    if (!collStatus()) {
+      TALLY_WARN("%s (CollNet connect declines; point-to-point is unaffected)",
+                 collStatus().message().c_str());
+    } else {
+      TALLY_INFO(log::kInit | log::kColl, "%s", collNetSummary().c_str());
+    }
+  });
 }
 
 transport::Device* PluginState::device(int dev) const {

@@ -12,9 +12,12 @@
 // library once all comms are closed and finalize has run.
 //
 // CollNet's reducers come from resolveReducers (TALLY_REDUCERS, then CLUSTER_SPEC's workerpool2,
-// then TF_CONFIG's ps). Only pools 0 and 1 join CollNet: a reducer or evaluator replica reports no
-// CollNet devices even when reducers are known. A malformed CLUSTER_SPEC or TF_CONFIG turns CollNet
-// off (collStatus() carries the error, which CollNet init returns) and leaves point-to-point alone.
+// then TF_CONFIG's ps). CollNet reports one device whatever they are, so that every host of a job
+// reports the same count (NCCL 2.30 fails a communicator whose ranks differ): only TALLY_COLLNET=0
+// or a net without devices make it zero. What keeps this replica out of CollNet is reported by
+// connect, which declines: no reducers, a reducer or evaluator replica (only pools 0 and 1 join),
+// or a malformed CLUSTER_SPEC or TF_CONFIG (collStatus() carries the error; point-to-point is
+// unaffected).
 //
 // Tests build a PluginState from explicit Params and ClusterInput (MapParamSource) and devices,
 // and may install one as the global state before the first init.
@@ -64,9 +67,14 @@ class ContextRegistry {
  public:
   CommContext* create(uint64_t comm_id, int traffic_class, bool coll);
   // True when ctx was live (and is now destroyed).
-  bool destroy(const void* ctx);
+  // When ctx was live, *comm_id (if given) receives the id init gave it.
+  bool destroy(const void* ctx, uint64_t* comm_id = nullptr);
   bool contains(const void* ctx) const;
   size_t size() const;
+  // Live contexts of net (coll false) or CollNet (coll true) inits.
+  size_t count(bool coll) const;
+  // "still open: 1 net, 0 CollNet", for the init and finalize log lines.
+  std::string describeOpen() const;
 
  private:
   mutable std::mutex mu_;
@@ -126,15 +134,18 @@ class PluginState {
   const Status& collStatus() const { return cluster_.status; }
   int netDeviceCount() const { return static_cast<int>(devices_.size()); }
   // True when the cluster input is good, reducers are known and this replica is a CollNet rank
-  // (not in pool 2 or 3).
+  // (not in pool 2 or 3): CollNet connect can form a group.
   bool collEnabled() const { return coll_off_reason_.empty(); }
-  // CollNet device i is net device i; there are none when CollNet is off.
-  int collDeviceCount() const { return collEnabled() ? netDeviceCount() : 0; }
-  // The one line that says where the reducers come from, or why CollNet is off:
+  // One CollNet device, which mirrors net device 0, unless TALLY_COLLNET=0 or there is no net
+  // device. It does not depend on collEnabled(): see the comment at the top.
+  int collDeviceCount() const { return params_.collNet && netDeviceCount() > 0 ? 1 : 0; }
+  // The one line that says where the reducers come from, or why CollNet connect declines:
   // "CollNet reducers from CLUSTER_SPEC workerpool2: a:1,b:2" or "CollNet disabled: ...".
   std::string collNetSummary() const;
-  // Logs collNetSummary() at INFO the first time it is called (a malformed cluster variable is
-  // not logged here: CollNet init returns it and the entry point logs it as a WARN).
+  // Why CollNet connect declines; empty when collEnabled().
+  const std::string& collOffReason() const { return coll_off_reason_; }
+  // Logs collNetSummary() at INFO the first time it is called, or a malformed cluster variable's
+  // error as a WARN.
   void logCollNetOnce();
   // Null when dev is out of range.
   transport::Device* device(int dev) const;

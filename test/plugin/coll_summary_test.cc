@@ -1,6 +1,6 @@
 // CollNet's cluster-facing behaviour at the entry points: the per-communicator summary logged at
-// close, the reducer-origin line at init, and a malformed CLUSTER_SPEC failing CollNet init while
-// the net side keeps working. CollComm runs over a fake CollClient: no reducer needed.
+// close, the reducer-origin line at init, and CollNet's one device on a host that cannot join
+// (no reducers, a malformed CLUSTER_SPEC: connect declines) while the net side keeps working. CollComm runs over a fake CollClient: no reducer needed.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -193,6 +193,24 @@ int countLines(ncclDebugLogLevel level, const std::string& needle) {
   return n;
 }
 
+// CollNet connect on a host where it cannot form a group: listen works, connect declines at once
+// with `why` (a WARN), and NCCL falls back to point-to-point.
+void expectConnectDeclines(const std::string& why) {
+  char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  void* listen_comm = nullptr;
+  CHILD_CHECK(ncclCollNetPlugin_v8.listen(0, handle, &listen_comm) == ncclSuccess);
+  void* handles[1] = {handle};
+  void* coll_comm = reinterpret_cast<void*>(1);
+  CHILD_CHECK(ncclCollNetPlugin_v8.connect(handles, 1, 0, listen_comm, &coll_comm) ==
+              ncclInvalidUsage);
+  CHILD_CHECK(coll_comm == nullptr);
+  CHILD_CHECK(countLines(NCCL_LOG_WARN, "declining CollNet") == 1);
+  CHILD_CHECK(countLines(NCCL_LOG_WARN, why) >= 1);
+  CHILD_CHECK(ncclCollNetPlugin_v8.closeListen(listen_comm) == ncclSuccess);
+}
+
+// A malformed cluster variable: CollNet init succeeds with its one device (the count every host
+// reports), the error is a WARN at init and again when connect declines; the net is unaffected.
 void malformedClusterSpecChild() {
   installState({{"CLUSTER_SPEC", R"({"cluster": {"workerpool0": ["p:1"]}, "task": )"
                                  R"({"type": "workerpool0", "index": "one"}})"},
@@ -201,14 +219,14 @@ void malformedClusterSpecChild() {
   CHILD_CHECK(ncclNetPlugin_v8.init(ncclCapture) == ncclSuccess);
   int ndev = 0;
   CHILD_CHECK(ncclNetPlugin_v8.devices(&ndev) == ncclSuccess && ndev >= 1);
-  CHILD_CHECK(ncclCollNetPlugin_v8.init(ncclCapture) == ncclInvalidUsage);
-  CHILD_CHECK(countLines(NCCL_LOG_WARN,
-                         "CLUSTER_SPEC: task.index: expected a non-negative "
-                         "integer, got \"one\"") == 1);
+  CHILD_CHECK(ncclCollNetPlugin_v8.init(ncclCapture) == ncclSuccess);
+  const std::string error = "CLUSTER_SPEC: task.index: expected a non-negative integer, got \"one\"";
+  CHILD_CHECK(countLines(NCCL_LOG_WARN, error) == 1);
   CHILD_CHECK(countLines(NCCL_LOG_WARN, "point-to-point is unaffected") == 1);
   CHILD_CHECK(countLines(NCCL_LOG_INFO, "CollNet reducers") == 0);
   int ncoll = -1;
-  CHILD_CHECK(ncclCollNetPlugin_v8.devices(&ncoll) == ncclSuccess && ncoll == 0);
+  CHILD_CHECK(ncclCollNetPlugin_v8.devices(&ncoll) == ncclSuccess && ncoll == 1);
+  expectConnectDeclines(error);
   CHILD_CHECK(ncclNetPlugin_v8.devices(&ndev) == ncclSuccess && ndev >= 1);
   std::exit(0);
 }
@@ -231,40 +249,68 @@ void reducersFromClusterSpecChild() {
   int ndev = 0, ncoll = 0;
   CHILD_CHECK(ncclNetPlugin_v11.devices(&ndev) == ncclSuccess);
   CHILD_CHECK(ncclCollNetPlugin_v11.devices(&ncoll) == ncclSuccess);
-  CHILD_CHECK(ncoll == ndev && ncoll >= 1);
+  CHILD_CHECK(ncoll == 1 && ndev >= 1);
   CHILD_CHECK(ncclCollNetPlugin_v11.finalize(ctx1) == ncclSuccess);
   CHILD_CHECK(ncclCollNetPlugin_v11.finalize(ctx2) == ncclSuccess);
   CHILD_CHECK(PluginState::globalIfLoaded()->contexts().size() == before);
   std::exit(0);
 }
 
-// No reducers: CollNet init succeeds with a NULL ctx and registers nothing, since NCCL never
-// finalizes a CollNet whose devices() is 0.
+// No reducers: CollNet has its one device and a context per init (finalized as usual), and
+// connect declines.
 void noReducersChild() {
   installState({});
-  CHILD_CHECK(PluginState::globalIfLoaded()->collDeviceCount() == 0);
+  CHILD_CHECK(PluginState::globalIfLoaded()->collDeviceCount() == 1);
   const size_t before = PluginState::globalIfLoaded()->contexts().size();
+  std::vector<void*> contexts;
   for (uint64_t id = 1; id <= 3; ++id) {
-    void* ctx = reinterpret_cast<void*>(1);
+    void* ctx = nullptr;
     CHILD_CHECK(ncclCollNetPlugin_v11.init(&ctx, id, ncclCapture) == ncclSuccess);
-    CHILD_CHECK(ctx == nullptr);
+    CHILD_CHECK(ctx != nullptr);
+    contexts.push_back(ctx);
   }
   CHILD_CHECK(ncclCollNetPlugin_v8.init(ncclCapture) == ncclSuccess);
-  CHILD_CHECK(PluginState::globalIfLoaded()->contexts().size() == before);
+  CHILD_CHECK(PluginState::globalIfLoaded()->contexts().size() == before + 3);
   int ncoll = -1;
-  CHILD_CHECK(ncclCollNetPlugin_v11.devices(&ncoll) == ncclSuccess && ncoll == 0);
+  CHILD_CHECK(ncclCollNetPlugin_v11.devices(&ncoll) == ncclSuccess && ncoll == 1);
   CHILD_CHECK(countLines(NCCL_LOG_WARN, "") == 0);
-  CHILD_CHECK(countLines(NCCL_LOG_INFO, "CollNet disabled") == 1);
+  CHILD_CHECK(countLines(NCCL_LOG_INFO, "CollNet disabled: no reducers configured") == 1);
+  expectConnectDeclines("no reducers configured");
+  for (void* ctx : contexts) CHILD_CHECK(ncclCollNetPlugin_v11.finalize(ctx) == ncclSuccess);
   CHILD_CHECK(ncclCollNetPlugin_v11.finalize(nullptr) == ncclSuccess);
+  CHILD_CHECK(PluginState::globalIfLoaded()->contexts().size() == before);
   std::exit(0);
 }
 
-TEST(CollNetInitDeathTest, NoReducersMakesNoContext) {
+// TALLY_COLLNET=0: no CollNet device, and init makes no context, since NCCL never finalizes a
+// CollNet whose devices() is 0.
+void collNetOffChild() {
+  std::map<std::string, std::string> values = testing::loopbackValues();
+  values["TALLY_COLLNET"] = "0";
+  std::unique_ptr<PluginState> state;
+  CHILD_CHECK(PluginState::create(testing::paramsFrom(values), &state).isOk());
+  CHILD_CHECK(PluginState::installGlobal(std::move(state)));
+  const size_t before = PluginState::globalIfLoaded()->contexts().size();
+  void* ctx = reinterpret_cast<void*>(1);
+  CHILD_CHECK(ncclCollNetPlugin_v11.init(&ctx, 7, ncclCapture) == ncclSuccess);
+  CHILD_CHECK(ctx == nullptr);
+  CHILD_CHECK(PluginState::globalIfLoaded()->contexts().size() == before);
+  int ncoll = -1;
+  CHILD_CHECK(ncclCollNetPlugin_v11.devices(&ncoll) == ncclSuccess && ncoll == 0);
+  std::exit(0);
+}
+
+TEST(CollNetInitDeathTest, CollNetOffMakesNoContext) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(collNetOffChild(), ::testing::ExitedWithCode(0), "");
+}
+
+TEST(CollNetInitDeathTest, NoReducersDeclinesAtConnect) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(noReducersChild(), ::testing::ExitedWithCode(0), "");
 }
 
-TEST(CollNetInitDeathTest, MalformedClusterSpecFailsCollNetOnly) {
+TEST(CollNetInitDeathTest, MalformedClusterSpecDeclinesAtConnect) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(malformedClusterSpecChild(), ::testing::ExitedWithCode(0), "");
 }

@@ -119,8 +119,9 @@ int main(void) {
           CHECK(props.name != NULL && props.ptrSupport == NCCL_PTR_HOST);
         }
         CHECK(coll->init(&coll_ctx, 42, logger) == ncclSuccess);
-        /* A ctx exactly when CollNet has devices (TALLY_REDUCERS set): NCCL finalizes CollNet
-         * only while it is enabled, so without devices there must be nothing to finalize. */
+        /* A ctx exactly when CollNet has devices (unless TALLY_COLLNET=0): NCCL finalizes
+         * CollNet only while it is enabled, so without devices there must be nothing to
+         * finalize. */
         {
           int ncoll = -1;
           CHECK(coll->devices(&ncoll) == ncclSuccess);

@@ -223,7 +223,8 @@ TEST(PluginNet, V8IrecvRefusesBadArgumentsWithAWarnLikeV9) {
   EXPECT_EQ(ncclNetPlugin_v11.finalize(ctx), ncclSuccess);
 }
 
-TEST(PluginCollNet, DevicesMirrorNetDevices) {
+// One CollNet device, the same on every host, mirroring net device 0.
+TEST(PluginCollNet, OneDeviceMirroringNetDeviceZero) {
   testing::installLoopbackState();  // TALLY_REDUCERS set
   void* ctx = nullptr;
   ASSERT_EQ(ncclCollNetPlugin_v11.init(&ctx, 7, nullptr), ncclSuccess);
@@ -231,8 +232,8 @@ TEST(PluginCollNet, DevicesMirrorNetDevices) {
   int ndev = 0, ncoll = 0;
   ASSERT_EQ(ncclNetPlugin_v11.devices(&ndev), ncclSuccess);
   ASSERT_EQ(ncclCollNetPlugin_v11.devices(&ncoll), ncclSuccess);
-  EXPECT_EQ(ncoll, ndev);
-  ASSERT_GE(ncoll, 1);
+  EXPECT_EQ(ncoll, 1);
+  ASSERT_GE(ndev, 1);
   ncclNetProperties_v11_t net, coll;
   ASSERT_EQ(ncclNetPlugin_v11.getProperties(0, &net), ncclSuccess);
   ASSERT_EQ(ncclCollNetPlugin_v11.getProperties(0, &coll), ncclSuccess);

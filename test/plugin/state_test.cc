@@ -21,31 +21,42 @@ namespace {
 
 using testing::paramsFrom;
 
+// No net device: no CollNet device either (NCCL fails a net without devices anyway).
 TEST(PluginState, CollNetDisabledWithoutReducers) {
   PluginState state(paramsFrom({}), {});
   EXPECT_FALSE(state.collEnabled());
   EXPECT_EQ(state.collDeviceCount(), 0);
 }
 
-TEST(PluginState, CollNetMirrorsNetDevicesWithReducers) {
+TEST(PluginState, OneCollNetDeviceMirroringNetDeviceZero) {
   std::unique_ptr<PluginState> state;
   Status st = PluginState::create(
       paramsFrom({{"TALLY_SOCKET_IFNAME", "lo"}, {"TALLY_REDUCERS", "a:1, b:2,"}}), &state);
   ASSERT_TRUE(st.isOk()) << st.toString();
   EXPECT_TRUE(state->collEnabled());
   EXPECT_GE(state->netDeviceCount(), 1);
-  EXPECT_EQ(state->collDeviceCount(), state->netDeviceCount());
+  EXPECT_EQ(state->collDeviceCount(), 1);
   EXPECT_EQ(state->collOptions().reducers, (std::vector<std::string>{"a:1", "b:2"}));
   EXPECT_EQ(state->device(0)->properties().name, "lo");
   EXPECT_EQ(state->device(state->netDeviceCount()), nullptr);
   EXPECT_EQ(state->device(-1), nullptr);
 }
 
-TEST(PluginState, NoDevicesWithoutReducersGivesNoCollNet) {
+// The CollNet device count is the same on every host of a job (NCCL 2.30 compares it across
+// ranks): no reducers here change connect, not the count. Only TALLY_COLLNET=0 hides it.
+TEST(PluginState, CollNetDeviceWithoutReducersAndItsSwitch) {
   std::unique_ptr<PluginState> state;
   Status st = PluginState::create(paramsFrom({{"TALLY_SOCKET_IFNAME", "lo"}}), &state);
   ASSERT_TRUE(st.isOk()) << st.toString();
   EXPECT_GE(state->netDeviceCount(), 1);
+  EXPECT_FALSE(state->collEnabled());
+  EXPECT_EQ(state->collDeviceCount(), 1);
+
+  st = PluginState::create(
+      paramsFrom({{"TALLY_SOCKET_IFNAME", "lo"}, {"TALLY_REDUCERS", "a:1"}, {"TALLY_COLLNET", "0"}}),
+      &state);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  EXPECT_TRUE(state->collEnabled());
   EXPECT_EQ(state->collDeviceCount(), 0);
 }
 
@@ -161,19 +172,20 @@ TEST(PluginState, ReducerDiscoveryOrder) {
     ASSERT_TRUE(state);
     EXPECT_TRUE(state->collEnabled());
     EXPECT_TRUE(state->collStatus().isOk());
-    EXPECT_EQ(state->collDeviceCount(), state->netDeviceCount());
+    EXPECT_EQ(state->collDeviceCount(), 1);
     EXPECT_EQ(state->collOptions().reducers, state->reducers().addresses);
     EXPECT_EQ(state->collNetSummary(), c.summary);
   }
 }
 
+// No reducers: connect declines, and the device count stays the one every host reports.
 TEST(PluginState, NoReducersAnywhereTurnsCollNetOff) {
   std::unique_ptr<PluginState> state = loopbackState(
       {}, clusterFrom({{"TF_CONFIG", R"({"cluster": {"chief": ["c:1"], "worker": ["w:1"]},)"
                                      R"( "task": {"type": "worker", "index": 0}})"}}));
   ASSERT_TRUE(state);
   EXPECT_FALSE(state->collEnabled());
-  EXPECT_EQ(state->collDeviceCount(), 0);
+  EXPECT_EQ(state->collDeviceCount(), 1);
   EXPECT_GE(state->netDeviceCount(), 1);
   EXPECT_EQ(state->reducers().origin, "none");
   EXPECT_EQ(state->collNetSummary().rfind("CollNet disabled: no reducers configured", 0), 0u)
@@ -187,13 +199,14 @@ TEST(PluginState, ReducersAndEvaluatorsNeverJoinCollNet) {
   };
   for (const auto& [what, spec] : cases) {
     SCOPED_TRACE(what);
-    // Reducers are known (from the spec and from TALLY_REDUCERS), yet no CollNet device.
+    // Reducers are known (from the spec and from TALLY_REDUCERS), yet connect declines; the
+    // device count is the workers' (one), as on every host.
     std::unique_ptr<PluginState> state =
         loopbackState({{"TALLY_REDUCERS", "r:1"}}, clusterFrom({{"CLUSTER_SPEC", spec}}));
     ASSERT_TRUE(state);
     EXPECT_FALSE(state->reducers().addresses.empty());
     EXPECT_FALSE(state->collEnabled());
-    EXPECT_EQ(state->collDeviceCount(), 0);
+    EXPECT_EQ(state->collDeviceCount(), 1);
     EXPECT_GE(state->netDeviceCount(), 1);
     EXPECT_NE(state->collNetSummary().find(std::string("this replica is ") + what),
               std::string::npos)
@@ -204,7 +217,8 @@ TEST(PluginState, ReducersAndEvaluatorsNeverJoinCollNet) {
     std::unique_ptr<PluginState> state =
         loopbackState({}, clusterFrom({{"TF_CONFIG", tfConfigFor(type)}}));
     ASSERT_TRUE(state);
-    EXPECT_EQ(state->collDeviceCount(), 0);
+    EXPECT_FALSE(state->collEnabled());
+    EXPECT_EQ(state->collDeviceCount(), 1);
     EXPECT_NE(state->collNetSummary().find("TF_CONFIG task " + std::string(type)),
               std::string::npos)
         << state->collNetSummary();
@@ -218,7 +232,8 @@ TEST(PluginState, MalformedClusterVariableKeepsTheNetSide) {
                                     R"( "task": {"type": "workerpool0", "index": "one"}})"}}));
   ASSERT_TRUE(state);
   EXPECT_GE(state->netDeviceCount(), 1);
-  EXPECT_EQ(state->collDeviceCount(), 0);
+  EXPECT_FALSE(state->collEnabled());
+  EXPECT_EQ(state->collDeviceCount(), 1);
   EXPECT_EQ(state->collStatus().code(), StatusCode::kInvalidUsage);
   EXPECT_EQ(state->collStatus().message(),
             "CLUSTER_SPEC: task.index: expected a non-negative integer, got \"one\"");
@@ -255,10 +270,14 @@ TEST(PluginState, LogsWhereReducersCameFromOnce) {
             "CollNet reducers from CLUSTER_SPEC workerpool2: cmle-training-workerpool2-ab-0:2222,"
             "cmle-training-workerpool2-ab-1:2222");
 
-  // A malformed variable is not an INFO line: CollNet init returns it and it is logged as a WARN.
+  // A malformed variable is a WARN, once: CollNet connect will decline with it.
   PluginState bad(paramsFrom({}), clusterFrom({{"TF_CONFIG", "[]"}}), {});
   bad.logCollNetOnce();
-  EXPECT_TRUE(takeLog().empty());
+  bad.logCollNetOnce();
+  lines = takeLog();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].level, log::Level::kWarn);
+  EXPECT_NE(lines[0].text.find("TF_CONFIG"), std::string::npos) << lines[0].text;
   log::setSink(&log::stderrSink, log::Level::kWarn);
 }
 

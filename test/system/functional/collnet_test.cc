@@ -301,9 +301,9 @@ TEST_P(CollNetVersion, ThousandCallsWithThirtyTwoInFlight) {
   stopReducers();
 }
 
-// CollNet connect with no reducers configured: devices() reports 0, as NCCL expects to fall
-// back to point-to-point.
-TEST_P(CollNetVersion, NoReducersMeansNoDevices) {
+// No reducers configured: CollNet still reports its one device (the count every host of a job
+// reports), and connect declines at once, as NCCL expects to fall back to point-to-point.
+TEST_P(CollNetVersion, NoReducersDeclinesAtConnect) {
   if (!haveBinaries()) GTEST_SKIP() << "plugin or tally-reducer was not built";
   const int version = GetParam();
   std::string why = runAll(1, [&](int) -> int {
@@ -315,12 +315,23 @@ TEST_P(CollNetVersion, NoReducersMeansNoDevices) {
     ncclResult_t r = api->init(1, &ctx);
     int ndev = -1;
     if (r == ncclSuccess) r = api->devices(&ndev);
-    if (r != ncclSuccess || ndev != 0) {
-      std::fprintf(stderr, "init/devices: %s, ndev %d (want success, 0)\n",
+    if (r != ncclSuccess || ndev != 1) {
+      std::fprintf(stderr, "init/devices: %s, ndev %d (want success, 1)\n",
                    driver::ncclResultName(r), ndev);
       return 3;
     }
-    return api->finalize(ctx) == ncclSuccess ? 0 : 4;
+    char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+    void* listen_comm = nullptr;
+    if (api->listen(ctx, 0, handle, &listen_comm) != ncclSuccess) return 4;
+    void* handles[1] = {handle};
+    void* coll_comm = nullptr;
+    r = api->connect(handles, 1, 0, listen_comm, &coll_comm);
+    if (r != ncclInvalidUsage || coll_comm != nullptr) {
+      std::fprintf(stderr, "connect: %s (want ncclInvalidUsage)\n", driver::ncclResultName(r));
+      return 5;
+    }
+    if (api->closeListen(listen_comm) != ncclSuccess) return 6;
+    return api->finalize(ctx) == ncclSuccess ? 0 : 7;
   });
   EXPECT_EQ(why, "");
 }
