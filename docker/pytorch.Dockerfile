@@ -48,6 +48,9 @@ RUN cd /tmp/tally && apt-get update \
  && cd / && rm -rf /var/lib/apt/lists/* /tmp/tally \
  && tally --help >/dev/null && test -f /usr/lib/libnccl-net-tally.so \
  && test ! -e /usr/lib/libnccl-net.so
+# NCCL 2.27 to 2.29 unload the plugin when a process's last communicator is destroyed and forget
+# its name; a count of 1 keeps it loaded, so a process group made again still finds Tally.
+ENV NCCL_NET_PLUGIN_REF_COUNT=1
 ENTRYPOINT ["tally", "launch", "--"]
 
 # ---- (b) LD_PRELOAD: the plugin is in every process; NCCL finds it in the global scope ----

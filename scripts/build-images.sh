@@ -207,6 +207,8 @@ if [ $pytorch = 1 ]; then
     check "$tag: the plugin at /usr/lib/libnccl-net-tally.so" inside "$tag" \
       test -f /usr/lib/libnccl-net-tally.so
     env=$(inside "$tag" env)
+    check "$tag: NCCL_NET_PLUGIN_REF_COUNT=1, so NCCL 2.27 to 2.29 keep the plugin loaded" \
+      hasLine NCCL_NET_PLUGIN_REF_COUNT=1 "$env"
     if [ $target = plugin-path ]; then
       check "$tag: NCCL_NET_PLUGIN is the plugin's path" \
         hasLine NCCL_NET_PLUGIN=/usr/lib/libnccl-net-tally.so "$env"

@@ -10,6 +10,10 @@
 //     communicator, connects --comms CollNet communicators at once over TALLY_REDUCERS, runs an
 //     all-reduce on each (float32 sum and int32 max, checked element by element), closes and
 //     finalizes everything, then dlcloses. After each cycle no thread may be left in the process.
+//   - what NCCL 2.27 to 2.29 open after that unload: they forget the plugin's name, so every
+//     cycle after the first resolves the default name libnccl-net.so, unless
+//     NCCL_NET_PLUGIN_REF_COUNT is 1 or more (NCCL then keeps the plugin and its name). NCCL's
+//     own loader is checked the same way, from its source, by test/nccl_source/loader.
 //
 //   tally_gpu_plugin_cycle [--ranks N] [--cycles K] [--comms C] [--timeout-s T]
 //
@@ -185,8 +189,15 @@ uint32_t expectedBits(int c, int ranks, size_t i) {
 bool runCycle(const Options& o, int rank, int cycle, const std::string& dir, std::string* why) {
   const Clock::time_point end = Clock::now() + std::chrono::seconds(o.timeout_s);
   const char* want_env = std::getenv("NCCL_NET");
+  const char* count_env = std::getenv("NCCL_NET_PLUGIN_REF_COUNT");
+  const bool keeps_name = cycle == 0 || (count_env != nullptr && std::atoi(count_env) >= 1);
   Loaded lib;
-  if (!resolve(std::getenv("NCCL_NET_PLUGIN"), want_env ? want_env : "Tally", &lib, why)) {
+  if (!resolve(keeps_name ? std::getenv("NCCL_NET_PLUGIN") : nullptr,
+               want_env ? want_env : "Tally", &lib, why)) {
+    if (!keeps_name) {
+      *why += "(NCCL 2.27 to 2.29 forget the plugin's name when the last communicator is "
+              "destroyed; NCCL_NET_PLUGIN_REF_COUNT=1 keeps it)";
+    }
     return false;
   }
   if (rank == 0 && cycle == 0) std::printf("rank 0: loaded %s\n", lib.file.c_str());

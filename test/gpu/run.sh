@@ -103,11 +103,15 @@ else
   row "reducers" FAIL "${REDUCER_ERROR:-not started: the build failed}"
 fi
 
-# What every worker gets: Tally as NCCL's net, CollNet forced for all-reduce, logs that prove it.
-# BASE_ENV leaves NCCL_NET_PLUGIN out so the lookup variants can set it their way.
+# What every worker gets: Tally as NCCL's net, CollNet forced for all-reduce (all-gather and
+# reduce-scatter held to ring and PAT, so that a first run's algorithm choices are predictable),
+# the plugin kept loaded across communicators (what tally launch sets: NCCL 2.27 to 2.29 forget
+# the plugin after the last one otherwise), logs that prove it. BASE_ENV leaves NCCL_NET_PLUGIN
+# out so the lookup variants can set it their way.
 # shellcheck disable=SC2054  # the commas are inside values
-BASE_ENV=(NCCL_NET=Tally NCCL_COLLNET_ENABLE=1 NCCL_ALGO=allreduce:collnetchain
-  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH,TUNING NCCL_SOCKET_IFNAME=lo
+BASE_ENV=(NCCL_NET=Tally NCCL_COLLNET_ENABLE=1
+  "NCCL_ALGO=allreduce:collnetchain;allgather:ring,pat;reducescatter:ring,pat"
+  NCCL_NET_PLUGIN_REF_COUNT=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH,TUNING NCCL_SOCKET_IFNAME=lo
   NCCL_MNNVL_ENABLE=0 TALLY_REDUCERS="$REDUCERS" TALLY_SOCKET_IFNAME=lo
   TALLY_JOB_TOKEN_FILE="$TOKEN_FILE" TALLY_CONNECT_TIMEOUT_MS=30000 TALLY_TIMEOUT_MS=60000)
 WORKER_ENV=("${BASE_ENV[@]}" NCCL_NET_PLUGIN="$PLUGIN")

@@ -27,7 +27,7 @@ for pair in "all-reduce types x ops x sizes:collectives" "two communicators at o
   IFS='|' read -r verdict detail <<<"$(check_verdict nccl "${pair##*:}" "$NRANKS")"
   case "${pair##*:}" in
     collectives) grep -q "^CHECK float8 SKIP" "$OUT/nccl.rank0.log" && detail+="; float8 skipped (needs sm_90)" ;;
-    recreate) detail+="; 'Unloading' in NCCL's log: $(grep -h -c "Unloading" "$OUT"/nccl.rank0.log)x on rank 0" ;;
+    recreate) detail+="; with NCCL_NET_PLUGIN_REF_COUNT=1, 'Unloading' in NCCL's log: $(grep -h -c "Unloading" "$OUT"/nccl.rank0.log)x on rank 0 (0 expected)" ;;
   esac
   row "${pair%%:*}" "$verdict" "$detail"
 done
@@ -55,10 +55,17 @@ fi
 # Tally offers CUDA memory where the provider has FI_HMEM (its provider line says so);
 # NCCL_NET_GDR_LEVEL=SYS lets NCCL use it with the loopback "NIC". NCCL then registers GPU
 # buffers, sends and receives from them and flushes: its channel lines say .../GDRDMA.
-mkdir -p "$RDV/gdr"
-run_ranks gdr 2 "$(budget_for 60)" env "${WORKER_ENV[@]}" NCCL_COLLNET_ENABLE=0 \
-  NCCL_ALGO=allreduce:ring NCCL_NET_GDR_LEVEL=SYS TALLY_TRANSPORT=ofi FI_PROVIDER=tcp "$CHECK" \
-  --rank @RANK@ --nranks 2 --dir "$RDV/gdr" --checks smoke --timeout-s 40
+# Without the reducers and with TALLY_COLLNET=0: while CollNet reports its device, NCCL keeps
+# CollNet's host-memory mark on the NIC both share, and uses no GPUDirect RDMA there.
+gdr_env=()
+for kv in "${WORKER_ENV[@]}"; do [[ $kv == TALLY_REDUCERS=* ]] || gdr_env+=("$kv"); done
+gdr_run() {  # gdr_run NAME VARIABLES...
+  mkdir -p "$RDV/$1"
+  run_ranks "$1" 2 "$(budget_for 60)" env -u TALLY_REDUCERS "${gdr_env[@]}" "${@:2}" \
+    NCCL_COLLNET_ENABLE=0 NCCL_ALGO=allreduce:ring NCCL_NET_GDR_LEVEL=SYS TALLY_TRANSPORT=ofi \
+    FI_PROVIDER=tcp "$CHECK" --rank @RANK@ --nranks 2 --dir "$RDV/$1" --checks smoke --timeout-s 40
+}
+gdr_run gdr TALLY_COLLNET=0
 rc=$?
 gdr_logs=("$OUT"/gdr.rank*.log)
 if grep -q "libfabric.so.1 not found" "${gdr_logs[@]}"; then
@@ -71,6 +78,18 @@ elif grep -q "/GDRDMA" "${gdr_logs[@]}"; then
   IFS='|' read -r verdict detail <<<"$(check_verdict gdr smoke 2)"
   # shellcheck disable=SC2126  # counted over several files
   row "GPUDirect via Tally net (ofi)" "$verdict" "$(grep -h "/GDRDMA" "${gdr_logs[@]}" | wc -l) GDRDMA connections via NET/Tally; $detail"
+  # The same run with CollNet's device reported (TALLY_COLLNET=1, the default): NCCL must not use
+  # GPUDirect RDMA on the NIC CollNet shares (docs/nccl.md), and the all-reduce stays exact.
+  gdr_run gdr-collnet TALLY_COLLNET=1
+  rc=$?
+  if ((rc != 0)); then
+    row "no GPUDirect while CollNet shares NIC" FAIL "exit $rc$(timed_out $rc)$(rank_error "$OUT/gdr-collnet.rank0.log")"
+  elif grep -q "/GDRDMA" "$OUT"/gdr-collnet.rank*.log; then
+    row "no GPUDirect while CollNet shares NIC" FAIL "NCCL used GPUDirect RDMA on the NIC CollNet shares: docs/nccl.md is wrong"
+  else
+    IFS='|' read -r verdict detail <<<"$(check_verdict gdr-collnet smoke 2)"
+    row "no GPUDirect while CollNet shares NIC" "$verdict" "no GDRDMA connection, as NCCL's topology code predicts; $detail"
+  fi
 else
   row "GPUDirect via Tally net (ofi)" FAIL "Tally offered CUDA memory, NCCL did not use it: $(grep -h -m1 "GPU Direct RDMA" "${gdr_logs[@]}" | sed 's/^.*NCCL INFO //' | cut -c1-120)"
 fi

@@ -19,6 +19,7 @@
 #include "tools/commands/doctor_host.h"
 #include "tools/commands/doctor_probe.h"
 #include "tools/commands/paths.h"
+#include "transport/network.h"
 
 namespace tally::commands {
 namespace {
@@ -34,6 +35,7 @@ struct DoctorOptions {
   std::string probe_bytes = "16M";
   double probe_seconds = 1.0;
   double worker_gbps = 0;  // 0: read the link speed from /sys
+  std::string nccl_version;  // empty: libnccl.so.2's own
   bool verbose = false;
 };
 
@@ -78,6 +80,11 @@ int runDoctor(const DoctorOptions& o) {
   log::setSink(&log::stderrSink, o.verbose ? log::Level::kInfo : log::Level::kNone);
   doctor::ProbeOptions probe;
   if (!parseProbeOptions(o, &probe)) return kExitBadOptions;
+  if (!o.nccl_version.empty() && doctor::parseNcclVersion(o.nccl_version) == 0) {
+    std::fprintf(stderr, "tally doctor: --nccl-version %s: want a version such as 2.28.9\n",
+                 o.nccl_version.c_str());
+    return kExitBadOptions;
+  }
   const EnvParamSource env;
   Report report;
 
@@ -104,6 +111,14 @@ int runDoctor(const DoctorOptions& o) {
 
   // 4. the transport, and each reducer over it
   report.add(doctor::checkTransport(params, probe.timeout_ms, &probe.network));
+  if (probe.network) {
+    std::vector<doctor::NetDeviceSummary> devices;
+    for (const auto& device : probe.network->devices()) {
+      const transport::DeviceProperties& p = device->properties();
+      devices.push_back({p.name, p.cuda_memory || p.dmabuf});
+    }
+    if (auto r = doctor::checkGpuDirect(params.collNet, devices)) report.add(*r);
+  }
   const doctor::ProbeOptions from_params = doctor::probeOptionsFrom(params);
   probe.slice_bytes = from_params.slice_bytes;
   probe.window = from_params.window;
@@ -145,6 +160,8 @@ int runDoctor(const DoctorOptions& o) {
   doctor::NcclCheckContext ctx;
   ctx.coll_ranks = coll_ranks;
   ctx.loads_tally = doctor::libraryIsTally;
+  ctx.nccl_version = o.nccl_version.empty() ? doctor::ncclVersionOnThisHost()
+                                            : doctor::parseNcclVersion(o.nccl_version);
   for (const CheckResult& r : doctor::checkNcclVariables(env, ctx)) report.add(r);
 
   return doctor::exitStatus(report.results());
@@ -179,6 +196,9 @@ Subcommand addDoctorCommand(CLI::App& parent) {
                    "This worker's link speed in Gb/s (default: TALLY_LINK_MBPS, else "
                    "/sys/class/net)")
       ->check(CLI::NonNegativeNumber);
+  cmd.app->add_option("--nccl-version", options->nccl_version,
+                      "The NCCL the job runs, e.g. 2.28.9 (PyTorch: torch.cuda.nccl.version()); "
+                      "default: libnccl.so.2's on this host");
   cmd.app->add_flag("--verbose", options->verbose, "Show Tally's own log lines on stderr");
   cmd.app->footer(
       "Exit status: 0 every check passed, 1 a WARN and no FAIL, 2 any FAIL, 3 bad options.\n"

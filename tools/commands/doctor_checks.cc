@@ -154,6 +154,28 @@ void checkProto(const ParamSource& env, std::vector<CheckResult>* out) {
   }
 }
 
+void checkPluginRefCount(const ParamSource& env, const NcclCheckContext& ctx,
+                         std::vector<CheckResult>* out) {
+  const bool affected = ctx.nccl_version >= 22700 && ctx.nccl_version < 23000;
+  if (!affected) return;
+  const std::string v = value(env, "NCCL_NET_PLUGIN_REF_COUNT");
+  int64_t count = 0;
+  if (!v.empty() && parseInt(trim(v), &count).isOk() && count >= 1) return;
+  // With NCCL_NET_PLUGIN unset, NCCL opens libnccl-net.so again after forgetting the name.
+  if (value(env, "NCCL_NET_PLUGIN").empty() && ctx.loads_tally &&
+      ctx.loads_tally("libnccl-net.so")) {
+    return;
+  }
+  out->push_back(warn(
+      "NCCL_NET_PLUGIN_REF_COUNT",
+      (v.empty() ? std::string("unset") : quoted("NCCL_NET_PLUGIN_REF_COUNT", v)) +
+          ": NCCL " + formatNcclVersion(ctx.nccl_version) +
+          " unloads the plugin when a process's last communicator is destroyed and forgets its "
+          "name, so a communicator made after that (a process group made again) fails with "
+          "NCCL_NET=Tally or runs on NCCL's own net; set NCCL_NET_PLUGIN_REF_COUNT=1 (tally "
+          "launch does)"));
+}
+
 void checkNodeThreshold(const ParamSource& env, const NcclCheckContext& ctx,
                         std::vector<CheckResult>* out) {
   const std::string v = value(env, "NCCL_COLLNET_NODE_THRESHOLD");
@@ -253,6 +275,7 @@ std::vector<CheckResult> checkNcclVariables(const ParamSource& env, const NcclCh
   checkCollnetEnable(env, &out);
   checkNet(env, &out);
   checkNetPlugin(env, ctx, &out);
+  checkPluginRefCount(env, ctx, &out);
   checkAlgo(env, &out);
   checkProto(env, &out);
   checkNodeThreshold(env, ctx, &out);
@@ -261,6 +284,57 @@ std::vector<CheckResult> checkNcclVariables(const ParamSource& env, const NcclCh
                    "NCCL_COLLNET_ENABLE=1 and no NCCL variable keeps all-reduce off CollNet"});
   }
   return out;
+}
+
+int parseNcclVersion(const std::string& text) {
+  const std::vector<std::string> parts = split(trim(text), '.');
+  int64_t n[3] = {0, 0, 0};
+  if (parts.size() == 1) {
+    return parseInt(parts[0], &n[0]).isOk() && n[0] > 0 && n[0] < 1000000 ? static_cast<int>(n[0])
+                                                                          : 0;
+  }
+  if (parts.size() != 3) return 0;
+  for (int i = 0; i < 3; ++i) {
+    if (!parseInt(parts[static_cast<size_t>(i)], &n[i]).isOk() || n[i] < 0 || n[i] > 99) return 0;
+  }
+  // NCCL_VERSION(X,Y,Z): X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z after.
+  return static_cast<int>(n[0] <= 2 && n[1] <= 8 ? n[0] * 1000 + n[1] * 100 + n[2]
+                                                 : n[0] * 10000 + n[1] * 100 + n[2]);
+}
+
+std::string formatNcclVersion(int code) {
+  if (code <= 0) return "(unknown)";
+  if (code < 10000) {
+    return std::to_string(code / 1000) + "." + std::to_string(code / 100 % 10) + "." +
+           std::to_string(code % 100);
+  }
+  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." +
+         std::to_string(code % 100);
+}
+
+std::optional<CheckResult> checkGpuDirect(bool collnet_on,
+                                          const std::vector<NetDeviceSummary>& devices) {
+  int capable = 0;
+  for (const NetDeviceSummary& d : devices) capable += d.gpu_direct ? 1 : 0;
+  if (capable == 0) return std::nullopt;
+  if (!collnet_on) {
+    return CheckResult{Severity::kPass, "gpudirect",
+                       "TALLY_COLLNET=0: NCCL may use GPUDirect RDMA on " +
+                           std::to_string(capable) + " of Tally's net device(s)"};
+  }
+  if (!devices.front().gpu_direct) {
+    return CheckResult{Severity::kPass, "gpudirect",
+                       std::to_string(capable) +
+                           " net device(s) can carry GPU memory; device 0, which CollNet "
+                           "shares, cannot anyway"};
+  }
+  return CheckResult{
+      Severity::kWarn, "gpudirect",
+      "NCCL will not use GPUDirect RDMA on Tally's net device 0 (" + devices.front().name +
+          "): CollNet reports that device too (host memory only), and NCCL keeps CollNet's "
+          "no-GPUDirect mark on the NIC both share, reducers configured or not" +
+          (capable > 1 ? "; the other " + std::to_string(capable - 1) + " keep it" : "") +
+          ". Without the reducers, set TALLY_COLLNET=0 on every host of the job"};
 }
 
 std::string formatGbps(double gbps) {

@@ -38,11 +38,19 @@ struct NcclCheckContext {
   // is unset, "libnccl-net-tally.so" for "tally", the path itself for a path. Empty: no library
   // is taken to be Tally. The caller does the loading; the check only reads the answer.
   std::function<bool(const std::string& library)> loads_tally;
+  // NCCL_VERSION_CODE of the NCCL the job runs (22809 for 2.28.9); 0 when unknown.
+  int nccl_version = 0;
 };
 
 // One result per variable that would keep all-reduce off CollNet (FAIL) or looks doubtful
 // (WARN); a single PASS "nccl" line when none does. Variables, in this order: NCCL_COLLNET_ENABLE,
-// NCCL_NET, NCCL_NET_PLUGIN, NCCL_ALGO, NCCL_PROTO, NCCL_COLLNET_NODE_THRESHOLD.
+// NCCL_NET, NCCL_NET_PLUGIN, NCCL_NET_PLUGIN_REF_COUNT, NCCL_ALGO, NCCL_PROTO,
+// NCCL_COLLNET_NODE_THRESHOLD.
+//
+// NCCL_NET_PLUGIN_REF_COUNT is a WARN only under an NCCL known to be 2.27 to 2.29, which unloads
+// the plugin after a process's last communicator and forgets its name: the next communicator
+// then fails (NCCL_NET=Tally) or runs on NCCL's own net, unless the count is at least 1 or NCCL
+// finds Tally by the default name libnccl-net.so.
 std::vector<CheckResult> checkNcclVariables(const ParamSource& env, const NcclCheckContext& ctx);
 
 // What NCCL_ALGO or NCCL_PROTO leaves allowed for all-reduce.
@@ -60,6 +68,27 @@ struct SelectorResult {
   bool allows(const std::string& name) const;
 };
 SelectorResult parseNcclSelector(const std::string& text);
+
+// "2.28.9" or "22809" (NCCL_VERSION_CODE) as a version code; 0 when neither.
+int parseNcclVersion(const std::string& text);
+// 22809 -> "2.28.9".
+std::string formatNcclVersion(int code);
+
+// ---- GPUDirect RDMA on Tally's net -------------------------------------------------------------
+
+// What the transport's devices can do, for checkGpuDirect.
+struct NetDeviceSummary {
+  std::string name;
+  bool gpu_direct = false;  // carries CUDA memory (cuda_memory or dmabuf)
+};
+
+// CollNet's one device shares NCCL's topology node with net device 0, and NCCL keeps CollNet's
+// host-memory attribute there, so NCCL never uses GPUDirect RDMA on net device 0 while CollNet
+// reports a device (TALLY_COLLNET=1, the default), reducers configured or not. WARN when device 0
+// could carry CUDA memory and CollNet is on; PASS when it could and TALLY_COLLNET=0; nothing
+// (empty) when no device can (TCP, or an RDMA device without GPU memory support).
+std::optional<CheckResult> checkGpuDirect(bool collnet_on,
+                                          const std::vector<NetDeviceSummary>& devices);
 
 // ---- Reducer bandwidth against the workers' need ---------------------------------------------
 

@@ -1,6 +1,8 @@
 // This host's side of `tally doctor`: plugin library, cluster spec, reducer list, link speed.
 #include "tools/commands/doctor_host.h"
 
+#include <dlfcn.h>
+
 #include <memory>
 #include <vector>
 
@@ -88,6 +90,17 @@ bool libraryIsTally(const std::string& library) {
   return !lib->collNetVersions().empty() && foreignName(*lib).empty();
 }
 
+int ncclVersionOnThisHost() {
+  void* lib = ::dlopen("libnccl.so.2", RTLD_LAZY | RTLD_LOCAL);
+  if (lib == nullptr) return 0;
+  using GetVersion = int (*)(int*);
+  auto get = reinterpret_cast<GetVersion>(::dlsym(lib, "ncclGetVersion"));
+  int version = 0;
+  if (get == nullptr || get(&version) != 0) version = 0;
+  ::dlclose(lib);
+  return version;
+}
+
 CheckResult checkCluster(const ParamSource& source, ClusterEnv* env, int* coll_ranks) {
   CheckResult r{Severity::kFail, "cluster", ""};
   *coll_ranks = 1;
@@ -133,7 +146,7 @@ CheckResult checkReducers(const Params& params, const ClusterEnv& env, ReducerLi
   if (list->addresses.empty()) {
     return {Severity::kFail, "reducers",
             "none: set TALLY_REDUCERS=host:port,... or list them in CLUSTER_SPEC workerpool2 or "
-            "TF_CONFIG ps (without reducers CollNet reports no device)"};
+            "TF_CONFIG ps (without reducers CollNet connect declines)"};
   }
   return {Severity::kPass, "reducers",
           std::to_string(list->addresses.size()) + " from " + list->origin + ": " +

@@ -20,6 +20,11 @@ CheckResult checkPlugin(const std::string& path);
 // exports CollNet. Used as NcclCheckContext::loads_tally.
 bool libraryIsTally(const std::string& library);
 
+// The NCCL this host's loader finds as libnccl.so.2, by its ncclGetVersion (22809 for 2.28.9);
+// 0 when there is none. A PyTorch job runs the NCCL bundled with PyTorch instead, which may
+// differ: `tally doctor --nccl-version` names it.
+int ncclVersionOnThisHost();
+
 // CLUSTER_SPEC / TF_CONFIG. *env receives the parsed variables (left empty when malformed) and
 // *coll_ranks the job's CollNet ranks (1 without a spec).
 CheckResult checkCluster(const ParamSource& source, ClusterEnv* env, int* coll_ranks);

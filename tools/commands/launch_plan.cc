@@ -100,10 +100,15 @@ Status planCollNetRank(const ClusterEnv& cluster, const ClusterSpec& spec, const
 
   std::vector<EnvChange>& changes = plan->env;
   setOrKeep(env, "NCCL_NET_PLUGIN", plugin_path, &changes);
+  // NCCL 2.27 to 2.29 unload the plugin when a process's last communicator is destroyed and
+  // forget its name, so the next communicator (a PyTorch process group made again) would load
+  // libnccl-net.so instead: fail with NCCL_NET=Tally, or run on NCCL's own nets. A reference
+  // count of 1 keeps the library loaded; other NCCL versions ignore or do not need it.
+  setOrKeep(env, "NCCL_NET_PLUGIN_REF_COUNT", "1", &changes);
   setOrKeep(env, "NCCL_COLLNET_ENABLE", "1", &changes);
   if (collnet) {
-    // Restricting all-reduce to CollNet with no CollNet device would leave NCCL no algorithm at
-    // all, so NCCL_ALGO is only set when there are reducers.
+    // Restricting all-reduce to CollNet when CollNet connect declines (no reducers) would leave
+    // NCCL no algorithm at all, so NCCL_ALGO is only set when there are reducers.
     setOrKeep(env, "NCCL_ALGO", kCollNetAlgo, &changes);
     if (reducers.origin == "TALLY_REDUCERS") {
       changes.push_back({EnvChange::Kind::kKept, "TALLY_REDUCERS", *env.get("TALLY_REDUCERS")});
@@ -130,6 +135,12 @@ Status planCollNetRank(const ClusterEnv& cluster, const ClusterSpec& spec, const
         change.value != "1") {
       plan->notes.push_back("WARNING: NCCL_COLLNET_ENABLE=" + change.value +
                             " from the environment turns CollNet off");
+    }
+    if (change.kind == EnvChange::Kind::kKept && change.name == "NCCL_NET_PLUGIN_REF_COUNT" &&
+        change.value == "0") {
+      plan->notes.push_back(
+          "WARNING: NCCL_NET_PLUGIN_REF_COUNT=0 from the environment: NCCL 2.27 to 2.29 then "
+          "cannot load Tally again for a communicator made after the last one was destroyed");
     }
   }
   return Status::ok();

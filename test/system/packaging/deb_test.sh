@@ -111,6 +111,10 @@ entry() { awk -v p="./$2" '$6 == p' "$tmp/$1.contents"; }
   fail "tally-reducer: no man page"
 plugin="usr/$libdir/libnccl-net-tally.so"
 [[ "$(entry tally-nccl-plugin "$plugin")" == -rw* ]] || fail "tally-nccl-plugin: no $plugin"
+# The NCCL config line that keeps the plugin loaded across communicators (NCCL 2.27 to 2.29).
+grep -qx 'NCCL_NET_PLUGIN_REF_COUNT=1' \
+  <(dpkg-deb --fsys-tarfile "${deb[tally-nccl-plugin]}" | tar -xO ./usr/share/tally/nccl.conf) ||
+  fail "tally-nccl-plugin: usr/share/tally/nccl.conf does not set NCCL_NET_PLUGIN_REF_COUNT=1"
 # Installed under its own name only: a libnccl-net.so would take over every NCCL process.
 cat "$tmp"/*.contents >"$tmp/all.contents"
 ! grep -q 'libnccl-net\.so' "$tmp/all.contents" || fail "a package ships libnccl-net.so"

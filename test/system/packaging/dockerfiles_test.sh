@@ -12,7 +12,9 @@
 #     on the image it runs in);
 #   - a plugin path in NCCL_NET_PLUGIN or LD_PRELOAD is /usr/<libdir>/libnccl-net-tally.so for
 #     the -DCMAKE_INSTALL_LIBDIR the same file builds with, and LD_PRELOAD comes with
-#     NCCL_NET_PLUGIN=STATIC_PLUGIN; an image that sets the plugin offers both ways.
+#     NCCL_NET_PLUGIN=STATIC_PLUGIN; an image that sets the plugin offers both ways, and every
+#     stage that sets it has, or inherits, NCCL_NET_PLUGIN_REF_COUNT=1 (NCCL 2.27 to 2.29 forget
+#     the plugin after a process's last communicator otherwise).
 #
 # Usage: dockerfiles_test.sh SOURCE_DIR
 set -euo pipefail
@@ -42,7 +44,7 @@ readonly kEntrypoint='["tally","launch","--"]'
 checkDockerfile() {
   local file=$1 name
   name=$(basename "$file")
-  local -A entry=() env_plugin=() env_preload=()
+  local -A entry=() env_plugin=() env_preload=() env_refcount=()
   local stage="" stages=() has_base=0 libdir="" line keyword rest
   libdir=$(grep -o -- '-DCMAKE_INSTALL_LIBDIR=[^[:space:]"]*' "$file" | head -1 | cut -d= -f2 ||
     true)
@@ -64,10 +66,12 @@ checkDockerfile() {
           entry[$stage]=${entry[$image]}
           env_plugin[$stage]=${env_plugin[$image]}
           env_preload[$stage]=${env_preload[$image]}
+          env_refcount[$stage]=${env_refcount[$image]}
         else
           entry[$stage]=""
           env_plugin[$stage]=""
           env_preload[$stage]=""
+          env_refcount[$stage]=""
           # shellcheck disable=SC2016  # the literal text ${BASE}, as the Dockerfile spells it
           if [ $has_base = 1 ] && [ "$image" != '${BASE}' ] && [ "$image" != '$BASE' ]; then
             fail "$name: stage $stage is FROM $image, not \${BASE}"
@@ -117,6 +121,7 @@ checkDockerfile() {
           case $pair in
             NCCL_NET_PLUGIN=*) env_plugin[$stage]=${pair#*=} ;;
             LD_PRELOAD=*) env_preload[$stage]=${pair#*=} ;;
+            NCCL_NET_PLUGIN_REF_COUNT=*) env_refcount[$stage]=${pair#*=} ;;
           esac
         done ;;
     esac
@@ -131,6 +136,9 @@ checkDockerfile() {
     plugin=${env_plugin[$s]} preload=${env_preload[$s]}
     if [ -n "$plugin$preload" ] && [ -z "$libdir" ]; then
       fail "$name: sets a plugin path but builds without -DCMAKE_INSTALL_LIBDIR: a guessed path"
+    fi
+    if [ -n "$plugin$preload" ] && [ "${env_refcount[$s]}" != 1 ]; then
+      fail "$name: stage $s sets the plugin without NCCL_NET_PLUGIN_REF_COUNT=1"
     fi
     if [[ $plugin == /* ]]; then
       [ "$plugin" = "$want" ] || fail "$name: stage $s: NCCL_NET_PLUGIN=$plugin, installed at $want"

@@ -76,6 +76,79 @@ TEST(DoctorNccl, GoodEnvironmentPasses) {
   EXPECT_EQ(formatResult(got[0]).rfind("PASS  nccl: ", 0), 0u);
 }
 
+// NCCL 2.27 to 2.29 forget the plugin after the last communicator: the reference count must be
+// at least 1 there, unless NCCL finds Tally again by the default name. Other versions, or an
+// unknown one, say nothing.
+TEST(DoctorNccl, PluginRefCountUnderNcclThatForgetsThePlugin) {
+  auto run = [](std::map<std::string, std::string> changes, int version, bool default_is_tally) {
+    std::map<std::string, std::string> env = {{"NCCL_COLLNET_ENABLE", "1"},
+                                              {"NCCL_NET_PLUGIN", "tally"}};
+    for (const auto& [k, v] : changes) {
+      if (v == "-") {
+        env.erase(k);
+      } else {
+        env[k] = v;
+      }
+    }
+    NcclCheckContext ctx;
+    ctx.coll_ranks = 2;
+    ctx.nccl_version = version;
+    ctx.loads_tally = [default_is_tally](const std::string& library) {
+      return library != "libnccl-net.so" || default_is_tally;
+    };
+    return checkNcclVariables(MapParamSource(env), ctx);
+  };
+  const std::string v = "NCCL_NET_PLUGIN_REF_COUNT";
+  expectOne(run({}, 22809, false), v, W, "2.28.9, unset");
+  expectOne(run({{v, "0"}}, 22809, false), v, W, "2.28.9, 0");
+  expectOne(run({{v, "x"}}, 22709, false), v, W, "2.27.9, not a number");
+  expectOne(run({{v, "1"}}, 22809, false), v, P, "2.28.9, 1");
+  expectOne(run({{v, "2"}}, 22907, false), v, P, "2.29.7, 2");
+  expectOne(run({}, 23007, false), v, P, "2.30.7");
+  expectOne(run({}, 22105, false), v, P, "2.21.5");
+  expectOne(run({}, 0, false), v, P, "unknown version");
+  // NCCL_NET_PLUGIN unset and libnccl-net.so is Tally: NCCL reopens it by that name.
+  expectOne(run({{"NCCL_NET_PLUGIN", "-"}}, 22809, true), v, P, "default name is Tally");
+  const auto got = run({}, 22809, false);
+  EXPECT_NE(got[0].detail.find("NCCL 2.28.9 unloads the plugin"), std::string::npos)
+      << got[0].detail;
+  EXPECT_NE(got[0].detail.find("NCCL_NET_PLUGIN_REF_COUNT=1"), std::string::npos)
+      << got[0].detail;
+}
+
+TEST(DoctorNccl, NcclVersions) {
+  EXPECT_EQ(parseNcclVersion("2.28.9"), 22809);
+  EXPECT_EQ(parseNcclVersion(" 2.30.7 "), 23007);
+  EXPECT_EQ(parseNcclVersion("2.8.4"), 2804);
+  EXPECT_EQ(parseNcclVersion("22809"), 22809);
+  EXPECT_EQ(parseNcclVersion("2.28"), 0);
+  EXPECT_EQ(parseNcclVersion("two"), 0);
+  EXPECT_EQ(parseNcclVersion(""), 0);
+  EXPECT_EQ(formatNcclVersion(22809), "2.28.9");
+  EXPECT_EQ(formatNcclVersion(2804), "2.8.4");
+  EXPECT_EQ(formatNcclVersion(0), "(unknown)");
+}
+
+// CollNet's device shares the topology node of net device 0, where NCCL then never uses
+// GPUDirect RDMA.
+TEST(DoctorGpuDirect, CollNetCostsGpuDirectOnDeviceZero) {
+  EXPECT_FALSE(checkGpuDirect(true, {{"eth0", false}}).has_value()) << "TCP: nothing to lose";
+  EXPECT_FALSE(checkGpuDirect(true, {}).has_value());
+  auto r = checkGpuDirect(true, {{"mlx5_0", true}, {"mlx5_1", true}});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->severity, W);
+  EXPECT_NE(r->detail.find("net device 0 (mlx5_0)"), std::string::npos) << r->detail;
+  EXPECT_NE(r->detail.find("the other 1 keep it"), std::string::npos) << r->detail;
+  EXPECT_NE(r->detail.find("TALLY_COLLNET=0"), std::string::npos) << r->detail;
+  r = checkGpuDirect(false, {{"mlx5_0", true}, {"mlx5_1", true}});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->severity, P);
+  EXPECT_NE(r->detail.find("on 2 of Tally's net device(s)"), std::string::npos) << r->detail;
+  r = checkGpuDirect(true, {{"eth0", false}, {"mlx5_0", true}});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->severity, P);
+}
+
 TEST(DoctorNccl, CollnetEnable) {
   runTable("NCCL_COLLNET_ENABLE", {{"-", F}, {"", F}, {"0", F}, {"true", F}, {"2", F}, {"1", P}});
   EXPECT_NE(runNccl({{"NCCL_COLLNET_ENABLE", "0"}})[0].detail.find("tally launch"),
@@ -507,6 +580,7 @@ TEST(DoctorCommand, LiveReducerPassesEveryCheck) {
                                    "--probe-seconds", "0.3", "--worker-gbps", "0.001"},
                                   {"TALLY_REDUCERS=" + reducer->address(), "NCCL_COLLNET_ENABLE=1",
                                    std::string("NCCL_NET_PLUGIN=") + TALLY_PLUGIN_PATH,
+                                   "NCCL_NET_PLUGIN_REF_COUNT=1",
                                    "NCCL_ALGO=allreduce:collnetchain", kSpec});
   EXPECT_TRUE(reducer->stop().isOk());
   const std::string line = lineStarting(run.out, "PASS  reducer " + reducer->address() + ": ");
@@ -520,6 +594,24 @@ TEST(DoctorCommand, LiveReducerPassesEveryCheck) {
         << run.out;
   }
   EXPECT_EQ(run.status, 0) << run.out;
+}
+
+// --nccl-version names the NCCL the job runs (PyTorch's own), whatever libnccl.so.2 here is.
+TEST(DoctorCommand, NcclVersionOption) {
+  const std::vector<std::string> env = {"TALLY_REDUCERS=127.0.0.1:1", "NCCL_COLLNET_ENABLE=1",
+                                        std::string("NCCL_NET_PLUGIN=") + TALLY_PLUGIN_PATH,
+                                        "NCCL_ALGO=allreduce:collnetchain", kSpec};
+  DoctorRun run = runDoctor({"--plugin", TALLY_PLUGIN_PATH, "--timeout", "200ms",
+                             "--nccl-version", "2.29.7"},
+                            env);
+  EXPECT_FALSE(lineStarting(run.out, "WARN  NCCL_NET_PLUGIN_REF_COUNT: unset: NCCL 2.29.7").empty())
+      << run.out;
+  run = runDoctor({"--plugin", TALLY_PLUGIN_PATH, "--timeout", "200ms", "--nccl-version",
+                   "2.30.7"},
+                  env);
+  EXPECT_TRUE(lineStarting(run.out, "WARN  NCCL_NET_PLUGIN_REF_COUNT").empty()) << run.out;
+  run = runDoctor({"--nccl-version", "2.x"}, env);
+  EXPECT_EQ(run.status, 3) << run.out;
 }
 
 TEST(DoctorCommand, DeadAddressFailsFast) {

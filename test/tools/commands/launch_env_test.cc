@@ -114,7 +114,8 @@ TEST(LaunchJobSet, RolesAddressesAndSummary) {
   LaunchPlan worker = planOf(jobSetEnv("workers", 2));
   EXPECT_EQ(worker.role, ClusterRole::kWorker);
   EXPECT_THAT(changesOf(worker),
-              ElementsAre(std::string("0 NCCL_NET_PLUGIN=") + kPlugin, "0 NCCL_COLLNET_ENABLE=1",
+              ElementsAre(std::string("0 NCCL_NET_PLUGIN=") + kPlugin,
+                          "0 NCCL_NET_PLUGIN_REF_COUNT=1", "0 NCCL_COLLNET_ENABLE=1",
                           "0 NCCL_ALGO=allreduce:collnetchain",
                           "0 TALLY_REDUCERS=train-reducers-0-0.train:2222,"
                           "train-reducers-0-1.train:2222",

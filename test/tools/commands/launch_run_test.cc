@@ -27,6 +27,7 @@ const std::string kPlugin = std::filesystem::path(TALLY_PLUGIN_PATH).lexically_n
 std::string exportsFor(int rank, const std::string& reducers) {
   return "export NCCL_NET_PLUGIN='" + kPlugin +
          "'\n"
+         "export NCCL_NET_PLUGIN_REF_COUNT='1'\n"
          "export NCCL_COLLNET_ENABLE='1'\n"
          "export NCCL_ALGO='allreduce:collnetchain'\n"
          "export TALLY_REDUCERS='" +

@@ -51,7 +51,8 @@ TEST(LaunchPlan, PrimaryFromClusterSpec) {
             "primary (CLUSTER_SPEC workerpool0 index 0, trial 7), CollNet rank 0 of 3, reducers "
             "from CLUSTER_SPEC workerpool2");
   EXPECT_THAT(sets(p),
-              ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin, "NCCL_COLLNET_ENABLE=1",
+              ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin,
+                          "NCCL_NET_PLUGIN_REF_COUNT=1", "NCCL_COLLNET_ENABLE=1",
                           "NCCL_ALGO=allreduce:collnetchain", "TALLY_REDUCERS=" + kReducerList,
                           "MASTER_ADDR=primary-0", "MASTER_PORT=2222", "WORLD_SIZE=3", "RANK=0"));
   EXPECT_EQ(p.argv, kCommand);
@@ -66,7 +67,8 @@ TEST(LaunchPlan, WorkersFromClusterSpec) {
                 HasSubstr("worker (CLUSTER_SPEC workerpool1 index " + std::to_string(index) +
                           ", trial 7), CollNet rank " + std::to_string(index + 1) + " of 3"));
     EXPECT_THAT(sets(p),
-                ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin, "NCCL_COLLNET_ENABLE=1",
+                ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin,
+                          "NCCL_NET_PLUGIN_REF_COUNT=1", "NCCL_COLLNET_ENABLE=1",
                             "NCCL_ALGO=allreduce:collnetchain", "TALLY_REDUCERS=" + kReducerList,
                             "MASTER_ADDR=primary-0", "MASTER_PORT=2222", "WORLD_SIZE=3",
                             "RANK=" + std::to_string(index + 1)));
@@ -167,7 +169,7 @@ TEST(LaunchPlan, EveryTfConfigRole) {
     } else {
       EXPECT_THAT(p.summary, HasSubstr("reducers from TF_CONFIG ps"));
       EXPECT_THAT(sets(p), ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin,
-                                       "NCCL_COLLNET_ENABLE=1", "NCCL_ALGO=allreduce:collnetchain",
+                                       "NCCL_NET_PLUGIN_REF_COUNT=1", "NCCL_COLLNET_ENABLE=1", "NCCL_ALGO=allreduce:collnetchain",
                                        "TALLY_REDUCERS=tf-ps-0:2222", "MASTER_ADDR=tf-chief-0",
                                        "MASTER_PORT=2222", "WORLD_SIZE=3", "RANK=" + c.rank));
     }
@@ -179,7 +181,8 @@ TEST(LaunchPlan, TfConfigWithoutChiefMakesWorkerZeroTheMaster) {
       R"({"cluster": {"worker": ["w-0:3333", "w-1:3333"]}, "task": {"type": "worker", "index": 1}})";
   LaunchPlan p = plan({{"TF_CONFIG", tf}});
   EXPECT_THAT(sets(p),
-              ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin, "NCCL_COLLNET_ENABLE=1",
+              ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin,
+                          "NCCL_NET_PLUGIN_REF_COUNT=1", "NCCL_COLLNET_ENABLE=1",
                           "MASTER_ADDR=w-0", "MASTER_PORT=3333", "WORLD_SIZE=2", "RANK=1"));
 }
 
@@ -199,7 +202,8 @@ TEST(LaunchPlan, UserValuesAreKept) {
   EXPECT_THAT(changes(p, EnvChange::Kind::kKept),
               ElementsAre("NCCL_ALGO=ring", "TALLY_REDUCERS=10.0.0.9:7000", "MASTER_PORT=29500"));
   EXPECT_THAT(sets(p),
-              ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin, "NCCL_COLLNET_ENABLE=1",
+              ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin,
+                          "NCCL_NET_PLUGIN_REF_COUNT=1", "NCCL_COLLNET_ENABLE=1",
                           "MASTER_ADDR=primary-0", "WORLD_SIZE=3", "RANK=2"));
   EXPECT_THAT(p.summary, HasSubstr("reducers from TALLY_REDUCERS"));
   EXPECT_THAT(reportLines(p), ::testing::Contains("kept NCCL_ALGO=ring, set by the environment"));
@@ -211,13 +215,31 @@ TEST(LaunchPlan, UserValuesAreKept) {
               HasSubstr("NCCL_COLLNET_ENABLE=0 from the environment turns CollNet off"));
 }
 
+// NCCL 2.27 to 2.29 forget the plugin when the last communicator is destroyed: launch keeps it
+// loaded with a reference count of 1, and says so when the environment sets 0.
+TEST(LaunchPlan, KeepsThePluginLoadedAcrossCommunicators) {
+  LaunchPlan p = plan({{"CLUSTER_SPEC", clusterSpec("workerpool1", 0)}});
+  EXPECT_THAT(sets(p), ::testing::Contains("NCCL_NET_PLUGIN_REF_COUNT=1"));
+  EXPECT_TRUE(p.notes.empty());
+
+  p = plan({{"CLUSTER_SPEC", clusterSpec("workerpool1", 0)}, {"NCCL_NET_PLUGIN_REF_COUNT", "0"}});
+  EXPECT_THAT(changes(p, EnvChange::Kind::kKept),
+              ::testing::Contains("NCCL_NET_PLUGIN_REF_COUNT=0"));
+  ASSERT_EQ(p.notes.size(), 1u);
+  EXPECT_THAT(p.notes[0], HasSubstr("NCCL 2.27 to 2.29 then cannot load Tally again"));
+
+  p = plan({{"CLUSTER_SPEC", clusterSpec("workerpool1", 0)}, {"NCCL_NET_PLUGIN_REF_COUNT", "2"}});
+  EXPECT_TRUE(p.notes.empty());
+}
+
 TEST(LaunchPlan, NoReducersSaysCollNetIsOffAndLeavesTheAlgorithm) {
   const std::string spec = R"({"cluster": {"workerpool0": ["p:2222"], "workerpool1": ["w:2222"]},)"
                            R"( "task": {"type": "workerpool1", "index": 0}})";
   LaunchPlan p = plan({{"CLUSTER_SPEC", spec}, {"TALLY_REDUCERS", " , "}});
   EXPECT_THAT(p.summary, HasSubstr("CollNet rank 1 of 2, no reducers"));
   EXPECT_THAT(sets(p),
-              ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin, "NCCL_COLLNET_ENABLE=1",
+              ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin,
+                          "NCCL_NET_PLUGIN_REF_COUNT=1", "NCCL_COLLNET_ENABLE=1",
                           "MASTER_ADDR=p", "MASTER_PORT=2222", "WORLD_SIZE=2", "RANK=1"));
   ASSERT_EQ(p.notes.size(), 1u);
   EXPECT_THAT(p.notes[0], HasSubstr("WARNING: no reducers known"));
