@@ -94,8 +94,9 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
   X(kBytes, zerocopyMinBytes, "TALLY_ZEROCOPY_MIN_BYTES", "64K",                                \
     "With TALLY_ZEROCOPY: writes smaller than this are copied.")                                \
   X(kInt, collMaxRequests, "TALLY_COLL_MAX_REQUESTS", "64",                                     \
-    "All-reduce calls in flight per CollNet communicator; past it iallreduce returns a NULL "   \
-    "request and NCCL retries.")                                                                \
+    "CollNet calls (all-reduce, all-gather, reduce-scatter) in flight per communicator; past "  \
+    "it a post returns a NULL request and NCCL retries, and a call leaves the count when it "   \
+    "completes, whether or not NCCL has tested it yet.")                                        \
   X(kMillis, connectTimeout, "TALLY_CONNECT_TIMEOUT_MS", "120000",                              \
     "Milliseconds (or 30s, 2m) connect waits for a peer, and CollNet connect for every rank "   \
     "and reducer; then it fails and NCCL reports the error.")                                   \

@@ -1,5 +1,6 @@
 #include "plugin/coll_comm.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -42,7 +43,7 @@ CollComm::CollComm(int dev, int max_requests, std::unique_ptr<worker_client::Col
       client_(std::move(client)),
       info_(std::move(info)),
       reducers_(reducers),
-      requests_(static_cast<size_t>(max_requests)) {
+      requests_(std::max(static_cast<size_t>(max_requests), kNcclUntestedRequests)) {
   tracked_.reserve(requests_.capacity());
 }
 

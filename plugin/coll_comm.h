@@ -79,6 +79,13 @@ struct CollReq {
   MemRange writes;
 };
 
+// The most CollNet requests NCCL holds on one communicator without testing them: NCCL_STEPS (8)
+// per group of 8 channels, and at most 64 channels. NCCL's send proxy retries a NULL post before
+// it tests the requests it holds, so a slot that stays taken until its test could never come
+// back: the pool has at least this many, and the calls in flight are bounded by the client
+// (TALLY_COLL_MAX_REQUESTS), whose calls complete without a test.
+inline constexpr size_t kNcclUntestedRequests = 8 * (64 / 8);
+
 class CollComm {
  public:
   // Blocks (bounded by the connect timeout) until the group has formed.

@@ -130,6 +130,36 @@ TEST(CollCommSummary, CountsCallsBytesErrorsAndTimeOpen) {
   EXPECT_EQ(lines[0].second.find(" 0.0 s open"), std::string::npos) << lines[0].second;
 }
 
+// NCCL's send proxy holds up to kNcclUntestedRequests requests without testing them while it
+// retries a NULL post: however small TALLY_COLL_MAX_REQUESTS (the client's bound on calls in
+// flight), the plugin has a request for each of those, so a retry is never waiting on a test.
+TEST(CollCommRequests, RoomForEveryRequestNcclHoldsUntested) {
+  int closes = 0;
+  CollComm comm(0, 2, std::make_unique<FakeClient>(0, 1, &closes), CollCommInfo{}, 1);
+  std::vector<float> buf(4);
+  std::vector<CollReq*> held;
+  for (size_t i = 0; i < kNcclUntestedRequests; ++i) {
+    CollReq* req = nullptr;
+    ASSERT_TRUE(comm.iallreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32,
+                                ReduceOp::kSum, &req)
+                    .isOk());
+    ASSERT_NE(req, nullptr) << "post " << i;
+    held.push_back(req);
+  }
+  // More than NCCL can hold untested: the pool is bounded.
+  CollReq* extra = reinterpret_cast<CollReq*>(1);
+  ASSERT_TRUE(comm.iallreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32,
+                              ReduceOp::kSum, &extra)
+                  .isOk());
+  EXPECT_EQ(extra, nullptr);
+  for (CollReq* req : held) {
+    bool done = false;
+    for (int i = 0; i < 10 && !done; ++i) ASSERT_TRUE(comm.test(req, &done, nullptr).isOk());
+    EXPECT_TRUE(done);
+  }
+  comm.close();
+}
+
 TEST(CollCommSummary, CloseIsIdempotentAndWordsAreSingular) {
   int closes = 0;
   CollComm comm(0, 2, std::make_unique<FakeClient>(0, 1, &closes), CollCommInfo{}, 1);
