@@ -152,6 +152,7 @@ Status CollComm::pipeline(const char* what, size_t npieces, const PostFn& post,
   auto last_progress = Clock::now();
   while (completed < npieces) {
     bool progressed = false;
+    bool retry_post = false;
     // Post: a slot is free once the piece `slots` before it completed (completion is in order).
     while (inflight.size() < slots && issued < npieces) {
       const size_t slot = issued % slots;
@@ -161,6 +162,7 @@ Status CollComm::pipeline(const char* what, size_t npieces, const PostFn& post,
       staged = issued;
       if (request == nullptr) {  // no room now: NCCL calls again later
         ++stats_.null_requests;
+        retry_post = true;
         break;
       }
       ++stats_.calls;
@@ -168,8 +170,10 @@ Status CollComm::pipeline(const char* what, size_t npieces, const PostFn& post,
       ++issued;
       progressed = true;
     }
-    // Test oldest first; take every completed call at the front.
-    while (!inflight.empty()) {
+    // Test oldest first; take every completed call at the front. As NCCL's send proxy does, only
+    // when there is nothing to post: a NULL post is retried before anything is tested, so a
+    // plugin must make room without waiting for a test.
+    while (!retry_post && !inflight.empty()) {
       int done = 0;
       int size = -1;
       TALLY_RETURN_IF_ERROR(ncclStatus(api_->test(inflight.front().request, &done, &size),

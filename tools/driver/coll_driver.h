@@ -9,9 +9,9 @@
 //
 // allreduce() stages the user's data through the region like NCCL does through its shared
 // buffer: the data is cut into calls of at most call_bytes, each copied into a slot of the send
-// half, posted with pointers inside the region (retried while the plugin returns a NULL request),
-// up to max_inflight calls in flight, and tested oldest first; each result is copied out of the
-// matching slot of the receive half.
+// half, posted with pointers inside the region (retried while the plugin returns a NULL request,
+// with no test in between, as NCCL's send proxy does), up to max_inflight calls in flight, and
+// tested oldest first; each result is copied out of the matching slot of the receive half.
 //
 // One thread drives a CollComm at a time; different CollComms may be driven from different
 // threads at once.

@@ -301,6 +301,44 @@ TEST_P(CollNetVersion, ThousandCallsWithThirtyTwoInFlight) {
   stopReducers();
 }
 
+// Fewer calls in flight allowed (TALLY_COLL_MAX_REQUESTS=2) than the driver keeps (8, as NCCL
+// does): posts come back NULL and are retried with no test in between, as NCCL's send proxy
+// retries them, so the room must come from calls completing, not from tests. Exact.
+TEST_P(CollNetVersion, NullRequestsRetriedWithoutATestInBetween) {
+  if (!haveBinaries()) GTEST_SKIP() << "plugin or tally-reducer was not built";
+  const int version = GetParam();
+  const int nworkers = 2;
+  ASSERT_NO_FATAL_FAILURE(startReducers(2));
+  Store* store = cluster_.store.get();
+  std::string why = runAll(nworkers, [&](int rank) -> int {
+    setWorkerEnvironment(cluster_.reducer_list);
+    ::setenv("TALLY_COLL_MAX_REQUESTS", "2", 1);
+    std::unique_ptr<driver::PluginLibrary> lib;
+    std::unique_ptr<driver::CollNetApi> api;
+    if (!openCollNet(version, &lib, &api)) return 2;
+    CollCommOptions options;
+    options.call_bytes = 16 << 10;
+    options.max_inflight = 8;
+    std::unique_ptr<CollComm> comm;
+    if (!check(rank, CollComm::create(api.get(), store, "coll", rank, nworkers, options, &comm),
+               "setup"))
+      return 3;
+    std::string report;
+    if (!runCase(comm.get(), {DataType::kFloat32, ReduceOp::kSum, (256 << 10) + 3}, 11, &report))
+      return 4;
+    if (comm->stats().null_requests == 0) {
+      std::fprintf(stderr, "worker %d: no NULL request in %llu calls\n", rank,
+                   static_cast<unsigned long long>(comm->stats().calls));
+      return 7;
+    }
+    if (!check(rank, store->set("report/" + std::to_string(rank), report), "store")) return 5;
+    return check(rank, comm->close(), "close") ? 0 : 6;
+  });
+  EXPECT_EQ(why, "");
+  if (why.empty()) expectReports(store, "report", nworkers);
+  stopReducers();
+}
+
 // No reducers configured: CollNet still reports its one device (the count every host of a job
 // reports), and connect declines at once, as NCCL expects to fall back to point-to-point.
 TEST_P(CollNetVersion, NoReducersDeclinesAtConnect) {
