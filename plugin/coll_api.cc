@@ -77,8 +77,7 @@ ncclResult_t collInit(void** ctx, uint64_t comm_id, ncclDebugLogger_t logger) {
     }
     *ctx = state->contexts().create(comm_id, NCCL_NET_TRAFFIC_CLASS_UNDEF, /*coll=*/true);
     TALLY_INFO(log::kInit | log::kColl, "CollNet init comm 0x%llx; %s",
-               static_cast<unsigned long long>(comm_id),
-               state->contexts().describeOpen().c_str());
+               static_cast<unsigned long long>(comm_id), state->contexts().describeOpen().c_str());
     return Status::ok();
   });
 }
@@ -149,8 +148,8 @@ ncclResult_t collConnect(void* handles[], int nranks, int rank, void* listen_com
     TALLY_RETURN_IF_ERROR(PluginState::loaded(&state));
     if (!state->collStatus()) {
       const Status& cluster = state->collStatus();
-      return Status(cluster.code(), "declining CollNet, NCCL falls back to point-to-point: " +
-                                        cluster.message());
+      return Status(cluster.code(),
+                    "declining CollNet, NCCL falls back to point-to-point: " + cluster.message());
     }
     if (!state->collEnabled()) {
       return Status::invalidUsage("declining CollNet, NCCL falls back to point-to-point: " +
@@ -375,8 +374,7 @@ ncclResult_t collFinalize(void* ctx) {
       return Status::ok();
     }
     TALLY_INFO(log::kInit | log::kColl, "CollNet finalize comm 0x%llx; %s",
-               static_cast<unsigned long long>(comm_id),
-               state->contexts().describeOpen().c_str());
+               static_cast<unsigned long long>(comm_id), state->contexts().describeOpen().c_str());
     return Status::ok();
   });
 }

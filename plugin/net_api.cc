@@ -308,8 +308,7 @@ ncclResult_t netFinalize(void* ctx) {
       return Status::ok();
     }
     TALLY_INFO(log::kInit | log::kNet, "finalize comm 0x%llx; %s",
-               static_cast<unsigned long long>(comm_id),
-               state->contexts().describeOpen().c_str());
+               static_cast<unsigned long long>(comm_id), state->contexts().describeOpen().c_str());
     return Status::ok();
   });
 }

@@ -192,11 +192,12 @@ bool runCycle(const Options& o, int rank, int cycle, const std::string& dir, std
   const char* count_env = std::getenv("NCCL_NET_PLUGIN_REF_COUNT");
   const bool keeps_name = cycle == 0 || (count_env != nullptr && std::atoi(count_env) >= 1);
   Loaded lib;
-  if (!resolve(keeps_name ? std::getenv("NCCL_NET_PLUGIN") : nullptr,
-               want_env ? want_env : "Tally", &lib, why)) {
+  if (!resolve(keeps_name ? std::getenv("NCCL_NET_PLUGIN") : nullptr, want_env ? want_env : "Tally",
+               &lib, why)) {
     if (!keeps_name) {
-      *why += "(NCCL 2.27 to 2.29 forget the plugin's name when the last communicator is "
-              "destroyed; NCCL_NET_PLUGIN_REF_COUNT=1 keeps it)";
+      *why +=
+          "(NCCL 2.27 to 2.29 forget the plugin's name when the last communicator is "
+          "destroyed; NCCL_NET_PLUGIN_REF_COUNT=1 keeps it)";
     }
     return false;
   }

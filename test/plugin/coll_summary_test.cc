@@ -1,6 +1,7 @@
 // CollNet's cluster-facing behaviour at the entry points: the per-communicator summary logged at
 // close, the reducer-origin line at init, and CollNet's one device on a host that cannot join
-// (no reducers, a malformed CLUSTER_SPEC: connect declines) while the net side keeps working. CollComm runs over a fake CollClient: no reducer needed.
+// (no reducers, a malformed CLUSTER_SPEC: connect declines) while the net side keeps working.
+// CollComm runs over a fake CollClient: no reducer needed.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -250,7 +251,8 @@ void malformedClusterSpecChild() {
   int ndev = 0;
   CHILD_CHECK(ncclNetPlugin_v8.devices(&ndev) == ncclSuccess && ndev >= 1);
   CHILD_CHECK(ncclCollNetPlugin_v8.init(ncclCapture) == ncclSuccess);
-  const std::string error = "CLUSTER_SPEC: task.index: expected a non-negative integer, got \"one\"";
+  const std::string error =
+      "CLUSTER_SPEC: task.index: expected a non-negative integer, got \"one\"";
   CHILD_CHECK(countLines(NCCL_LOG_WARN, error) == 1);
   CHILD_CHECK(countLines(NCCL_LOG_WARN, "point-to-point is unaffected") == 1);
   CHILD_CHECK(countLines(NCCL_LOG_INFO, "CollNet reducers") == 0);

@@ -53,7 +53,8 @@ TEST(PluginState, CollNetDeviceWithoutReducersAndItsSwitch) {
   EXPECT_EQ(state->collDeviceCount(), 1);
 
   st = PluginState::create(
-      paramsFrom({{"TALLY_SOCKET_IFNAME", "lo"}, {"TALLY_REDUCERS", "a:1"}, {"TALLY_COLLNET", "0"}}),
+      paramsFrom(
+          {{"TALLY_SOCKET_IFNAME", "lo"}, {"TALLY_REDUCERS", "a:1"}, {"TALLY_COLLNET", "0"}}),
       &state);
   ASSERT_TRUE(st.isOk()) << st.toString();
   EXPECT_TRUE(state->collEnabled());

@@ -168,8 +168,8 @@ void checkPluginRefCount(const ParamSource& env, const NcclCheckContext& ctx,
   }
   out->push_back(warn(
       "NCCL_NET_PLUGIN_REF_COUNT",
-      (v.empty() ? std::string("unset") : quoted("NCCL_NET_PLUGIN_REF_COUNT", v)) +
-          ": NCCL " + formatNcclVersion(ctx.nccl_version) +
+      (v.empty() ? std::string("unset") : quoted("NCCL_NET_PLUGIN_REF_COUNT", v)) + ": NCCL " +
+          formatNcclVersion(ctx.nccl_version) +
           " unloads the plugin when a process's last communicator is destroyed and forgets its "
           "name, so a communicator made after that (a process group made again) fails with "
           "NCCL_NET=Tally or runs on NCCL's own net; set NCCL_NET_PLUGIN_REF_COUNT=1 (tally "

@@ -16,9 +16,9 @@ namespace tally::nccl_source {
 namespace {
 
 bool inherited(const char* entry) {
-  static const char* const kDropped[] = {"NCCL_",        "TALLY_",     "CLUSTER_SPEC=",
-                                         "TF_CONFIG=",   "LD_PRELOAD=", "LD_LIBRARY_PATH=",
-                                         "SLURM_",       "JOBSET_"};
+  static const char* const kDropped[] = {
+      "NCCL_",       "TALLY_",           "CLUSTER_SPEC=", "TF_CONFIG=",
+      "LD_PRELOAD=", "LD_LIBRARY_PATH=", "SLURM_",        "JOBSET_"};
   for (const char* prefix : kDropped) {
     if (std::strncmp(entry, prefix, std::strlen(prefix)) == 0) return false;
   }

@@ -10,10 +10,10 @@
 namespace tally::nccl_source {
 
 struct ChildRun {
-  int status = -1;           // exit status, or -1 when it did not exit normally
-  bool timed_out = false;    // killed after the deadline
-  std::string out;           // stdout
-  std::string err;           // stderr
+  int status = -1;         // exit status, or -1 when it did not exit normally
+  bool timed_out = false;  // killed after the deadline
+  std::string out;         // stdout
+  std::string err;         // stderr
 };
 
 using EnvVars = std::vector<std::pair<std::string, std::string>>;

@@ -17,7 +17,6 @@
 
 #include "comm.h"
 #include "net.h"
-
 #include "test/nccl_source/stubs/captured_log.h"
 
 #if NCCL_VERSION_CODE >= 22800

@@ -64,10 +64,14 @@ enum class Way { kName, kPath, kDefaultName, kPreload };
 
 const char* wayName(Way way) {
   switch (way) {
-    case Way::kName: return "NCCL_NET_PLUGIN=tally";
-    case Way::kPath: return "NCCL_NET_PLUGIN=<path>";
-    case Way::kDefaultName: return "libnccl-net.so, NCCL_NET_PLUGIN unset";
-    case Way::kPreload: return "LD_PRELOAD, NCCL_NET_PLUGIN=STATIC_PLUGIN";
+    case Way::kName:
+      return "NCCL_NET_PLUGIN=tally";
+    case Way::kPath:
+      return "NCCL_NET_PLUGIN=<path>";
+    case Way::kDefaultName:
+      return "libnccl-net.so, NCCL_NET_PLUGIN unset";
+    case Way::kPreload:
+      return "LD_PRELOAD, NCCL_NET_PLUGIN=STATIC_PLUGIN";
   }
   return "?";
 }
@@ -263,8 +267,7 @@ TEST_F(LoaderTest, WaysOfLoadingCommunicatorsAndRecreate) {
               << o.raw;
           EXPECT_GE(o.count("NET/Tally : CollNet init comm "), 2) << o.raw;
           // All closed after B, and again after C when C was on Tally.
-          EXPECT_EQ(o.count("still open: 0 net, 0 CollNet"), recreated_on_tally ? 2 : 1)
-              << o.raw;
+          EXPECT_EQ(o.count("still open: 0 net, 0 CollNet"), recreated_on_tally ? 2 : 1) << o.raw;
         }
       }
     }
@@ -310,8 +313,9 @@ TEST_F(LoaderTest, CollNetDeviceCountIsTheSameOnEveryHost) {
       {{"TALLY_REDUCERS", "127.0.0.1:9"}},
       {},
       {{"CLUSTER_SPEC", "{not json"}},
-      {{"CLUSTER_SPEC", R"({"cluster": )" + pools + R"(, "task": {"type": "workerpool3",)"
-                        R"( "index": 0}})"}},
+      {{"CLUSTER_SPEC", R"({"cluster": )" + pools +
+                            R"(, "task": {"type": "workerpool3",)"
+                            R"( "index": 0}})"}},
       {{"TALLY_SOCKET_IFNAME", ""}},
   };
   std::vector<int> counts;

@@ -13,15 +13,14 @@
 #include <unistd.h>
 
 #include <cerrno>
-
 #include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "debug.h"
-#include "net.h"
 #include "nccl.h"
+#include "net.h"
 #include "param.h"
 #if NCCL_VERSION_CODE >= 22600
 #include "profiler.h"
@@ -53,12 +52,18 @@ std::vector<std::string>& logLines() {
 
 const char* levelName(ncclDebugLogLevel level) {
   switch (level) {
-    case NCCL_LOG_VERSION: return "VERSION";
-    case NCCL_LOG_WARN: return "WARN";
-    case NCCL_LOG_INFO: return "INFO";
-    case NCCL_LOG_ABORT: return "ABORT";
-    case NCCL_LOG_TRACE: return "TRACE";
-    default: return "NONE";
+    case NCCL_LOG_VERSION:
+      return "VERSION";
+    case NCCL_LOG_WARN:
+      return "WARN";
+    case NCCL_LOG_INFO:
+      return "INFO";
+    case NCCL_LOG_ABORT:
+      return "ABORT";
+    case NCCL_LOG_TRACE:
+      return "TRACE";
+    default:
+      return "NONE";
   }
 }
 
@@ -211,8 +216,8 @@ ncclResult_t hostProperties(int /*dev*/, ncclNetProperties_t* props) {
 [[maybe_unused]] ncclResult_t initNet(ncclDebugLogger_t, ncclProfilerCallback_t) {
   return ncclSuccess;
 }
-[[maybe_unused]] ncclResult_t initNet(void** ctx, uint64_t, ncclNetCommConfig_t*,
-                                      ncclDebugLogger_t, ncclProfilerCallback_t) {
+[[maybe_unused]] ncclResult_t initNet(void** ctx, uint64_t, ncclNetCommConfig_t*, ncclDebugLogger_t,
+                                      ncclProfilerCallback_t) {
   static int token;
   *ctx = &token;
   return ncclSuccess;

@@ -39,9 +39,11 @@ struct NcclCase {
   Severity expected;                           // of the line for the changed variable
 };
 
-// Every case starts from an environment that passes and changes one variable.
+// Every case starts from an environment that passes and changes one variable. The job's NCCL
+// is `nccl_version` (0: unknown); libnccl-net.so is Tally only when both flags say so.
 std::vector<CheckResult> runNccl(const std::map<std::string, std::string>& changes,
-                                 int coll_ranks = 2, bool libraries_are_tally = true) {
+                                 int coll_ranks = 2, bool libraries_are_tally = true,
+                                 int nccl_version = 0, bool default_name_is_tally = true) {
   std::map<std::string, std::string> env = {{"NCCL_COLLNET_ENABLE", "1"},
                                             {"NCCL_NET_PLUGIN", "tally"}};
   for (const auto& [k, v] : changes) {
@@ -53,7 +55,10 @@ std::vector<CheckResult> runNccl(const std::map<std::string, std::string>& chang
   }
   NcclCheckContext ctx;
   ctx.coll_ranks = coll_ranks;
-  ctx.loads_tally = [libraries_are_tally](const std::string&) { return libraries_are_tally; };
+  ctx.nccl_version = nccl_version;
+  ctx.loads_tally = [=](const std::string& library) {
+    return libraries_are_tally && (library != "libnccl-net.so" || default_name_is_tally);
+  };
   return checkNcclVariables(MapParamSource(env), ctx);
 }
 
@@ -80,23 +85,9 @@ TEST(DoctorNccl, GoodEnvironmentPasses) {
 // at least 1 there, unless NCCL finds Tally again by the default name. Other versions, or an
 // unknown one, say nothing.
 TEST(DoctorNccl, PluginRefCountUnderNcclThatForgetsThePlugin) {
-  auto run = [](std::map<std::string, std::string> changes, int version, bool default_is_tally) {
-    std::map<std::string, std::string> env = {{"NCCL_COLLNET_ENABLE", "1"},
-                                              {"NCCL_NET_PLUGIN", "tally"}};
-    for (const auto& [k, v] : changes) {
-      if (v == "-") {
-        env.erase(k);
-      } else {
-        env[k] = v;
-      }
-    }
-    NcclCheckContext ctx;
-    ctx.coll_ranks = 2;
-    ctx.nccl_version = version;
-    ctx.loads_tally = [default_is_tally](const std::string& library) {
-      return library != "libnccl-net.so" || default_is_tally;
-    };
-    return checkNcclVariables(MapParamSource(env), ctx);
+  auto run = [](const std::map<std::string, std::string>& changes, int version,
+                bool default_is_tally) {
+    return runNccl(changes, 2, true, version, default_is_tally);
   };
   const std::string v = "NCCL_NET_PLUGIN_REF_COUNT";
   expectOne(run({}, 22809, false), v, W, "2.28.9, unset");
@@ -112,8 +103,7 @@ TEST(DoctorNccl, PluginRefCountUnderNcclThatForgetsThePlugin) {
   const auto got = run({}, 22809, false);
   EXPECT_NE(got[0].detail.find("NCCL 2.28.9 unloads the plugin"), std::string::npos)
       << got[0].detail;
-  EXPECT_NE(got[0].detail.find("NCCL_NET_PLUGIN_REF_COUNT=1"), std::string::npos)
-      << got[0].detail;
+  EXPECT_NE(got[0].detail.find("NCCL_NET_PLUGIN_REF_COUNT=1"), std::string::npos) << got[0].detail;
 }
 
 TEST(DoctorNccl, NcclVersions) {
@@ -576,12 +566,12 @@ const std::string kSpec =
 TEST(DoctorCommand, LiveReducerPassesEveryCheck) {
   std::unique_ptr<driver::ReducerProcess> reducer;
   ASSERT_TRUE(driver::ReducerProcess::start(TALLY_REDUCER_BIN, {}, 10000, &reducer).isOk());
-  const DoctorRun run = runDoctor({"--plugin", TALLY_PLUGIN_PATH, "--probe-bytes", "4M",
-                                   "--probe-seconds", "0.3", "--worker-gbps", "0.001"},
-                                  {"TALLY_REDUCERS=" + reducer->address(), "NCCL_COLLNET_ENABLE=1",
-                                   std::string("NCCL_NET_PLUGIN=") + TALLY_PLUGIN_PATH,
-                                   "NCCL_NET_PLUGIN_REF_COUNT=1",
-                                   "NCCL_ALGO=allreduce:collnetchain", kSpec});
+  const DoctorRun run =
+      runDoctor({"--plugin", TALLY_PLUGIN_PATH, "--probe-bytes", "4M", "--probe-seconds", "0.3",
+                 "--worker-gbps", "0.001"},
+                {"TALLY_REDUCERS=" + reducer->address(), "NCCL_COLLNET_ENABLE=1",
+                 std::string("NCCL_NET_PLUGIN=") + TALLY_PLUGIN_PATH, "NCCL_NET_PLUGIN_REF_COUNT=1",
+                 "NCCL_ALGO=allreduce:collnetchain", kSpec});
   EXPECT_TRUE(reducer->stop().isOk());
   const std::string line = lineStarting(run.out, "PASS  reducer " + reducer->address() + ": ");
   EXPECT_FALSE(line.empty()) << run.out;
@@ -601,13 +591,11 @@ TEST(DoctorCommand, NcclVersionOption) {
   const std::vector<std::string> env = {"TALLY_REDUCERS=127.0.0.1:1", "NCCL_COLLNET_ENABLE=1",
                                         std::string("NCCL_NET_PLUGIN=") + TALLY_PLUGIN_PATH,
                                         "NCCL_ALGO=allreduce:collnetchain", kSpec};
-  DoctorRun run = runDoctor({"--plugin", TALLY_PLUGIN_PATH, "--timeout", "200ms",
-                             "--nccl-version", "2.29.7"},
-                            env);
+  DoctorRun run = runDoctor(
+      {"--plugin", TALLY_PLUGIN_PATH, "--timeout", "200ms", "--nccl-version", "2.29.7"}, env);
   EXPECT_FALSE(lineStarting(run.out, "WARN  NCCL_NET_PLUGIN_REF_COUNT: unset: NCCL 2.29.7").empty())
       << run.out;
-  run = runDoctor({"--plugin", TALLY_PLUGIN_PATH, "--timeout", "200ms", "--nccl-version",
-                   "2.30.7"},
+  run = runDoctor({"--plugin", TALLY_PLUGIN_PATH, "--timeout", "200ms", "--nccl-version", "2.30.7"},
                   env);
   EXPECT_TRUE(lineStarting(run.out, "WARN  NCCL_NET_PLUGIN_REF_COUNT").empty()) << run.out;
   run = runDoctor({"--nccl-version", "2.x"}, env);

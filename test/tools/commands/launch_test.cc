@@ -51,10 +51,10 @@ TEST(LaunchPlan, PrimaryFromClusterSpec) {
             "primary (CLUSTER_SPEC workerpool0 index 0, trial 7), CollNet rank 0 of 3, reducers "
             "from CLUSTER_SPEC workerpool2");
   EXPECT_THAT(sets(p),
-              ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin,
-                          "NCCL_NET_PLUGIN_REF_COUNT=1", "NCCL_COLLNET_ENABLE=1",
-                          "NCCL_ALGO=allreduce:collnetchain", "TALLY_REDUCERS=" + kReducerList,
-                          "MASTER_ADDR=primary-0", "MASTER_PORT=2222", "WORLD_SIZE=3", "RANK=0"));
+              ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin, "NCCL_NET_PLUGIN_REF_COUNT=1",
+                          "NCCL_COLLNET_ENABLE=1", "NCCL_ALGO=allreduce:collnetchain",
+                          "TALLY_REDUCERS=" + kReducerList, "MASTER_ADDR=primary-0",
+                          "MASTER_PORT=2222", "WORLD_SIZE=3", "RANK=0"));
   EXPECT_EQ(p.argv, kCommand);
   EXPECT_TRUE(p.notes.empty());
 }
@@ -66,12 +66,12 @@ TEST(LaunchPlan, WorkersFromClusterSpec) {
     EXPECT_THAT(p.summary,
                 HasSubstr("worker (CLUSTER_SPEC workerpool1 index " + std::to_string(index) +
                           ", trial 7), CollNet rank " + std::to_string(index + 1) + " of 3"));
-    EXPECT_THAT(sets(p),
-                ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin,
-                          "NCCL_NET_PLUGIN_REF_COUNT=1", "NCCL_COLLNET_ENABLE=1",
-                            "NCCL_ALGO=allreduce:collnetchain", "TALLY_REDUCERS=" + kReducerList,
-                            "MASTER_ADDR=primary-0", "MASTER_PORT=2222", "WORLD_SIZE=3",
-                            "RANK=" + std::to_string(index + 1)));
+    EXPECT_THAT(
+        sets(p),
+        ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin, "NCCL_NET_PLUGIN_REF_COUNT=1",
+                    "NCCL_COLLNET_ENABLE=1", "NCCL_ALGO=allreduce:collnetchain",
+                    "TALLY_REDUCERS=" + kReducerList, "MASTER_ADDR=primary-0", "MASTER_PORT=2222",
+                    "WORLD_SIZE=3", "RANK=" + std::to_string(index + 1)));
     EXPECT_EQ(p.argv, kCommand);
   }
 }
@@ -169,7 +169,8 @@ TEST(LaunchPlan, EveryTfConfigRole) {
     } else {
       EXPECT_THAT(p.summary, HasSubstr("reducers from TF_CONFIG ps"));
       EXPECT_THAT(sets(p), ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin,
-                                       "NCCL_NET_PLUGIN_REF_COUNT=1", "NCCL_COLLNET_ENABLE=1", "NCCL_ALGO=allreduce:collnetchain",
+                                       "NCCL_NET_PLUGIN_REF_COUNT=1", "NCCL_COLLNET_ENABLE=1",
+                                       "NCCL_ALGO=allreduce:collnetchain",
                                        "TALLY_REDUCERS=tf-ps-0:2222", "MASTER_ADDR=tf-chief-0",
                                        "MASTER_PORT=2222", "WORLD_SIZE=3", "RANK=" + c.rank));
     }
@@ -181,9 +182,9 @@ TEST(LaunchPlan, TfConfigWithoutChiefMakesWorkerZeroTheMaster) {
       R"({"cluster": {"worker": ["w-0:3333", "w-1:3333"]}, "task": {"type": "worker", "index": 1}})";
   LaunchPlan p = plan({{"TF_CONFIG", tf}});
   EXPECT_THAT(sets(p),
-              ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin,
-                          "NCCL_NET_PLUGIN_REF_COUNT=1", "NCCL_COLLNET_ENABLE=1",
-                          "MASTER_ADDR=w-0", "MASTER_PORT=3333", "WORLD_SIZE=2", "RANK=1"));
+              ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin, "NCCL_NET_PLUGIN_REF_COUNT=1",
+                          "NCCL_COLLNET_ENABLE=1", "MASTER_ADDR=w-0", "MASTER_PORT=3333",
+                          "WORLD_SIZE=2", "RANK=1"));
 }
 
 TEST(LaunchPlan, ClusterSpecWinsOverTfConfig) {
@@ -201,10 +202,9 @@ TEST(LaunchPlan, UserValuesAreKept) {
                        {"NCCL_NET_PLUGIN", ""}});  // empty counts as unset
   EXPECT_THAT(changes(p, EnvChange::Kind::kKept),
               ElementsAre("NCCL_ALGO=ring", "TALLY_REDUCERS=10.0.0.9:7000", "MASTER_PORT=29500"));
-  EXPECT_THAT(sets(p),
-              ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin,
-                          "NCCL_NET_PLUGIN_REF_COUNT=1", "NCCL_COLLNET_ENABLE=1",
-                          "MASTER_ADDR=primary-0", "WORLD_SIZE=3", "RANK=2"));
+  EXPECT_THAT(sets(p), ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin,
+                                   "NCCL_NET_PLUGIN_REF_COUNT=1", "NCCL_COLLNET_ENABLE=1",
+                                   "MASTER_ADDR=primary-0", "WORLD_SIZE=3", "RANK=2"));
   EXPECT_THAT(p.summary, HasSubstr("reducers from TALLY_REDUCERS"));
   EXPECT_THAT(reportLines(p), ::testing::Contains("kept NCCL_ALGO=ring, set by the environment"));
   EXPECT_TRUE(p.notes.empty());
@@ -237,10 +237,9 @@ TEST(LaunchPlan, NoReducersSaysCollNetIsOffAndLeavesTheAlgorithm) {
                            R"( "task": {"type": "workerpool1", "index": 0}})";
   LaunchPlan p = plan({{"CLUSTER_SPEC", spec}, {"TALLY_REDUCERS", " , "}});
   EXPECT_THAT(p.summary, HasSubstr("CollNet rank 1 of 2, no reducers"));
-  EXPECT_THAT(sets(p),
-              ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin,
-                          "NCCL_NET_PLUGIN_REF_COUNT=1", "NCCL_COLLNET_ENABLE=1",
-                          "MASTER_ADDR=p", "MASTER_PORT=2222", "WORLD_SIZE=2", "RANK=1"));
+  EXPECT_THAT(sets(p), ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin,
+                                   "NCCL_NET_PLUGIN_REF_COUNT=1", "NCCL_COLLNET_ENABLE=1",
+                                   "MASTER_ADDR=p", "MASTER_PORT=2222", "WORLD_SIZE=2", "RANK=1"));
   ASSERT_EQ(p.notes.size(), 1u);
   EXPECT_THAT(p.notes[0], HasSubstr("WARNING: no reducers known"));
   EXPECT_THAT(p.notes[0], HasSubstr("CollNet will be off"));
