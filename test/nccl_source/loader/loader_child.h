@@ -9,8 +9,8 @@
 //   fin:NAME    NCCL's ncclNetFinalize of that communicator (a no-op on NCCL without one)
 //
 // Each step prints one line on stdout:
-//   init NAME rc=<ncclResult_t> net=<name|-> table=<symbol|adapter|-> coll=<name|-> \
-//        colltable=<symbol|adapter|-> colldevs=<n>
+//   init NAME rc=<ncclResult_t> net=<name|-> table=<symbol|adapter|-> coll=<name|->
+//        colltable=<symbol|adapter|-> colldevs=<n>       (one line)
 //   fin NAME rc=<ncclResult_t> loaded=<0|1>
 // where table is the exported symbol NCCL uses as it is (ncclNetPlugin_v11), "adapter" when NCCL
 // calls the plugin through a table of its own, colldevs is the CollNet device count as NCCL's
