@@ -80,8 +80,33 @@ uint64_t stepsOf(const ProxyCollective& c, int nnodes) {
   return (bytes + loop - 1) / loop;
 }
 
-// Average on the GPU: the network sees a sum.
+template <typename T>
+void multiplyAll(void* data, size_t bytes, T by) {
+  T* p = static_cast<T*>(data);
+  for (size_t i = 0; i < bytes / sizeof(T); i++) p[i] = static_cast<T>(p[i] * by);
+}
+
+// Average and PreMulSum on the GPU: the network sees a sum.
 void preScale(const GpuSideJob& job, void* data, size_t bytes) {
+  if (job.c.op == kPreMulSumOp) {
+    switch (job.c.dtype) {
+      case ncclFloat32:
+        multiplyAll<float>(data, bytes, kPreMulSumScalar);
+        break;
+      case ncclFloat64:
+        multiplyAll<double>(data, bytes, kPreMulSumScalar);
+        break;
+      case ncclInt32:
+        multiplyAll<int32_t>(data, bytes, kPreMulSumScalar);
+        break;
+      case ncclInt64:
+        multiplyAll<int64_t>(data, bytes, kPreMulSumScalar);
+        break;
+      default:
+        break;
+    }
+    return;
+  }
   if (job.c.op != ncclAvg) return;
   const double scale = 1.0 / job.nnodes;
   if (job.c.dtype == ncclFloat32) {

@@ -28,6 +28,7 @@ namespace {
 constexpr int kNcclAvg = 4;
 constexpr int kNcclSum = 0;
 constexpr int kNcclInt32 = 2;
+constexpr int kNcclInt64 = 4;
 constexpr int kNcclFloat32 = 7;
 constexpr int kNcclFloat64 = 8;
 constexpr int kNcclRemoteError = 6;
@@ -87,6 +88,24 @@ AllGatherFn storeAllGather(Store* store, int rank, int nranks) {
 
 // The average NCCL's kernel makes of a sum of `n` ranks' inputs: exact here, since the float
 // inputs are integers and n is a power of two, and integer division truncates as SumPostDiv does.
+template <typename T>
+void doubleAll(size_t count, char* data) {
+  for (size_t i = 0; i < count; i++) {
+    T v;
+    std::memcpy(&v, data + i * sizeof v, sizeof v);
+    v = static_cast<T>(v * kPreMulSumScalar);
+    std::memcpy(data + i * sizeof v, &v, sizeof v);
+  }
+}
+
+// The sum of inputs the GPU multiplied by kPreMulSumScalar.
+void scaleByPreMulSum(int dtype, size_t count, char* data) {
+  if (dtype == kNcclFloat32) doubleAll<float>(count, data);
+  if (dtype == kNcclFloat64) doubleAll<double>(count, data);
+  if (dtype == kNcclInt32) doubleAll<int32_t>(count, data);
+  if (dtype == kNcclInt64) doubleAll<int64_t>(count, data);
+}
+
 void divideByRanks(int dtype, int n, size_t count, char* data) {
   for (size_t i = 0; i < count; i++) {
     if (dtype == kNcclFloat32) {
@@ -121,7 +140,8 @@ Buffers makeBuffers(const CaseCollective& c, const RankPlan& plan, uint64_t seed
   const size_t elt = proxyTypeSize(c.dtype);
   b.type = static_cast<DataType>(c.dtype);
   const bool avg = c.op == kNcclAvg;
-  const ReduceOp op = static_cast<ReduceOp>(avg ? kNcclSum : c.op);
+  const bool premul = c.op == kPreMulSumOp;
+  const ReduceOp op = static_cast<ReduceOp>(avg || premul ? kNcclSum : c.op);
   switch (c.coll) {
     case ProxyColl::kAllReduce: {
       b.in.resize(c.count * elt);
@@ -130,6 +150,7 @@ Buffers makeBuffers(const CaseCollective& c, const RankPlan& plan, uint64_t seed
       driver::fillInput(b.type, op, rank, n, seed, c.count, b.in.data());
       driver::fillExpected(b.type, op, n, seed, c.count, b.expected.data());
       if (avg) divideByRanks(c.dtype, n, c.count, b.expected.data());
+      if (premul) scaleByPreMulSum(c.dtype, c.count, b.expected.data());
       b.out_count = c.count;
       break;
     }
@@ -154,6 +175,7 @@ Buffers makeBuffers(const CaseCollective& c, const RankPlan& plan, uint64_t seed
       driver::fillExpected(b.type, op, n, seed, c.count * n, all.data());
       b.expected.assign(all.begin() + rank * part, all.begin() + (rank + 1) * part);
       if (avg) divideByRanks(c.dtype, n, c.count, b.expected.data());
+      if (premul) scaleByPreMulSum(c.dtype, c.count, b.expected.data());
       b.out_count = c.count;
       break;
     }
@@ -182,7 +204,7 @@ bool runOne(ProxyRank* proxy, const CaseCollective& c, const RankPlan& plan, uin
   if (c.coll != ProxyColl::kAllGather) {
     // What Tally was asked: the user's type, and average as a sum.
     const ProxyCalls calls = proxy->calls();
-    const int want_op = c.op == kNcclAvg ? kNcclSum : c.op;
+    const int want_op = c.op == kNcclAvg || c.op == kPreMulSumOp ? kNcclSum : c.op;
     if (calls.last_red_op != want_op || calls.last_dtype != c.dtype) {
       return fail(rank, describe(c) + ": Tally saw type " + std::to_string(calls.last_dtype) +
                             " op " + std::to_string(calls.last_red_op));

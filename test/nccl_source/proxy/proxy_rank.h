@@ -33,11 +33,19 @@ struct ProxyRankOptions {
 // all-reduce, CollNetDirect all-gather and reduce-scatter.
 enum class ProxyColl { kAllReduce, kAllGather, kReduceScatter };
 
+// A user-created op (NCCL numbers them from ncclNumOps, 5, on): PreMulSum with this scalar. The
+// GPU multiplies each input by it and the network sums; 2 keeps every result exact in the types
+// the tests use it with (float32, float64, int32, int64).
+inline constexpr int kPreMulSumOp = 5;
+inline constexpr int kPreMulSumScalar = 2;
+
 // One collective as NCCL's enqueue hands it to the proxy and the kernel.
 struct ProxyCollective {
   ProxyColl coll = ProxyColl::kAllReduce;
-  int dtype = 7;     // ncclDataType_t (7: float32)
-  int op = 0;        // the user's ncclRedOp_t: 0 sum, 1 prod, 2 max, 3 min, 4 avg
+  int dtype = 7;  // ncclDataType_t (7: float32)
+  // The user's ncclRedOp_t: 0 sum, 1 prod, 2 max, 3 min, 4 avg, and kPreMulSumOp for an op the
+  // user made with ncclRedOpCreatePreMulSum (scalar kPreMulSumScalar).
+  int op = 0;
   size_t count = 0;  // all-reduce: elements; all-gather and reduce-scatter: elements per rank
   int chunk_bytes = 128 << 10;     // NCCL's chunkSize for this collective
   int channels = 1;                // channels it runs on (at most ProxyRankOptions::channels)

@@ -172,9 +172,9 @@ void fillProxyArgs(const ProxyCollective& c, int node, int nnodes, size_t buff_s
   const size_t loop = static_cast<size_t>(c.channels) * static_cast<size_t>(c.chunk_bytes);
   const int nsteps = static_cast<int>((bytes + loop - 1) / loop);
   const int step_size = static_cast<int>(buff_size / NCCL_STEPS);
-  // "Network sees avg as sum": PreMulSum and SumPostDiv, the device ops of ncclAvg, go out as
-  // ncclSum.
-  const int red_op = c.op == ncclAvg ? ncclSum : c.op;
+  // "Network sees avg as sum": PreMulSum and SumPostDiv, the device ops of ncclAvg and of a
+  // user-created PreMulSum op, go out as ncclSum.
+  const int red_op = c.op == ncclAvg || c.op >= ncclNumOps ? ncclSum : c.op;
 
   for (int s = 0; s < c.channels; s++) {
     // ncclProxyOpToArgs, one sub per channel, appended in channel order.

@@ -115,6 +115,20 @@ TEST_F(CollNetProxy, AverageArrivesAsSum) {
   runPlan(plan);
 }
 
+// A user-created PreMulSum op: the GPU multiplies, the network sums.
+TEST_F(CollNetProxy, PreMulSumArrivesAsSum) {
+  RankPlan plan;
+  plan.nranks = 3;
+  plan.channels = 2;
+  plan.seed = 45;
+  for (int dtype : {2, 4, 7, 8}) {
+    plan.collectives.push_back(allReduce(dtype, kPreMulSumOp, 50021, 64 << 10, 2));
+  }
+  plan.collectives.push_back(
+      {ProxyColl::kReduceScatter, kFloat32, kPreMulSumOp, 20011, 128 << 10, 2});
+  runPlan(plan);
+}
+
 TEST_F(CollNetProxy, OddCounts) {
   RankPlan plan;
   plan.nranks = 3;
