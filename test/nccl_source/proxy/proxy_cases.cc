@@ -275,6 +275,39 @@ bool runUntilLoss(ProxyRank* proxy, const RankPlan& plan, Store* store, int rank
   return fail(rank, "no error reached proxyProgress after the reducers were killed");
 }
 
+// The failover case (RankPlan::expect_failover): a lost reducer costs no collective, with NCCL's
+// own proxy posting and testing.
+bool runThroughLoss(ProxyRank* proxy, const RankPlan& plan, Store* store, int rank) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(plan.loss_timeout_ms);
+  uint64_t seed = plan.seed;
+  int64_t stop_after = -1;
+  for (int64_t round = 0; stop_after < 0 || round <= stop_after; ++round) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return fail(rank, "no reducer was lost in time (round " + std::to_string(round) + ")");
+    }
+    for (const CaseCollective& c : plan.collectives) {
+      int rc = 0;
+      if (!runOne(proxy, c, plan, seed++, rank, &rc)) return false;
+    }
+    if (round == 0 && !store->set("running/" + std::to_string(rank), "1").isOk()) {
+      return fail(rank, "store");
+    }
+    if (stop_after >= 0) continue;
+    if (rank == 0 && store->check("killed")) {
+      stop_after = round + 3;
+      if (!store->set("stop_after", std::to_string(stop_after)).isOk()) return fail(rank, "store");
+    } else if (rank != 0 && store->check("stop_after")) {
+      std::string value;
+      if (!store->get("stop_after", &value, kStoreTimeoutMs).isOk()) return fail(rank, "store");
+      stop_after = std::stoll(value);
+    }
+  }
+  fprintf(stderr, "rank %d: %lld rounds, exact through the loss\n", rank,
+          static_cast<long long>(stop_after + 1));
+  return true;
+}
+
 }  // namespace
 
 int runRank(const RankPlan& plan, int rank, const std::string& reducer_list,
@@ -305,6 +338,8 @@ int runRank(const RankPlan& plan, int rank, const std::string& reducer_list,
   bool ok;
   if (plan.expect_progress_error) {
     ok = runUntilLoss(proxy.get(), plan, store.get(), rank);
+  } else if (plan.expect_failover) {
+    ok = runThroughLoss(proxy.get(), plan, store.get(), rank);
   } else {
     ok = true;
     uint64_t seed = plan.seed;
@@ -330,9 +365,15 @@ int runRank(const RankPlan& plan, int rank, const std::string& reducer_list,
   // After a lost reducer the teardown must still release everything NCCL holds.
   if (!closed.ok()) ok = fail(rank, "teardown: " + closed.error);
   ok = checkTeardown(proxy->calls(), plan.channels, rank) && ok;
-  if (!plan.expect_progress_error) {
-    const std::string warnings = proxy->warnings();
-    if (!warnings.empty()) ok = fail(rank, "NCCL warnings:\n" + warnings);
+  const std::string warnings = proxy->warnings();
+  if (plan.expect_failover) {
+    // The failover's warning: the loss, and that the calls go on without that reducer.
+    if (warnings.find("lost") == std::string::npos ||
+        warnings.find("continues on 1 of 2 reducers") == std::string::npos) {
+      ok = fail(rank, "expected a warning of the loss, got:\n" + warnings);
+    }
+  } else if (!plan.expect_progress_error && !warnings.empty()) {
+    ok = fail(rank, "NCCL warnings:\n" + warnings);
   }
   proxy.reset();
   // NCCL unloads the plugin at the last finalize from 2.26 on; before, it stays loaded.

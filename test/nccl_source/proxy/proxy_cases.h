@@ -38,6 +38,11 @@ struct RankPlan {
   // which it must within `loss_timeout_ms`.
   bool expect_progress_error = false;
   int64_t loss_timeout_ms = 60000;
+  // Failover case: the same announcement, but every collective must stay exact through the loss.
+  // Each rank goes on round after round; once the test has killed a reducer and written "killed",
+  // rank 0 names the last round ("stop_after": three rounds on), and every rank stops after it,
+  // so all issue the same calls.
+  bool expect_failover = false;
   // How long one collective may take before the rank fails it.
   int64_t collective_timeout_ms = 60000;
 };

@@ -237,5 +237,31 @@ TEST_F(CollNetProxy, ReducerLossReachesProxyProgress) {
   EXPECT_TRUE(killed);
 }
 
+// TALLY_MIN_REDUCERS=1 with two reducers: killing one mid-run costs no collective. NCCL's proxy
+// keeps posting (the client holds new calls while the ranks agree on the loss, answering NULL)
+// and testing, and every result stays exact (docs/failover.md).
+TEST_F(CollNetProxy, LostReducerCostsNoCollective) {
+  RankPlan plan;
+  plan.nranks = 2;
+  plan.channels = 2;
+  plan.seed = 95;
+  plan.env = {{"TALLY_MIN_REDUCERS", "1"}, {"TALLY_REDUCER_TIMEOUT_MS", "2000"}};
+  plan.expect_failover = true;
+  plan.collectives = {allReduce(kFloat32, 0, 1 << 18, 64 << 10, 2),
+                      {ProxyColl::kReduceScatter, kFloat32, 0, 40009, 128 << 10, 2}};
+  bool killed = false;
+  runPlan(plan, 2, [&](functional::Cluster& cluster) {
+    if (killed) return;
+    std::unique_ptr<Store> store;
+    if (!createFileStore(cluster.dir->path(), &store).isOk()) return;
+    for (int r = 0; r < plan.nranks; r++) {
+      if (!store->check("running/" + std::to_string(r))) return;
+    }
+    cluster.reducers[1]->kill();
+    killed = store->set("killed", "1").isOk();
+  });
+  EXPECT_TRUE(killed);
+}
+
 }  // namespace
 }  // namespace tally::nccl_source
