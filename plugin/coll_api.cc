@@ -146,11 +146,7 @@ ncclResult_t collConnect(void* handles[], int nranks, int rank, void* listen_com
     }
     PluginState* state = nullptr;
     TALLY_RETURN_IF_ERROR(PluginState::loaded(&state));
-    if (!state->collStatus()) {
-      const Status& cluster = state->collStatus();
-      return Status(cluster.code(),
-                    "declining CollNet, NCCL falls back to point-to-point: " + cluster.message());
-    }
+    // No reducers, a pool that does not join, or a malformed cluster variable (its error).
     if (!state->collEnabled()) {
       return Status::invalidUsage("declining CollNet, NCCL falls back to point-to-point: " +
                                   state->collOffReason());
