@@ -7,8 +7,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <sstream>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "common/store.h"
 #include "test/support/cluster.h"
@@ -212,7 +215,44 @@ INSTANTIATE_TEST_SUITE_P(Spread, CollNetMatrix,
 
 // ---- Communicators at once, long call streams ----------------------------------------------
 
-class CollNetVersion : public ::testing::TestWithParam<int>, protected CollNetFixture {};
+class CollNetVersion : public ::testing::TestWithParam<int>, protected CollNetFixture {
+ protected:
+  // On two reducers, each of `nworkers` workers opens the tables of this test's version (with
+  // `env` set), makes one CollComm with `options`, runs case `c` (checked, and its bytes
+  // compared across workers) and closes it. `stats_problem` says what is wrong with the comm's
+  // stats after the case ("" when nothing).
+  void runOneCase(int nworkers, const std::vector<std::pair<const char*, const char*>>& env,
+                  const CollCommOptions& options, const Case& c, uint64_t seed,
+                  const std::function<std::string(const driver::CollStats&)>& stats_problem) {
+    if (!haveBinaries()) GTEST_SKIP() << "plugin or tally-reducer was not built";
+    const int version = GetParam();
+    ASSERT_NO_FATAL_FAILURE(startReducers(2));
+    Store* store = cluster_.store.get();
+    std::string why = runAll(nworkers, [&](int rank) -> int {
+      setWorkerEnvironment(cluster_.reducer_list);
+      for (const auto& [name, value] : env) ::setenv(name, value, 1);
+      std::unique_ptr<driver::PluginLibrary> lib;
+      std::unique_ptr<driver::CollNetApi> api;
+      if (!openCollNet(version, &lib, &api)) return 2;
+      std::unique_ptr<CollComm> comm;
+      if (!check(rank, CollComm::create(api.get(), store, "coll", rank, nworkers, options, &comm),
+                 "setup"))
+        return 3;
+      std::string report;
+      if (!runCase(comm.get(), c, seed, &report)) return 4;
+      const std::string problem = stats_problem(comm->stats());
+      if (!problem.empty()) {
+        std::fprintf(stderr, "worker %d: %s\n", rank, problem.c_str());
+        return 7;
+      }
+      if (!check(rank, store->set("report/" + std::to_string(rank), report), "store")) return 5;
+      return check(rank, comm->close(), "close") ? 0 : 6;
+    });
+    EXPECT_EQ(why, "");
+    if (why.empty()) expectReports(store, "report", nworkers);
+    stopReducers();
+  }
+};
 
 // Two communicators of the same workers share the reducers at the same time, each driven by its
 // own thread (NCCL runs a proxy thread per communicator).
@@ -269,74 +309,31 @@ TEST_P(CollNetVersion, TwoCommunicatorsShareReducersAtOnce) {
 
 // A thousand back-to-back iallreduce calls with up to 32 in flight, oldest tested first.
 TEST_P(CollNetVersion, ThousandCallsWithThirtyTwoInFlight) {
-  if (!haveBinaries()) GTEST_SKIP() << "plugin or tally-reducer was not built";
-  const int version = GetParam();
-  const int nworkers = 4;
-  ASSERT_NO_FATAL_FAILURE(startReducers(2));
-  Store* store = cluster_.store.get();
-  std::string why = runAll(nworkers, [&](int rank) -> int {
-    setWorkerEnvironment(cluster_.reducer_list);
-    std::unique_ptr<driver::PluginLibrary> lib;
-    std::unique_ptr<driver::CollNetApi> api;
-    if (!openCollNet(version, &lib, &api)) return 2;
-    CollCommOptions options;
-    options.call_bytes = 64 * sizeof(float);
-    options.max_inflight = 32;
-    std::unique_ptr<CollComm> comm;
-    if (!check(rank, CollComm::create(api.get(), store, "coll", rank, nworkers, options, &comm),
-               "setup"))
-      return 3;
-    std::string report;
-    if (!runCase(comm.get(), {DataType::kFloat32, ReduceOp::kSum, 1000 * 64}, 5, &report)) return 4;
-    if (comm->stats().calls != 1000) {
-      std::fprintf(stderr, "worker %d: %llu calls issued, expected 1000\n", rank,
-                   static_cast<unsigned long long>(comm->stats().calls));
-      return 7;
-    }
-    if (!check(rank, store->set("report/" + std::to_string(rank), report), "store")) return 5;
-    return check(rank, comm->close(), "close") ? 0 : 6;
-  });
-  EXPECT_EQ(why, "");
-  if (why.empty()) expectReports(store, "report", nworkers);
-  stopReducers();
+  CollCommOptions options;
+  options.call_bytes = 64 * sizeof(float);
+  options.max_inflight = 32;
+  runOneCase(4, {}, options, {DataType::kFloat32, ReduceOp::kSum, 1000 * 64}, 5,
+             [](const driver::CollStats& stats) {
+               return stats.calls == 1000
+                          ? std::string()
+                          : std::to_string(stats.calls) + " calls issued, expected 1000";
+             });
 }
 
 // Fewer calls in flight allowed (TALLY_COLL_MAX_REQUESTS=2) than the driver keeps (8, as NCCL
 // does): posts come back NULL and are retried with no test in between, as NCCL's send proxy
 // retries them, so the room must come from calls completing, not from tests. Exact.
 TEST_P(CollNetVersion, NullRequestsRetriedWithoutATestInBetween) {
-  if (!haveBinaries()) GTEST_SKIP() << "plugin or tally-reducer was not built";
-  const int version = GetParam();
-  const int nworkers = 2;
-  ASSERT_NO_FATAL_FAILURE(startReducers(2));
-  Store* store = cluster_.store.get();
-  std::string why = runAll(nworkers, [&](int rank) -> int {
-    setWorkerEnvironment(cluster_.reducer_list);
-    ::setenv("TALLY_COLL_MAX_REQUESTS", "2", 1);
-    std::unique_ptr<driver::PluginLibrary> lib;
-    std::unique_ptr<driver::CollNetApi> api;
-    if (!openCollNet(version, &lib, &api)) return 2;
-    CollCommOptions options;
-    options.call_bytes = 16 << 10;
-    options.max_inflight = 8;
-    std::unique_ptr<CollComm> comm;
-    if (!check(rank, CollComm::create(api.get(), store, "coll", rank, nworkers, options, &comm),
-               "setup"))
-      return 3;
-    std::string report;
-    if (!runCase(comm.get(), {DataType::kFloat32, ReduceOp::kSum, (256 << 10) + 3}, 11, &report))
-      return 4;
-    if (comm->stats().null_requests == 0) {
-      std::fprintf(stderr, "worker %d: no NULL request in %llu calls\n", rank,
-                   static_cast<unsigned long long>(comm->stats().calls));
-      return 7;
-    }
-    if (!check(rank, store->set("report/" + std::to_string(rank), report), "store")) return 5;
-    return check(rank, comm->close(), "close") ? 0 : 6;
-  });
-  EXPECT_EQ(why, "");
-  if (why.empty()) expectReports(store, "report", nworkers);
-  stopReducers();
+  CollCommOptions options;
+  options.call_bytes = 16 << 10;
+  options.max_inflight = 8;
+  runOneCase(2, {{"TALLY_COLL_MAX_REQUESTS", "2"}}, options,
+             {DataType::kFloat32, ReduceOp::kSum, (256 << 10) + 3}, 11,
+             [](const driver::CollStats& stats) {
+               return stats.null_requests > 0
+                          ? std::string()
+                          : "no NULL request in " + std::to_string(stats.calls) + " calls";
+             });
 }
 
 // No reducers configured: CollNet still reports its one device (the count every host of a job
