@@ -49,16 +49,14 @@ bool ContextRegistry::destroy(const void* ctx, uint64_t* comm_id) {
   return true;
 }
 
-size_t ContextRegistry::count(bool coll) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  size_t n = 0;
-  for (const auto& [ptr, ctx] : live_) n += ctx->coll == coll ? 1 : 0;
-  return n;
-}
-
 std::string ContextRegistry::describeOpen() const {
-  return "still open: " + std::to_string(count(false)) + " net, " + std::to_string(count(true)) +
-         " CollNet";
+  size_t coll = 0;
+  size_t net = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [ptr, ctx] : live_) ++(ctx->coll ? coll : net);
+  }
+  return "still open: " + std::to_string(net) + " net, " + std::to_string(coll) + " CollNet";
 }
 
 bool ContextRegistry::contains(const void* ctx) const {

@@ -71,9 +71,8 @@ class ContextRegistry {
   bool destroy(const void* ctx, uint64_t* comm_id = nullptr);
   bool contains(const void* ctx) const;
   size_t size() const;
-  // Live contexts of net (coll false) or CollNet (coll true) inits.
-  size_t count(bool coll) const;
-  // "still open: 1 net, 0 CollNet", for the init and finalize log lines.
+  // The live contexts of net and of CollNet inits, "still open: 1 net, 0 CollNet", for the init
+  // and finalize log lines.
   std::string describeOpen() const;
 
  private:

@@ -11,9 +11,7 @@
 #include <sys/stat.h>
 
 #include <map>
-#include <memory>
 #include <string>
-#include <vector>
 
 #include "comm.h"
 #include "net.h"
@@ -87,8 +85,6 @@ int collNetDeviceCount(ncclComm* comm) {
   return ndev;
 }
 
-void freeComm(ncclComm* comm) { free(comm); }
-
 }  // namespace
 
 int loaderNcclVersionCode() { return NCCL_VERSION_CODE; }
@@ -142,7 +138,7 @@ int runLoaderScript(const char* script, const char* plugin_path) {
       // ncclCommDestroy finalizes the net of a communicator that has one.
       if (it->second->ncclNet != nullptr) rc = ncclNetFinalize(it->second);
 #endif
-      freeComm(it->second);
+      free(it->second);
       comms.erase(it);
       printf("fin %s rc=%d loaded=%d\n", name.c_str(), static_cast<int>(rc),
              isMapped(plugin_path) ? 1 : 0);
@@ -153,7 +149,7 @@ int runLoaderScript(const char* script, const char* plugin_path) {
     fflush(stdout);
   }
   for (const std::string& line : capturedLog()) printf("log %s\n", line.c_str());
-  for (auto& [name, comm] : comms) freeComm(comm);
+  for (auto& [name, comm] : comms) free(comm);
   fflush(stdout);
   return 0;
 }
