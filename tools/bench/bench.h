@@ -32,6 +32,7 @@
 
 #include "common/status.h"
 #include "common/types.h"
+#include "tools/driver/nccl_calls.h"
 
 namespace tally::bench {
 
@@ -88,6 +89,20 @@ int64_t defaultFaultDuration(const std::vector<Fault>& faults);
 // sizes, server and ring side by side, one #wrong column, a closing verdict line).
 enum class TableStyle { kBench, kDemo };
 
+// The shape of the CollNet calls the reduction-server rows make (--calls and its companions).
+struct CallShape {
+  bool nccl = true;              // NCCL's CollNetChain calls for each size (nccl_calls.h)
+  uint64_t fixed_bytes = 0;      // !nccl: every call this size, 8 in flight
+  driver::NcclChainShape chain;  // --channels, --chain-depth, --nccl-buffsize, --chunk
+};
+// The bytes of each call of an all-reduce of `bytes`, and the chunk its last call's count is
+// rounded up to (0: none).
+uint64_t callBytes(const CallShape& shape, uint64_t bytes);
+uint64_t callChunkBytes(const CallShape& shape, uint64_t bytes);
+// "NCCL 2.28's CollNetChain calls (2 channels, chain depth 1, NCCL_BUFFSIZE 4 MiB)", or "1 MiB
+// calls".
+std::string callShapeText(const CallShape& shape);
+
 struct BenchOptions {
   std::string plugin;      // libnccl-net-tally.so
   std::string reducer;     // tally-reducer
@@ -100,13 +115,14 @@ struct BenchOptions {
   std::vector<DataType> types = {DataType::kFloat32};      // -d
   std::vector<ReduceOp> ops = {ReduceOp::kSum};            // -o
   bool check = true;                                       // -c
+  CallShape calls;                                         // --calls
   std::vector<Algo> algos = {Algo::kServer, Algo::kRing};  // --algo
   std::string emulate;                                     // --emulate RATE; empty: loopback
   std::string emulate_cc = "cubic";  // --emulate-cc: the nodes' TCP congestion control; "host"
-  std::string json_path;                                   // --json FILE
-  std::string plot_path;                                   // --plot FILE.png
-  int table_version = 0;                                   // 0: newest both tables export
-  int reducer_threads = 0;  // --reducer-threads; 0: the machine's share (reducerThreadsFor)
+  std::string json_path;             // --json FILE
+  std::string plot_path;             // --plot FILE.png
+  int table_version = 0;             // 0: newest both tables export
+  int reducer_threads = 0;      // --reducer-threads; 0: the machine's share (reducerThreadsFor)
   int64_t timeout_ms = 600000;  // bound on each phase (Tally workers, Gloo ranks)
   bool verbose = false;
   bool progress = true;  // a progress line on stderr on long runs

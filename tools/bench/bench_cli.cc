@@ -33,6 +33,11 @@ struct BenchFlags {
   std::string faults;
   std::string duration;
   bool no_progress = false;
+  std::string calls = "nccl";
+  int channels = 2;
+  int chain_depth = 1;
+  std::string nccl_buffsize = "4M";
+  std::string chunk;
 };
 
 Status bytesFlag(const char* flag, const std::string& text, uint64_t* out) {
@@ -40,6 +45,33 @@ Status bytesFlag(const char* flag, const std::string& text, uint64_t* out) {
   if (!s.isOk() || *out == 0)
     return Status::invalidUsage(std::string(flag) + ": expected a size such as 4K or 64M, got \"" +
                                 text + "\"");
+  return Status::ok();
+}
+
+Status toCallShape(const BenchFlags& f, CallShape* shape) {
+  if (f.channels < 1 || f.channels > driver::kNcclMaxSubs)
+    return Status::invalidUsage("--channels: expected 1 to 8, got " + std::to_string(f.channels));
+  if (f.chain_depth < 1 || f.chain_depth > 8)
+    return Status::invalidUsage("--chain-depth: expected 1 to 8, got " +
+                                std::to_string(f.chain_depth));
+  shape->chain.channels = f.channels;
+  shape->chain.depth = f.chain_depth;
+  TALLY_RETURN_IF_ERROR(bytesFlag("--nccl-buffsize", f.nccl_buffsize, &shape->chain.buffsize));
+  if (shape->chain.buffsize < 64 * 1024)
+    return Status::invalidUsage("--nccl-buffsize: at least 64K (8 steps of 8 KiB)");
+  if (!f.chunk.empty()) {
+    TALLY_RETURN_IF_ERROR(bytesFlag("--chunk", f.chunk, &shape->chain.tuner_chunk));
+    if (shape->chain.tuner_chunk > driver::ncclStepBytes(shape->chain))
+      return Status::invalidUsage("--chunk: at most NCCL_BUFFSIZE / 8 (" +
+                                  formatBytes(driver::ncclStepBytes(shape->chain)) + ")");
+  }
+  shape->nccl = f.calls == "nccl";
+  if (!shape->nccl) {
+    if (!f.chunk.empty()) return Status::invalidUsage("--chunk: only with --calls nccl");
+    TALLY_RETURN_IF_ERROR(bytesFlag("--calls", f.calls, &shape->fixed_bytes));
+    if (shape->fixed_bytes > (256ull << 20))
+      return Status::invalidUsage("--calls: at most 256M per call");
+  }
   return Status::ok();
 }
 
@@ -57,6 +89,7 @@ Status toOptions(const BenchFlags& f, BenchOptions* o) {
       o->sizes.push_back(b);
     }
   }
+  TALLY_RETURN_IF_ERROR(toCallShape(f, &o->calls));
   TALLY_RETURN_IF_ERROR(parseTypes(f.types, &o->types));
   TALLY_RETURN_IF_ERROR(parseOps(f.ops, &o->ops));
   TALLY_RETURN_IF_ERROR(parseAlgos(f.algos, &o->algos));
@@ -147,6 +180,22 @@ commands::Subcommand addBenchCommand(CLI::App& parent) {
                   "With --emulate: the nodes' TCP congestion control, the same for every "
                   "algorithm; host: whatever the host's new namespaces get")
       ->capture_default_str();
+  cmd->add_option("--calls", f.calls,
+                  "The reduction server's CollNet calls: nccl (the calls NCCL's CollNetChain "
+                  "proxy makes for each size, 8 in flight) or a size such as 1M (every call that "
+                  "size, 8 in flight)")
+      ->capture_default_str();
+  cmd->add_option("--channels", f.channels, "With --calls nccl: NCCL's CollNet channels (1-8)")
+      ->capture_default_str();
+  cmd->add_option("--chain-depth", f.chain_depth,
+                  "With --calls nccl: GPUs per host (the intra-node chain; smaller chunks)")
+      ->capture_default_str();
+  cmd->add_option("--nccl-buffsize", f.nccl_buffsize,
+                  "With --calls nccl: NCCL_BUFFSIZE (a chunk is at most an eighth of it)")
+      ->capture_default_str();
+  cmd->add_option("--chunk", f.chunk,
+                  "With --calls nccl: the chunk a tuner sets on NCCL 2.30 (getChunkSize), at "
+                  "most NCCL_BUFFSIZE / 8");
   cmd->add_option("--json", o.json_path, "Write the options, the machine and every row here");
   cmd->add_option("--plot", o.plot_path, "Draw algbw against size into this PNG (gnuplot)");
   cmd->add_option("--plugin", o.plugin, "libnccl-net-tally.so (default: next to tally)");

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/sizes.h"
 #include "common/strings.h"
 #include "tools/bench/bench.h"
 #include "tools/bench/bench_internal.h"
@@ -51,6 +52,24 @@ const char* typeLabel(DataType type) {
     default:
       return dataTypeName(type);
   }
+}
+
+uint64_t callBytes(const CallShape& shape, uint64_t bytes) {
+  return shape.nccl ? driver::ncclChainCallBytes(bytes, shape.chain) : shape.fixed_bytes;
+}
+
+uint64_t callChunkBytes(const CallShape& shape, uint64_t bytes) {
+  return shape.nccl ? driver::ncclChainChunkBytes(bytes, shape.chain) : 0;
+}
+
+std::string callShapeText(const CallShape& shape) {
+  if (!shape.nccl) return formatBytes(shape.fixed_bytes) + " calls";
+  const driver::NcclChainShape& c = shape.chain;
+  std::string text = "NCCL's CollNetChain calls (" + std::to_string(c.channels) +
+                     (c.channels == 1 ? " channel" : " channels") + ", chain depth " +
+                     std::to_string(c.depth) + ", NCCL_BUFFSIZE " + formatBytes(c.buffsize);
+  if (c.tuner_chunk > 0) text += ", a tuner's chunk of " + formatBytes(c.tuner_chunk) + " (2.30)";
+  return text + ")";
 }
 
 bool isGloo(Algo a) { return a == Algo::kGlooRing || a == Algo::kGlooHalvingDoubling; }

@@ -103,6 +103,11 @@ ordered_json optionsJson(const BenchOptions& o) {
   j["ops"] = ops;
   j["algos"] = algos;
   j["check"] = o.check;
+  j["calls"] = {
+      {"shape", o.calls.nccl ? "nccl" : "fixed"}, {"text", callShapeText(o.calls)},
+      {"fixed_bytes", o.calls.fixed_bytes},       {"channels", o.calls.chain.channels},
+      {"chain_depth", o.calls.chain.depth},       {"nccl_buffsize", o.calls.chain.buffsize},
+      {"chunk", o.calls.chain.tuner_chunk}};
   j["emulate"] = o.emulate.empty() ? ordered_json(nullptr) : ordered_json(o.emulate);
   j["emulate_cc"] = o.emulate.empty() ? ordered_json(nullptr) : ordered_json(o.emulate_cc);
   j["table_version"] = o.table_version;
@@ -158,6 +163,8 @@ Status writeJson(const BenchOptions& o, const RunInfo& info, const std::vector<B
     row["op"] = reduceOpName(r.op);
     row["bytes"] = r.bytes;
     row["count"] = r.count;
+    row["call_bytes"] =
+        r.algo == Algo::kServer ? ordered_json(callBytes(o.calls, r.bytes)) : ordered_json(nullptr);
     row["present"] = r.present;
     row["skipped"] = r.skipped;
     row["time_us"] = r.present ? ordered_json(r.time_us) : ordered_json(nullptr);

@@ -101,12 +101,11 @@ void fillCpuCost(int workers, int iters, BenchRow* row) {
   const SocketPattern pattern =
       row->algo == Algo::kServer ? SocketPattern::kServer : SocketPattern::kRing;
   row->worker_socket_bytes = known ? workerSocketBytes(pattern, row->bytes, iters, workers) : 0;
-  row->reducer_socket_bytes =
-      row->present && row->algo == Algo::kServer ? reducerSocketBytes(row->bytes, iters, workers)
-                                                 : 0;
+  row->reducer_socket_bytes = row->present && row->algo == Algo::kServer
+                                  ? reducerSocketBytes(row->bytes, iters, workers)
+                                  : 0;
   row->worker_cpu_per_socket_gib = cpuSecondsPerGiB(row->worker_cpu_s, row->worker_socket_bytes);
-  row->reducer_cpu_per_socket_gib =
-      cpuSecondsPerGiB(row->reducer_cpu_s, row->reducer_socket_bytes);
+  row->reducer_cpu_per_socket_gib = cpuSecondsPerGiB(row->reducer_cpu_s, row->reducer_socket_bytes);
 }
 
 std::vector<RatioRow> computeRatios(const BenchOptions& o, const std::vector<BenchRow>& rows) {
@@ -124,10 +123,10 @@ std::vector<RatioRow> computeRatios(const BenchOptions& o, const std::vector<Ben
 void printHeader(const BenchOptions& o, const RunInfo& info) {
   const bool demo = o.style == TableStyle::kDemo;
   const char* p = demo ? "" : "# ";
-  std::string where = o.emulate.empty() ? "loopback"
-                                        : "emulated cluster, every node on a " + o.emulate +
-                                              " link in its own network namespace, TCP " +
-                                              o.emulate_cc;
+  std::string where = o.emulate.empty()
+                          ? "loopback"
+                          : "emulated cluster, every node on a " + o.emulate +
+                                " link in its own network namespace, TCP " + o.emulate_cc;
   std::string reducers = has(o.algos, Algo::kServer)
                              ? std::to_string(o.reducers) +
                                    (o.reducers == 1 ? " reducer (" : " reducers (") +
@@ -166,6 +165,10 @@ void printHeader(const BenchOptions& o, const RunInfo& info) {
         "out\n",
         p);
   }
+  if (has(o.algos, Algo::kServer) && o.faults.empty()) {
+    std::printf("%sreduction server: %s, %d in flight%s\n", p, callShapeText(o.calls).c_str(),
+                driver::kNcclSteps, demo ? "" : "; call = the bytes of each iallreduce");
+  }
   for (const std::string& note : info.notes) std::printf("%snote: %s\n", p, note.c_str());
   std::printf(demo ? "\n" : "#\n");
   std::fflush(stdout);
@@ -190,10 +193,9 @@ void printDemoLine(const std::vector<BenchRow>& rows, const TableLine& l) {
   for (const BenchRow* r : {server, ring}) {
     if (r && r->present && r->wrong > 0) wrong += r->wrong;
   }
-  std::printf("%10s %10llu | %12s %12s | %12s %12s | %6s | %7lld\n",
-              formatBytes(l.bytes).c_str(), static_cast<unsigned long long>(count),
-              us(server).c_str(), bw(server).c_str(), us(ring).c_str(), bw(ring).c_str(),
-              ratio.c_str(), static_cast<long long>(wrong));
+  std::printf("%10s %10llu | %12s %12s | %12s %12s | %6s | %7lld\n", formatBytes(l.bytes).c_str(),
+              static_cast<unsigned long long>(count), us(server).c_str(), bw(server).c_str(),
+              us(ring).c_str(), bw(ring).c_str(), ratio.c_str(), static_cast<long long>(wrong));
 }
 
 bool glooColumns(const BenchOptions& o) {
@@ -204,18 +206,24 @@ void printBenchHead(const BenchOptions& o) {
   const bool ring_ratio = has(o.algos, Algo::kServer) && has(o.algos, Algo::kRing);
   const bool gloo_ratio = has(o.algos, Algo::kServer) && glooColumns(o);
   std::string line1 = "#" + std::string(41, ' '), line2, line3;
-  for (Algo a : o.algos) line1 += centered(algoName(a), kGroupWidth);
   char buf[160];
+  const bool server = has(o.algos, Algo::kServer);
   std::snprintf(buf, sizeof(buf), "#%12s %12s %9s %5s", "size", "count", "type", "op");
   line2 = buf;
   std::snprintf(buf, sizeof(buf), "#%12s %12s %9s %5s", "(B)", "(elements)", "", "");
   line3 = buf;
+  if (server) {
+    line1 += std::string(7, ' ');
+    line2 += "   call";
+    line3 += "    (B)";
+  }
+  for (Algo a : o.algos) line1 += centered(algoName(a), kGroupWidth);
   for (size_t i = 0; i < o.algos.size(); ++i) {
     std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s %8s %8s %8s %8s", "time", "algbw", "busbw",
                   "#wrong", "wcpu", "rcpu", "wcpu", "rcpu");
     line2 += buf;
-    std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s %8s %8s %8s %8s", "(us)", "(GB/s)",
-                  "(GB/s)", "", "(s/GiB)", "(s/GiB)", "(s/sGiB)", "(s/sGiB)");
+    std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s %8s %8s %8s %8s", "(us)", "(GB/s)", "(GB/s)",
+                  "", "(s/GiB)", "(s/GiB)", "(s/sGiB)", "(s/sGiB)");
     line3 += buf;
   }
   if (ring_ratio) line2 += "  rs/ring";
@@ -232,6 +240,10 @@ void printBenchLine(const BenchOptions& o, const std::vector<BenchRow>& rows, co
                 static_cast<unsigned long long>(l.bytes), static_cast<unsigned long long>(count),
                 typeLabel(l.type), reduceOpName(l.op));
   std::string line = buf;
+  if (has(o.algos, Algo::kServer)) {
+    std::snprintf(buf, sizeof(buf), " %6s", formatBytes(callBytes(o.calls, l.bytes), "").c_str());
+    line += buf;
+  }
   for (Algo a : o.algos) {
     const BenchRow* r = findRow(rows, a, l.type, l.op, l.bytes);
     bool ok = r != nullptr && r->present;

@@ -1,5 +1,6 @@
 // One worker of `tally bench`. This process stands in for the rank of an NCCL job: like such a
 // job it configures the plugin through the environment before loading it.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -145,6 +146,12 @@ int openWorker(const WorkerPlan& plan, int rank, bool server, bool ring, WorkerS
       return 2;
     driver::CollCommOptions coll_options;
     coll_options.timeout_ms = kCommTimeoutMs;
+    // The region's slots hold the largest call of any size run.
+    coll_options.call_bytes = 0;
+    for (uint64_t bytes : o.sizes) {
+      coll_options.call_bytes =
+          std::max<size_t>(coll_options.call_bytes, callBytes(o.calls, bytes));
+    }
     Status s = CollComm::create(w->coll_api.get(), w->store.get(), "coll", rank, nranks,
                                 coll_options, &w->coll);
     if (!reportWorker(o, rank, s, "collnet setup")) return 3;
@@ -211,6 +218,8 @@ int runBenchWorker(const WorkerPlan& plan, int rank) {
         };
         if (server) {
           progress(Algo::kServer);
+          s = coll->setCallShape(callBytes(o.calls, bytes), callChunkBytes(o.calls, bytes));
+          if (!report(c, s, "call shape")) return 4;
           s = measure(c, Algo::kServer, type, op, bytes, input, expected, &out,
                       [&](const void* src, void* dst, size_t n) {
                         return coll->allreduce(src, dst, n, type, op);

@@ -108,7 +108,8 @@ Status CollComm::setup(Store* store, const std::string& name) {
   TALLY_RETURN_IF_ERROR(ncclStatus(api_->closeListen(listen_comm), "collnet closeListen"));
 
   // One shared region, registered by every channel's send and receive connector.
-  half_bytes_ = options_.call_bytes * static_cast<size_t>(options_.max_inflight);
+  slot_bytes_ = options_.call_bytes;
+  half_bytes_ = slot_bytes_ * static_cast<size_t>(options_.max_inflight);
   region_.assign(2 * half_bytes_, 0);
   for (int i = 0; i < 2 * options_.nchannels; ++i) {
     void* mh = nullptr;
@@ -157,8 +158,8 @@ Status CollComm::pipeline(const char* what, size_t npieces, const PostFn& post,
     while (inflight.size() < slots && issued < npieces) {
       const size_t slot = issued % slots;
       void* request = nullptr;
-      TALLY_RETURN_IF_ERROR(post(issued, slotOf(true, slot), slotOf(false, slot),
-                                 staged != issued, &request));
+      TALLY_RETURN_IF_ERROR(
+          post(issued, slotOf(true, slot), slotOf(false, slot), staged != issued, &request));
       staged = issued;
       if (request == nullptr) {  // no room now: NCCL calls again later
         ++stats_.null_requests;
@@ -202,7 +203,18 @@ Status CollComm::pipeline(const char* what, size_t npieces, const PostFn& post,
 }
 
 char* CollComm::slotOf(bool send, size_t slot) {
-  return region_.data() + (send ? 0 : half_bytes_) + slot * options_.call_bytes;
+  return region_.data() + (send ? 0 : half_bytes_) + slot * slot_bytes_;
+}
+
+Status CollComm::setCallShape(size_t call_bytes, size_t whole_chunk_bytes) {
+  if (call_bytes == 0 || call_bytes > slot_bytes_) {
+    return Status::invalidUsage("calls of " + std::to_string(call_bytes) +
+                                " bytes do not fit the region's slots of " +
+                                std::to_string(slot_bytes_));
+  }
+  options_.call_bytes = call_bytes;
+  options_.whole_chunk_bytes = whole_chunk_bytes;
+  return Status::ok();
 }
 
 Status CollComm::allreduce(const void* src, void* dst, size_t count, DataType type, ReduceOp op) {
@@ -318,18 +330,16 @@ Status CollComm::reducescatter(const void* src, void* dst, size_t count, DataTyp
     const ByteRange w = walk.window(i);
     if (stage) std::memcpy(sbuf, in + w.begin, w.size());
     CollSge part{mhandles_[0], sbuf, w.size()};
-    return ncclStatus(
-        api_->ireducescatter(coll_comm_, 1, &part, rbuf, bytes_per_rank, w.begin, w.size(),
-                             static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op),
-                             mhandles_[1], request),
-        "collnet ireducescatter");
+    return ncclStatus(api_->ireducescatter(coll_comm_, 1, &part, rbuf, bytes_per_rank, w.begin,
+                                           w.size(), static_cast<ncclDataType_t>(type),
+                                           static_cast<ncclRedOp_t>(op), mhandles_[1], request),
+                      "collnet ireducescatter");
   };
   auto finish = [&](size_t i, const char* rbuf, int size) {
     const ByteRange mine = walk.mineIn(i);
     if (size >= 0 && static_cast<size_t>(size) != mine.size()) {
-      return Status::internal("collnet test of a reduce-scatter reported " +
-                              std::to_string(size) + " bytes, expected " +
-                              std::to_string(mine.size()));
+      return Status::internal("collnet test of a reduce-scatter reported " + std::to_string(size) +
+                              " bytes, expected " + std::to_string(mine.size()));
     }
     if (mine.size() > 0) std::memcpy(out + (mine.begin - walk.mine.begin), rbuf, mine.size());
     return Status::ok();

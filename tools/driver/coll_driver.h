@@ -72,6 +72,12 @@ class CollComm {
   Status allgather(const void* src, void* dst, size_t bytes_per_rank);
   Status reducescatter(const void* src, void* dst, size_t count, DataType type, ReduceOp op);
 
+  // Changes the shape of the calls that follow: calls of at most call_bytes (no more than the
+  // options' call_bytes, which sized the region's slots), counts rounded up to whole chunks of
+  // whole_chunk_bytes (0: not rounded). NCCL's shape changes with the message size
+  // (nccl_calls.h).
+  Status setCallShape(size_t call_bytes, size_t whole_chunk_bytes);
+
   // The support matrix the plugin reported at setup.
   bool supported(DataType type, ReduceOp op) const;
   const NetProperties& properties() const { return props_; }
@@ -104,6 +110,7 @@ class CollComm {
   void* coll_comm_ = nullptr;
   std::vector<char> region_;  // send half, then recv half
   size_t half_bytes_ = 0;
+  size_t slot_bytes_ = 0;        // the options' call_bytes at setup: the room of each slot
   std::vector<void*> mhandles_;  // 2 x nchannels: even = send connector, odd = recv connector
   bool support_[kNumDataTypes][kNumReduceOps] = {};
   CollStats stats_;

@@ -129,6 +129,20 @@ TEST(BenchCli, LoopbackRunIsCorrectWithEveryRowInJson) {
   }
   EXPECT_EQ(seen.size(), 24u);
   EXPECT_TRUE(seen.count("ring int32 max 262144"));
+  // NCCL's calls by default: 2 channels of 32 KiB under 128 KiB, of 64 KiB from there
+  // (nccl_calls_test.cc has the rule).
+  EXPECT_EQ(j["options"]["calls"]["shape"], "nccl");
+  EXPECT_NE(run.out.find("# reduction server: NCCL's CollNetChain calls (2 channels, chain depth "
+                         "1, NCCL_BUFFSIZE 4 MiB), 8 in flight"),
+            std::string::npos)
+      << run.out;
+  for (const json& row : j["rows"]) {
+    if (row["algo"] != "rs") {
+      EXPECT_TRUE(row["call_bytes"].is_null()) << row;
+    } else {
+      EXPECT_EQ(row["call_bytes"], row["bytes"].get<uint64_t>() < 131072 ? 65536 : 131072) << row;
+    }
+  }
   ASSERT_EQ(j["ratios"].size(), 12u);
   for (const json& r : j["ratios"]) EXPECT_GT(r["rs_over_ring"].get<double>(), 0) << r;
   std::remove(path.c_str());
@@ -154,6 +168,11 @@ TEST(BenchCli, BadOptionsExitTwo) {
       {{"--no-such-flag"}, "no-such-flag"},
       {{"--plugin", "/nonexistent/libnccl-net-tally.so"}, "not found (use --plugin)"},
       {{"--debug-corrupt-rank", "5"}, "not a worker rank"},
+      {{"--calls", "big"}, "--calls: expected a size"},
+      {{"--channels", "9"}, "--channels: expected 1 to 8"},
+      {{"--chain-depth", "0"}, "--chain-depth: expected 1 to 8"},
+      {{"--chunk", "1M"}, "--chunk: at most NCCL_BUFFSIZE / 8 (512 KiB)"},
+      {{"--calls", "1M", "--chunk", "64K"}, "--chunk: only with --calls nccl"},
   };
   for (const Case& c : cases) {
     TallyRun run = runTally(smallRun(c.args), 30);
@@ -162,6 +181,28 @@ TEST(BenchCli, BadOptionsExitTwo) {
     EXPECT_NE(all.find(c.says), std::string::npos) << c.args[0] << ": " << all;
     EXPECT_EQ(run.out.find("all results"), std::string::npos) << "ran anyway: " << all;
   }
+}
+
+// A fixed call size, the bench's shape before it followed NCCL's: odd sizes cut into several
+// calls of it, with more calls than the 8 in flight, every element checked.
+TEST(BenchCli, FixedCallsAreCorrect) {
+  const std::string path = tempPath("fixed.json");
+  TallyRun run = runTally(smallRun({"--sizes", "100000,1000004", "-d", "float32,float64", "--algo",
+                                    "rs", "--calls", "40K", "--json", path}),
+                          120);
+  ASSERT_FALSE(run.timed_out) << run.out << run.err;
+  EXPECT_EQ(run.status, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("# reduction server: 40 KiB calls, 8 in flight"), std::string::npos)
+      << run.out;
+  json j = readJson(path);
+  ASSERT_TRUE(j.is_object()) << readFile(path);
+  ASSERT_EQ(j["rows"].size(), 4u);
+  for (const json& row : j["rows"]) {
+    EXPECT_TRUE(row["present"].get<bool>()) << row;
+    EXPECT_EQ(row["wrong"], 0) << row;
+    EXPECT_EQ(row["call_bytes"], 40960) << row;
+  }
+  std::remove(path.c_str());
 }
 
 TEST(BenchCli, PlotDrawsAPng) {
