@@ -17,6 +17,7 @@ enum Subsys : unsigned long {
   kInit = 0x1,
   kNet = 0x10,
   kColl = 0x2,
+  kTuning = 0x40,
   kEnv = 0x80,
   kAll = ~0ul,
 };

@@ -143,6 +143,7 @@ std::vector<ParamProblem> Params::problems() const {
   oneOf("TALLY_TRANSPORT", transport, {"auto", "tcp", "ofi", "verbs"});
   range("TALLY_IB_QPS_PER_CONNECTION", ibQpsPerConnection, 1, kMaxIbQpsPerConnection);
   range("TALLY_LINK_MBPS", linkMbps, 0, kMaxLinkMbps);
+  range("TALLY_LINK_LATENCY_US", linkLatencyUs, 0, kMaxLinkLatencyUs);
   range("TALLY_COLL_WINDOW", collWindow, 1, INT64_MAX);
   oneOf("TALLY_COLL_PROGRESS", collProgress, {"thread", "poll", "legacy"});
   oneOf("TALLY_ZEROCOPY", zerocopy, {"off", "on", "always"});

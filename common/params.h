@@ -72,6 +72,19 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
     "The link speed in Mb/s that the plugin reports to NCCL and cuts slices for, in place of "  \
     "what the interface reports (virtual and cloud NICs often report none, or 10 Gbit/s "      \
     "whatever they carry). 0: the interface's own. Every rank should agree on it.")             \
+  X(kInt, linkLatencyUs, "TALLY_LINK_LATENCY_US", "50",                                         \
+    "One-way time of a message between two hosts, software included, in microseconds: the "    \
+    "latency the plugin reports to NCCL (which adds it to every step of its rings and trees "  \
+    "between nodes) and the tuner's model uses. 50 fits TCP between cloud VMs in one zone. "   \
+    "Every rank must agree on it.")                                                             \
+  X(kBool, tuner, "TALLY_TUNER", "1",                                                          \
+    "1: when reducers are configured, the tuner in Tally's library (found by NCCL when "        \
+    "NCCL_TUNER_PLUGIN is unset) gives NCCL the model's cost of a CollNet all-reduce, so NCCL " \
+    "uses CollNet only from the size where it is cheaper (docs/nccl.md). 0: NCCL's own costs. " \
+    "Every rank must agree on it.")                                                             \
+  X(kBytes, ncclBuffsize, "NCCL_BUFFSIZE", "4M",                                                \
+    "NCCL's own setting, read by the tuner only: a CollNet call carries at most an eighth of "  \
+    "it per channel, so the tuner asks for chunks up to NCCL_BUFFSIZE / 8.")                    \
   X(kInt, collWindow, "TALLY_COLL_WINDOW", "8",                                                 \
     "Slices a worker keeps in flight to each reducer (at most the reducer's --window, 16 by "   \
     "default). More only fills the switches' queues, where the Acks and Commits of failover "   \
@@ -198,6 +211,7 @@ inline constexpr int64_t kMaxIbQpsPerConnection = 16;   // TALLY_IB_QPS_PER_CONN
 inline constexpr int64_t kMaxCollMaxRequests = 1 << 16;  // TALLY_COLL_MAX_REQUESTS
 inline constexpr int64_t kMaxMinReducers = 4096;         // TALLY_MIN_REDUCERS (wire kMaxReducers)
 inline constexpr int64_t kMaxLinkMbps = 10000000;      // TALLY_LINK_MBPS: 10 Tbit/s
+inline constexpr int64_t kMaxLinkLatencyUs = 1000000;  // TALLY_LINK_LATENCY_US: 1 s
 
 // A variable whose value cannot be used: `value` as set, `reason` what is expected instead.
 struct ParamProblem {

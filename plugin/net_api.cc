@@ -71,10 +71,11 @@ ncclResult_t fillProperties(const char* fn, int dev, uint64_t max_coll_bytes, bo
     p.ptrSupport = device_memory ? netPtrSupport(dp) : NCCL_PTR_HOST;
     p.regIsGlobal = 0;
     p.forceFlush = 0;
-    const int speed = state->linkSpeedMbps(dp);
-    p.speed = speed > 0 ? speed : 10000;
+    p.speed = state->reportedSpeedMbps(dev);
     p.port = 0;
-    p.latency = dp.latency_us;
+    // One latency for every device, the one the tuner's model uses: NCCL adds it to each step
+    // between nodes when it costs rings and trees (docs/nccl.md).
+    p.latency = static_cast<float>(state->params().linkLatencyUs);
     p.maxComms = kMaxComms;
     p.maxRecvs = kMaxRecvs;
     p.netDeviceType = NCCL_NET_DEVICE_HOST;

@@ -102,11 +102,12 @@ PluginState::PluginState(Params params, std::vector<std::shared_ptr<transport::D
 PluginState::PluginState(Params params, ClusterInput cluster,
                          std::vector<std::shared_ptr<transport::Device>> devices)
     : PluginState(params, std::move(cluster), transport::networkConfigOf(params),
-                  std::move(devices)) {}
+                  std::move(devices), "tcp") {}
 
 PluginState::PluginState(Params params, ClusterInput cluster,
                          transport::NetworkConfig network_config,
-                         std::vector<std::shared_ptr<transport::Device>> devices)
+                         std::vector<std::shared_ptr<transport::Device>> devices,
+                         const std::string& transport_name)
     : params_(std::move(params)),
       cluster_(std::move(cluster)),
       devices_(std::move(devices)),
@@ -130,13 +131,17 @@ PluginState::PluginState(Params params, ClusterInput cluster,
 
   coll_options_.reducers = reducers_.addresses;
   coll_options_.slice_bytes = params_.sliceBytes;
-  // The slice plan follows the link the workers use (NCCL's device 0 of this transport).
-  const transport::DeviceProperties* link =
-      devices_.empty() ? nullptr : &devices_.front()->properties();
+  // The slice plan follows the link the reducer connections run over, the one NCCL is told.
+  transport::LinkQuery query;
+  query.override_mbps = params_.linkMbps;
+  if (collEnabled() && params_.collNet) query.peer = reducers_.addresses.front();
+  query.over_ip = transport_name == "tcp";
+  query.transport = transport_name;
+  query.device = devices_.empty() ? nullptr : &devices_.front()->properties();
+  coll_link_ = transport::chooseLink(query);
   const protocol::SlicePlan plan = protocol::choosePlan(
       params_.sliceBytes, static_cast<uint32_t>(std::max<int64_t>(0, params_.slicesPerReducer)),
-      params_.minSliceBytes, link != nullptr && link->loopback,
-      link != nullptr ? linkSpeedMbps(*link) : 0);
+      params_.minSliceBytes, coll_link_.loopback, coll_link_.speed_mbps);
   coll_options_.slices_per_reducer = plan.per_reducer;
   coll_options_.min_slice_bytes = plan.min_slice_bytes;
   coll_options_.window = static_cast<int>(params_.collWindow);
@@ -184,11 +189,21 @@ Status PluginState::create(const Params& params, ClusterInput cluster,
   }
   TALLY_INFO(log::kInit | log::kNet, "transport: %s", why.c_str());
   std::unique_ptr<PluginState> state(
-      new PluginState(params, std::move(cluster), config, network->devices()));
+      new PluginState(params, std::move(cluster), config, network->devices(), network->name()));
   for (size_t i = 0; i < state->devices_.size(); ++i) {
     const transport::DeviceProperties& p = state->devices_[i]->properties();
     TALLY_INFO(log::kInit | log::kNet, "device %zu: %s address %s", i, p.name.c_str(),
                p.address.c_str());
+  }
+  TALLY_INFO(log::kInit | log::kNet, "%s; CollNet slices are cut for %s",
+             transport::describeLink(state->coll_link_).c_str(),
+             state->coll_link_.loopback ? "loopback" : "that speed");
+  if (state->collEnabled() && state->coll_link_.speed_mbps < transport::kNcclMinCollNetMbps) {
+    TALLY_WARN(
+        "link %s at %d Mb/s: NCCL builds no CollNet channel below %d Mb/s (its slowest search "
+        "step is 0.12 GB/s), so it will run this job without CollNet",
+        state->coll_link_.interface.c_str(), state->coll_link_.speed_mbps,
+        transport::kNcclMinCollNetMbps);
   }
   state->coll_options_.network = network;
   state->transport_choice_ = why;
@@ -215,6 +230,14 @@ void PluginState::logCollNetOnce() {
       TALLY_INFO(log::kInit | log::kColl, "%s", collNetSummary().c_str());
     }
   });
+}
+
+int PluginState::reportedSpeedMbps(int dev) const {
+  if (dev == 0) return coll_link_.speed_mbps;
+  if (params_.linkMbps > 0) return static_cast<int>(params_.linkMbps);
+  const transport::Device* d = device(dev);
+  const int own = d != nullptr ? d->properties().speed_mbps : 0;
+  return own > 0 ? own : transport::kUnknownLinkMbps;
 }
 
 transport::Device* PluginState::device(int dev) const {

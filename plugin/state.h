@@ -36,6 +36,7 @@
 #include "plugin/abi/nccl_types.h"
 #include "worker_client/coll_client.h"
 #include "transport/network.h"
+#include "transport/route.h"
 #include "transport/transport.h"
 
 namespace tally::plugin {
@@ -121,11 +122,15 @@ class PluginState {
               std::vector<std::shared_ptr<transport::Device>> devices);
 
   const Params& params() const { return params_; }
-  // The link speed NCCL is told and slices are cut for: TALLY_LINK_MBPS, else the device's own
-  // (0 when it reports none).
-  int linkSpeedMbps(const transport::DeviceProperties& device) const {
-    return params_.linkMbps > 0 ? static_cast<int>(params_.linkMbps) : device.speed_mbps;
-  }
+  // The link CollNet's connections run over (transport::chooseLink): the interface the kernel
+  // routes the first reducer to over TCP, else net device 0; its speed is TALLY_LINK_MBPS, else
+  // the interface's own. Chosen once, at construction, and logged at INFO by create().
+  const transport::LinkChoice& collLink() const { return coll_link_; }
+  // The speed getProperties reports for net device `dev`, in Mb/s (> 0). Device 0 is the one
+  // CollNet mirrors, and NCCL keeps one speed for the topology node both share: it and the
+  // CollNet device report collLink()'s speed, the one the slice plan is cut for. The others
+  // report TALLY_LINK_MBPS, else their own speed, else transport::kUnknownLinkMbps.
+  int reportedSpeedMbps(int dev) const;
   const ClusterInput& cluster() const { return cluster_; }
   // The reducers CollNet would use and where they came from (origin "none" when there are none).
   const ReducerList& reducers() const { return reducers_; }
@@ -173,8 +178,11 @@ class PluginState {
   static Status loaded(PluginState** out);
 
  private:
+  // `transport_name` is the network's ("tcp", "ofi", "verbs"): over TCP the reducers' route
+  // decides the link, over the others device 0 carries the reducer connections.
   PluginState(Params params, ClusterInput cluster, transport::NetworkConfig network_config,
-              std::vector<std::shared_ptr<transport::Device>> devices);
+              std::vector<std::shared_ptr<transport::Device>> devices,
+              const std::string& transport_name);
 
   Params params_;
   ClusterInput cluster_;
@@ -184,6 +192,7 @@ class PluginState {
   std::shared_ptr<transport::Network> network_;
   std::string transport_choice_;
   std::vector<std::shared_ptr<transport::Device>> devices_;
+  transport::LinkChoice coll_link_;
   transport::NetworkConfig network_config_;
   worker_client::CollOptions coll_options_;
   // Declared after the devices: a pending connection is destroyed before the device it uses.

@@ -5,14 +5,14 @@ file(GLOB tally_driver_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/dri
 add_library(tally_driver STATIC ${tally_driver_sources})
 target_include_directories(tally_driver PUBLIC ${PROJECT_SOURCE_DIR})
 # Only the kernels (ring all-reduce's local combine) and common; the plugin itself is dlopen'ed.
-target_link_libraries(tally_driver PUBLIC tally_kernels tally_common ${CMAKE_DL_LIBS}
+target_link_libraries(tally_driver PUBLIC tally_model tally_kernels tally_common ${CMAKE_DL_LIBS}
                       PRIVATE tally_warnings)
 
 file(GLOB tally_commands_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/commands/*.cc)
 add_library(tally_commands STATIC ${tally_commands_sources})
 target_include_directories(tally_commands PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(tally_commands
-  PUBLIC tally_driver tally_worker_client tally_transport tally_common CLI11::CLI11
+  PUBLIC tally_driver tally_model tally_worker_client tally_transport tally_common CLI11::CLI11
          nlohmann_json::nlohmann_json
   PRIVATE ${TALLY_YAML_CPP} tally_warnings)
 # Installed plugin is found at <bin>/../<libdir>/libnccl-net-tally.so.

@@ -1,5 +1,5 @@
 /* Loads the built libnccl-net-tally.so the way NCCL does (dlopen RTLD_NOW | RTLD_LOCAL), finds
- * every table Tally claims (v8 to v12), and checks that `nm -D --defined-only` lists those and
+ * every table Tally claims (net and CollNet v8 to v12, tuner v2 to v6), and checks that `nm -D --defined-only` lists those and
  * nothing else. Plain C, so it also proves plugin/abi/ compiles as C with its static asserts. */
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -25,6 +25,9 @@ static const char* const kSymbols[] = {
     TALLY_NET_PLUGIN_SYMBOL_V12,     TALLY_COLLNET_PLUGIN_SYMBOL_V8,
     TALLY_COLLNET_PLUGIN_SYMBOL_V9,  TALLY_COLLNET_PLUGIN_SYMBOL_V10,
     TALLY_COLLNET_PLUGIN_SYMBOL_V11, TALLY_COLLNET_PLUGIN_SYMBOL_V12,
+    TALLY_TUNER_PLUGIN_SYMBOL_V2,    TALLY_TUNER_PLUGIN_SYMBOL_V3,
+    TALLY_TUNER_PLUGIN_SYMBOL_V4,    TALLY_TUNER_PLUGIN_SYMBOL_V5,
+    TALLY_TUNER_PLUGIN_SYMBOL_V6,
 };
 enum { kNumSymbols = sizeof(kSymbols) / sizeof(kSymbols[0]) };
 

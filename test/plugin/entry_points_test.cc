@@ -251,6 +251,30 @@ TEST(PluginCollNet, OneDeviceMirroringNetDeviceZero) {
   EXPECT_EQ(ncclCollNetPlugin_v11.finalize(ctx), ncclSuccess);
 }
 
+// NCCL keeps one speed for the topology node net device 0 and the CollNet device share: both
+// tables report the speed of the link to the reducers, and the slices are cut for that link.
+TEST(PluginCollNet, BothTablesReportTheReducerLinksSpeed) {
+  testing::installLoopbackState();  // reducer 127.0.0.1:1
+  PluginState* state = PluginState::globalIfLoaded();
+  ASSERT_NE(state, nullptr);
+  ncclNetProperties_v11_t net, coll;
+  ASSERT_EQ(ncclNetPlugin_v11.getProperties(0, &net), ncclSuccess);
+  ASSERT_EQ(ncclCollNetPlugin_v11.getProperties(0, &coll), ncclSuccess);
+  ncclNetProperties_v8_t net8, coll8;
+  ASSERT_EQ(ncclNetPlugin_v8.getProperties(0, &net8), ncclSuccess);
+  ASSERT_EQ(ncclCollNetPlugin_v8.getProperties(0, &coll8), ncclSuccess);
+  const transport::LinkChoice& link = state->collLink();
+  EXPECT_EQ(link.interface, "lo");
+  EXPECT_EQ(net.speed, link.speed_mbps);
+  EXPECT_EQ(coll.speed, link.speed_mbps);
+  EXPECT_EQ(net8.speed, link.speed_mbps);
+  EXPECT_EQ(coll8.speed, link.speed_mbps);
+  const protocol::SlicePlan plan =
+      protocol::choosePlan(state->params().sliceBytes, 0, 0, link.loopback, coll.speed);
+  EXPECT_EQ(state->collOptions().slices_per_reducer, plan.per_reducer);
+  EXPECT_EQ(state->collOptions().min_slice_bytes, plan.min_slice_bytes);
+}
+
 TEST(PluginCollNet, ConnectToADeadReducerDeclines) {
   testing::installLoopbackState();  // reducer 127.0.0.1:1, connect timeout 1 s
   void* ctx = nullptr;

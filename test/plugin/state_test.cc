@@ -81,12 +81,60 @@ TEST(PluginState, LinkSpeedSettingOverridesTheInterface) {
   ASSERT_TRUE(PluginState::create(
                   paramsFrom({{"TALLY_SOCKET_IFNAME", "lo"}, {"TALLY_LINK_MBPS", "1000"}}), &set)
                   .isOk());
-  const transport::DeviceProperties& lo = own->device(0)->properties();
-  EXPECT_EQ(own->linkSpeedMbps(lo), lo.speed_mbps);
-  EXPECT_EQ(set->linkSpeedMbps(set->device(0)->properties()), 1000);
-  EXPECT_NE(lo.speed_mbps, 1000);
+  EXPECT_EQ(own->collLink().interface, "lo");
+  EXPECT_EQ(own->reportedSpeedMbps(0), transport::kUnknownLinkMbps);  // loopback has no speed
+  EXPECT_EQ(set->reportedSpeedMbps(0), 1000);
+  EXPECT_EQ(set->collLink().speed_mbps, 1000);
   // Loopback keeps the fast plan whatever the speed says.
   EXPECT_EQ(set->collOptions().min_slice_bytes, protocol::kFastMinSliceBytes);
+  EXPECT_EQ(set->collOptions().slices_per_reducer, protocol::kFastSlicesPerReducer);
+}
+
+// Reducers on 127.0.0.1 are reached over loopback even when net device 0 is another interface:
+// the link, NCCL's speed and the slice plan are loopback's, not the default interface's.
+TEST(PluginState, ReducersOnLoopbackUseLoopbackWhateverDeviceZeroIs) {
+  std::unique_ptr<PluginState> state;
+  ASSERT_TRUE(
+      PluginState::create(
+          paramsFrom({{"TALLY_TRANSPORT", "tcp"}, {"TALLY_REDUCERS", "127.0.0.1:1"}}), &state)
+          .isOk());
+  if (state->device(0)->properties().loopback) GTEST_SKIP() << "no interface but loopback";
+  EXPECT_EQ(state->collLink().interface, "lo");
+  EXPECT_TRUE(state->collLink().loopback);
+  EXPECT_EQ(state->reportedSpeedMbps(0), state->collLink().speed_mbps);
+  EXPECT_EQ(state->collOptions().slices_per_reducer, protocol::kFastSlicesPerReducer);
+  EXPECT_EQ(state->collOptions().min_slice_bytes, protocol::kFastMinSliceBytes);
+
+  // A reducer off this host: the interface of its route (here the default one, device 0), and
+  // that interface's speed for the plan.
+  transport::Interface routed;
+  if (!transport::routeInterface("198.51.100.1", &routed).isOk() || routed.loopback) {
+    GTEST_SKIP() << "no route off this host";
+  }
+  ASSERT_TRUE(PluginState::create(paramsFrom({{"TALLY_TRANSPORT", "tcp"},
+                                              {"TALLY_SOCKET_IFNAME", "=" + routed.name},
+                                              {"TALLY_REDUCERS", "198.51.100.1:1"}}),
+                                  &state)
+                  .isOk());
+  EXPECT_EQ(state->collLink().interface, routed.name);
+  EXPECT_FALSE(state->collLink().loopback);
+  const int speed = state->collLink().speed_mbps;
+  EXPECT_EQ(state->reportedSpeedMbps(0), speed);
+  const protocol::SlicePlan expected =
+      protocol::choosePlan(state->params().sliceBytes, 0, 0, false, speed);
+  EXPECT_EQ(state->collOptions().slices_per_reducer, expected.per_reducer);
+  EXPECT_EQ(state->collOptions().min_slice_bytes, expected.min_slice_bytes);
+}
+
+// A replica that does not join CollNet (no reducers here) takes device 0 as it is.
+TEST(PluginState, WithoutReducersDeviceZerosLink) {
+  std::unique_ptr<PluginState> state;
+  ASSERT_TRUE(PluginState::create(
+                  paramsFrom({{"TALLY_TRANSPORT", "tcp"}, {"TALLY_SOCKET_IFNAME", "lo"}}), &state)
+                  .isOk());
+  EXPECT_EQ(state->collLink().interface, "lo");
+  EXPECT_NE(state->collLink().reason.find("no reducers"), std::string::npos)
+      << state->collLink().reason;
 }
 
 TEST(PluginState, BadValuesAreInvalidUsageNamingTheVariable) {

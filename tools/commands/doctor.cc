@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/params.h"
 #include "common/sizes.h"
+#include "model/collnet.h"
 #include "tools/commands/command.h"
 #include "tools/commands/doctor_checks.h"
 #include "tools/commands/doctor_host.h"
@@ -34,7 +35,7 @@ struct DoctorOptions {
   std::string timeout = "5s";
   std::string probe_bytes = "16M";
   double probe_seconds = 1.0;
-  double worker_gbps = 0;  // 0: read the link speed from /sys
+  double worker_gbps = 0;    // 0: read the link speed from /sys
   std::string nccl_version;  // empty: libnccl.so.2's own
   bool verbose = false;
 };
@@ -144,17 +145,26 @@ int runDoctor(const DoctorOptions& o) {
     if (r.measured) bandwidth.reducer_gbytes_per_s.push_back(r.gbytes_per_s);
   }
 
-  // 5. bandwidth
+  // 5. the link the plugin reports to NCCL, and bandwidth
+  const doctor::LinkSpeed link = doctor::workerLinkSpeed(params, reducers, probe.network.get());
+  report.add(doctor::checkLink(link, !reducers.addresses.empty()));
   bandwidth.coll_ranks = coll_ranks;
   if (o.worker_gbps > 0) {
     bandwidth.worker_link_gbps = o.worker_gbps;
     bandwidth.link_source = "--worker-gbps";
   } else {
-    const doctor::LinkSpeed link = doctor::workerLinkSpeed(params);
     bandwidth.worker_link_gbps = link.gbps;
-    bandwidth.link_source = link.source;
+    bandwidth.link_source = "link " + link.interface;
   }
   report.add(doctor::checkBandwidth(bandwidth));
+  // The tuner's line, as the plugin logs it at each communicator's init: one GPU per CollNet
+  // rank's host (doctor cannot see the GPUs), 2.30's getChunkSize assumed.
+  if (!reducers.addresses.empty() && coll_ranks >= 2) {
+    const model::CollNetSetup tuner =
+        model::collNetSetupFrom(params, reducers.addresses.size(), static_cast<size_t>(coll_ranks),
+                                static_cast<size_t>(coll_ranks), true);
+    report.add({Severity::kPass, "tuner", model::describeTuner(tuner)});
+  }
 
   // 6. NCCL variables
   doctor::NcclCheckContext ctx;

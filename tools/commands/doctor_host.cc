@@ -9,6 +9,7 @@
 #include "tools/commands/launch_env.h"
 #include "tools/driver/plugin_library.h"
 #include "transport/network.h"
+#include "transport/route.h"
 
 namespace tally::commands::doctor {
 namespace {
@@ -153,30 +154,37 @@ CheckResult checkReducers(const Params& params, const ClusterEnv& env, ReducerLi
               joinList(list->addresses)};
 }
 
-LinkSpeed workerLinkSpeed(const Params& params, const std::string& sys_class_net) {
+LinkSpeed workerLinkSpeed(const Params& params, const ReducerList& reducers,
+                          const transport::Network* network, const std::string& sys_class_net) {
+  transport::LinkQuery query;
+  query.override_mbps = params.linkMbps;
+  if (params.collNet && !reducers.addresses.empty()) query.peer = reducers.addresses.front();
+  query.transport = network != nullptr ? network->name() : "tcp";
+  query.over_ip = query.transport == "tcp";
+  if (network != nullptr && !network->devices().empty()) {
+    query.device = &network->devices().front()->properties();
+  }
+  query.sys_class_net = sys_class_net;
+  const transport::LinkChoice choice = transport::chooseLink(query);
   LinkSpeed out;
-  if (params.linkMbps > 0) {  // what the plugin tells NCCL, whatever the interface says
-    out.source = "TALLY_LINK_MBPS";
-    out.gbps = static_cast<double>(params.linkMbps) / 1000.0;
-    return out;
-  }
-  const std::string spec =
-      params.socketIfname.empty() ? params.ncclSocketIfname : params.socketIfname;
-  std::vector<transport::Interface> ifaces;
-  Status st = transport::findInterfaces(spec, &ifaces);
-  if (!st.isOk() || ifaces.empty()) {
-    out.source = st.isOk() ? "no interface" : st.message();
-    return out;
-  }
-  const transport::Interface& iface = ifaces.front();
-  if (iface.loopback) {
-    out.source = iface.name + " (loopback)";
-    return out;
-  }
-  out.source = iface.name + " (" + sys_class_net + "/" + iface.name + "/speed)";
-  const int mbps = transport::linkSpeedMbps(iface.name, sys_class_net);
-  if (mbps > 0) out.gbps = static_cast<double>(mbps) / 1000.0;
+  if (choice.speed_known) out.gbps = static_cast<double>(choice.speed_mbps) / 1000.0;
+  out.reported_mbps = choice.speed_mbps;
+  out.interface = choice.interface;
+  out.reason = choice.reason;
   return out;
+}
+
+CheckResult checkLink(const LinkSpeed& link, bool reducers_known) {
+  CheckResult r{Severity::kPass, "link", ""};
+  r.detail = (link.interface.empty() ? std::string("(none)") : link.interface) + ", " +
+             std::to_string(link.reported_mbps) + " Mb/s told to NCCL: " + link.reason;
+  if (reducers_known && link.reported_mbps < transport::kNcclMinCollNetMbps) {
+    r.severity = Severity::kWarn;
+    r.detail += "; NCCL builds no CollNet channel below " +
+                std::to_string(transport::kNcclMinCollNetMbps) +
+                " Mb/s and runs the job without CollNet";
+  }
+  return r;
 }
 
 }  // namespace tally::commands::doctor

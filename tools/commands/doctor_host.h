@@ -8,6 +8,7 @@
 #include "common/cluster.h"
 #include "common/params.h"
 #include "tools/commands/doctor_checks.h"
+#include "transport/network.h"
 
 namespace tally::commands::doctor {
 
@@ -32,14 +33,24 @@ CheckResult checkCluster(const ParamSource& source, ClusterEnv* env, int* coll_r
 // The reducer list and where it came from; FAIL when it is empty. *list receives it.
 CheckResult checkReducers(const Params& params, const ClusterEnv& env, ReducerList* list);
 
-// The link speed of the first interface Tally would pick (TALLY_SOCKET_IFNAME, then
-// NCCL_SOCKET_IFNAME), from <sys_class_net>/<name>/speed (Mb/s). Empty gbps when it cannot be
-// read: loopback, virtual devices reporting -1, no such file.
+// The link the plugin would report to NCCL and cut CollNet slices for, chosen as the plugin
+// chooses it (transport::chooseLink): TALLY_LINK_MBPS, else the speed of the interface the kernel
+// routes the first reducer to (over TCP; over ofi or verbs, or without reducers, net device 0 of
+// `network`), read from <sys_class_net>/<name>/speed. `network` may be null (it did not open).
 struct LinkSpeed {
+  // The link's own speed, from TALLY_LINK_MBPS or the kernel; empty when neither gives one
+  // (loopback, virtual NICs reporting -1): the plugin then reports reported_mbps regardless.
   std::optional<double> gbps;
-  std::string source;  // "eth0 (/sys/class/net/eth0/speed)", "lo (loopback)"
+  int reported_mbps = 0;  // what NCCL is told, Mb/s
+  std::string interface;  // "eth0", "lo"
+  std::string reason;     // transport::LinkChoice::reason
 };
-LinkSpeed workerLinkSpeed(const Params& params,
+LinkSpeed workerLinkSpeed(const Params& params, const ReducerList& reducers,
+                          const transport::Network* network,
                           const std::string& sys_class_net = "/sys/class/net");
+
+// The "link" line: the interface and the speed NCCL is told, and why. WARN when reducers are
+// configured and that speed is below what NCCL builds a CollNet channel on, else PASS.
+CheckResult checkLink(const LinkSpeed& link, bool reducers_known);
 
 }  // namespace tally::commands::doctor

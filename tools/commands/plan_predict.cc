@@ -1,4 +1,4 @@
-// The all-reduce model of plan_predict.h and its text and JSON rendering.
+// The flags and rendering of plan_predict.h; the model is model/allreduce.cc.
 #include "tools/commands/plan_predict.h"
 
 #include <algorithm>
@@ -15,42 +15,6 @@
 
 namespace tally::plan {
 namespace {
-
-constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
-// Per packet: IPv4 and TCP headers with timestamps (52 bytes) inside the MTU, and the Ethernet
-// header (14) outside it, which is what a tc rate limit counts. Both algorithms move data both
-// ways on every link at once, so each direction also carries the ACKs of the data coming the
-// other way: a 66-byte frame (those headers, no payload) for every second full segment, TCP's
-// delayed ACK.
-constexpr int kTcpIpHeaderBytes = 52;
-constexpr int kEthernetHeaderBytes = 14;
-constexpr int kAckFrameBytes = kTcpIpHeaderBytes + kEthernetHeaderBytes;
-constexpr double kSegmentsPerAck = 2;
-
-// Bytes of payload per second over a link of `gbps` at the given payload fraction.
-double payloadRate(double gbps, double payload_fraction) {
-  return gbps * 1e9 / 8.0 * payload_fraction;
-}
-
-// The name of the largest of the terms (the first one on a tie).
-std::string largest(const std::vector<std::pair<const char*, double>>& terms) {
-  auto it = std::max_element(terms.begin(), terms.end(),
-                             [](const auto& a, const auto& b) { return a.second < b.second; });
-  return it->first;
-}
-
-void finish(const PredictInput& in, AlgoPrediction* p) {
-  double body = std::max({p->host_link_s, p->reducer_link_s, p->worker_cpu_s, p->reducer_cpu_s});
-  p->seconds = body + p->latency_s;
-  p->bound = largest({{"host link", p->host_link_s},
-                      {"reducer link", p->reducer_link_s},
-                      {"worker CPU", p->worker_cpu_s},
-                      {"reducer CPU", p->reducer_cpu_s},
-                      {"latency", p->latency_s}});
-  double n = static_cast<double>(in.hosts);
-  p->algbw_gbs = static_cast<double>(in.bucket_bytes) / p->seconds / 1e9;
-  p->busbw_gbs = p->algbw_gbs * 2.0 * (n - 1.0) / n;
-}
 
 using Units = std::vector<std::pair<std::string, double>>;
 
@@ -125,57 +89,6 @@ nlohmann::ordered_json algoJson(const AlgoPrediction& p, bool rs) {
 }
 
 }  // namespace
-
-Status predictAllReduce(const PredictInput& in, Prediction* out) {
-  auto bad = [](const std::string& what) { return Status::invalidUsage("prediction: " + what); };
-  if (in.hosts < 2) {
-    return bad("needs two or more hosts (one host all-reduces without the network), got " +
-               std::to_string(in.hosts));
-  }
-  if (in.reducers < 0) return bad("reducers must be 0 or more");
-  if (!(in.host_gbps > 0) || (in.reducers > 0 && !(in.reducer_gbps > 0))) {
-    return bad("link rates must be above 0");
-  }
-  if (in.mtu < 576 || in.mtu > 65536) {
-    return bad("MTU must be 576 to 65536, got " + std::to_string(in.mtu));
-  }
-  if (in.bucket_bytes == 0) return bad("the bucket must hold at least one byte");
-  if (!(in.latency_s >= 0) || !(in.worker_cpu_s_per_gib >= 0) || !(in.reducer_cpu_s_per_gib >= 0) ||
-      !(in.ring_cpu_s_per_gib >= 0)) {
-    return bad("latency and CPU costs must be 0 or more");
-  }
-  if (!(in.worker_cores > 0) || !(in.reducer_cores > 0)) return bad("cores must be above 0");
-
-  Prediction p;
-  p.input = in;
-  p.payload_fraction = static_cast<double>(in.mtu - kTcpIpHeaderBytes) /
-                       (in.mtu + kEthernetHeaderBytes + kAckFrameBytes / kSegmentsPerAck);
-  double n = static_cast<double>(in.hosts);
-  double s = static_cast<double>(in.bucket_bytes);
-  double host_rate = payloadRate(in.host_gbps, p.payload_fraction);
-
-  // Ring: reduce-scatter then all-gather, n - 1 steps each, every step S / n each way.
-  p.ring.host_link_s = 2.0 * (n - 1.0) / n * s / host_rate;
-  p.ring.worker_cpu_s = in.ring_cpu_s_per_gib * 2.0 * (n - 1.0) / n * s / kGib / in.worker_cores;
-  p.ring.latency_s = 2.0 * (n - 1.0) * in.latency_s;
-  finish(in, &p.ring);
-
-  if (in.reducers > 0) {
-    double m = static_cast<double>(in.reducers);
-    double reducer_rate = payloadRate(in.reducer_gbps, p.payload_fraction);
-    double per_reducer = n * s / m;  // in from the n workers at once, and out again
-    p.has_rs = true;
-    p.rs.host_link_s = s / host_rate;
-    p.rs.reducer_link_s = per_reducer / reducer_rate;
-    p.rs.worker_cpu_s = in.worker_cpu_s_per_gib * s / kGib / in.worker_cores;
-    p.rs.reducer_cpu_s = in.reducer_cpu_s_per_gib * per_reducer / kGib / in.reducer_cores;
-    p.rs.latency_s = 2.0 * in.latency_s;
-    finish(in, &p.rs);
-    p.speedup = p.ring.seconds / p.rs.seconds;
-  }
-  *out = std::move(p);
-  return Status::ok();
-}
 
 Status parseBucketBytes(const std::string& text, uint64_t* out) {
   uint64_t bytes = 0;

@@ -3,25 +3,24 @@
 // nccl-plugin-abi.md §12.4 (2.28.9 src/enqueue.cc; 2.30.7 the same until a tuner's getChunkSize):
 //
 //   stepSize = NCCL_BUFFSIZE / NCCL_STEPS (4 MiB / 8 = 512 KiB by default)
-//   chunk    = min(256 KiB, stepSize), then halved while
-//              bytes / (channels x chunk) < depth x 64 and chunk > 128 KiB,
-//              bytes / (channels x chunk) < depth x 8  and chunk >  64 KiB,
-//              bytes / (channels x chunk) < depth      and chunk >  32 KiB
+//   chunk    = min(256 KiB, stepSize), halved for smaller messages (model/collnet.h)
 //   one call = channels x chunk bytes (channels grouped 8 at a time), up to 8 in flight; the last
 //              call's count is rounded up to whole chunks (its tail holds stale bytes).
 //
 // A tuner's chunk (NCCL 2.30, ncclTuner_v6 getChunkSize) replaces the formula's, up to stepSize.
-// Header-only: the bench, the demo and the tests use it.
+// The bench, the demo and the tests use it; the rule itself is model/collnet.h's.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
+#include "model/collnet.h"
+
 namespace tally::driver {
 
-inline constexpr int kNcclSteps = 8;                       // NCCL_STEPS: calls in flight
-inline constexpr uint64_t kNcclDefaultBuffSize = 4 << 20;  // NCCL_BUFFSIZE of the Simple protocol
-inline constexpr int kNcclMaxSubs = 8;                     // channels grouped into one call
+inline constexpr int kNcclSteps = model::kNcclSteps;  // calls in flight
+inline constexpr uint64_t kNcclDefaultBuffSize = model::kNcclDefaultBuffSize;
+inline constexpr int kNcclMaxSubs = 8;  // channels grouped into one call
 
 struct NcclChainShape {
   int channels = 2;                          // CollNet channels of the collective
@@ -30,19 +29,15 @@ struct NcclChainShape {
   uint64_t tuner_chunk = 0;                  // a tuner's chunk (2.30); 0: NCCL's formula
 };
 
-inline uint64_t ncclStepBytes(const NcclChainShape& s) { return s.buffsize / kNcclSteps; }
+inline uint64_t ncclStepBytes(const NcclChainShape& s) {
+  return model::maxCollNetChunk(s.buffsize);
+}
 
-// The chunk of one channel for an all-reduce of `bytes`.
+// The chunk of one channel for an all-reduce of `bytes`: NCCL's rule (model/collnet.h, which the
+// tuner uses too), or the tuner's chunk up to stepSize.
 inline uint64_t ncclChainChunkBytes(uint64_t bytes, const NcclChainShape& s) {
-  const uint64_t step = ncclStepBytes(s);
-  if (s.tuner_chunk > 0) return std::min(s.tuner_chunk, step);
-  const uint64_t channels = static_cast<uint64_t>(std::max(1, s.channels));
-  const uint64_t depth = static_cast<uint64_t>(std::max(1, s.depth));
-  uint64_t chunk = std::min<uint64_t>(256 << 10, step);
-  while (bytes / (channels * chunk) < depth * 64 && chunk > (128 << 10)) chunk /= 2;
-  while (bytes / (channels * chunk) < depth * 8 && chunk > (64 << 10)) chunk /= 2;
-  while (bytes / (channels * chunk) < depth && chunk > (32 << 10)) chunk /= 2;
-  return chunk;
+  if (s.tuner_chunk > 0) return std::min(s.tuner_chunk, ncclStepBytes(s));
+  return model::ncclCollNetChunk(bytes, s.channels, s.depth, s.buffsize);
 }
 
 // The bytes of one iallreduce: the chunk of every channel of a group.

@@ -25,6 +25,7 @@
 #include "tools/commands/doctor_probe.h"
 #include "tools/driver/process.h"
 #include "transport/network.h"
+#include "transport/route.h"
 
 namespace tally::commands::doctor {
 namespace {
@@ -302,32 +303,49 @@ TEST(DoctorBandwidth, Comparison) {
   EXPECT_EQ(formatGbps(0.25), "250 Mb/s");
 }
 
-TEST(DoctorHost, LinkSpeedFromSys) {
+// The link `tally doctor` reports is the plugin's: the interface the kernel routes the first
+// reducer to, its sysfs speed, TALLY_LINK_MBPS over both.
+TEST(DoctorHost, LinkSpeedOfTheReducersRoute) {
   Params params = Params::defaults();
-  params.socketIfname = "lo";
-  LinkSpeed lo = workerLinkSpeed(params);
+  ReducerList reducers;
+  reducers.addresses = {"127.0.0.1:5555", "192.0.2.200:5555"};
+  LinkSpeed lo = workerLinkSpeed(params, reducers, nullptr);
+  EXPECT_EQ(lo.interface, "lo");
   EXPECT_FALSE(lo.gbps.has_value());
-  EXPECT_NE(lo.source.find("loopback"), std::string::npos) << lo.source;
+  EXPECT_EQ(lo.reported_mbps, transport::kUnknownLinkMbps);
+  EXPECT_NE(lo.reason.find("loopback"), std::string::npos) << lo.reason;
+  EXPECT_EQ(checkLink(lo, true).severity, P) << formatResult(checkLink(lo, true));
   // The setting the plugin reports to NCCL wins over the interface.
   params.linkMbps = 2500;
-  LinkSpeed set = workerLinkSpeed(params);
+  LinkSpeed set = workerLinkSpeed(params, reducers, nullptr);
   EXPECT_EQ(set.gbps.value_or(0), 2.5);
-  EXPECT_EQ(set.source, "TALLY_LINK_MBPS");
+  EXPECT_EQ(set.reported_mbps, 2500);
+  EXPECT_EQ(set.interface, "lo");
+  EXPECT_NE(set.reason.find("TALLY_LINK_MBPS"), std::string::npos) << set.reason;
+  // Below NCCL's slowest CollNet search step: a WARN while reducers are configured.
+  params.linkMbps = 400;
+  LinkSpeed slow = workerLinkSpeed(params, reducers, nullptr);
+  EXPECT_EQ(checkLink(slow, true).severity, W);
+  EXPECT_EQ(checkLink(slow, false).severity, P);
   params.linkMbps = 0;
 
-  std::vector<transport::Interface> ifaces;
-  ASSERT_TRUE(transport::findInterfaces("", &ifaces).isOk());
-  if (ifaces.empty() || ifaces[0].loopback) GTEST_SKIP() << "no interface but loopback";
+  // A reducer elsewhere: the interface of the default route, with its sysfs speed.
+  transport::Interface routed;
+  if (!transport::routeInterface("198.51.100.1", &routed).isOk() || routed.loopback) {
+    GTEST_SKIP() << "no route off this host";
+  }
+  reducers.addresses = {"198.51.100.1:5555"};
   std::unique_ptr<driver::TempDir> dir;
   ASSERT_TRUE(driver::TempDir::create("doctor-sys", &dir).isOk());
-  const std::string ifdir = dir->path() + "/" + ifaces[0].name;
+  const std::string ifdir = dir->path() + "/" + routed.name;
   ASSERT_EQ(::mkdir(ifdir.c_str(), 0700), 0);
-  params.socketIfname = "=" + ifaces[0].name;
   for (const auto& [text, gbps] : std::vector<std::pair<std::string, double>>{
            {"25000\n", 25.0}, {"-1\n", 0}, {"garbage", 0}}) {
     std::ofstream(ifdir + "/speed") << text;
-    LinkSpeed s = workerLinkSpeed(params, dir->path());
+    LinkSpeed s = workerLinkSpeed(params, reducers, nullptr, dir->path());
+    EXPECT_EQ(s.interface, routed.name);
     EXPECT_EQ(s.gbps.value_or(0), gbps) << text;
+    EXPECT_EQ(s.reported_mbps, gbps > 0 ? 25000 : transport::kUnknownLinkMbps) << text;
   }
   ::unlink((ifdir + "/speed").c_str());
   ::rmdir(ifdir.c_str());
@@ -441,9 +459,9 @@ TEST(DoctorProbe, LiveReducerEchoes) {
 // Against a reducer that requires a job token: the doctor sends the user's token (from the
 // TALLY_ variables) and reports a wrong one as a failed handshake, naming the cause.
 TEST(DoctorProbe, SendsTheJobTokenAndReportsAWrongOne) {
-  const std::string file =
-      (std::filesystem::temp_directory_path() / ("tally-doctor-token-" + std::to_string(::getpid())))
-          .string();
+  const std::string file = (std::filesystem::temp_directory_path() /
+                            ("tally-doctor-token-" + std::to_string(::getpid())))
+                               .string();
   {
     std::ofstream out(file);
     out << "right-token\n";

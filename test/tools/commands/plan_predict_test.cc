@@ -32,6 +32,7 @@ PredictInput linksOnly(int64_t hosts, int64_t reducers) {
   in.worker_cpu_s_per_gib = 0;
   in.reducer_cpu_s_per_gib = 0;
   in.ring_cpu_s_per_gib = 0;
+  in.reducer_cpu_s_per_rank_call = 0;
   return in;
 }
 
@@ -58,22 +59,24 @@ TEST(PlanPredict, RingIsTwoNMinusOneOverNBytesPlusALatencyPerStep) {
 
 TEST(PlanPredict, EnoughReducersTakeOneBucketPerHost) {
   Prediction p = predict(linksOnly(8, 8));
-  // Each host sends S and receives S: 64 MiB / 1170006464.1 B/s = 57.358 ms, plus 2 x 50 us.
+  // Each host sends S and receives S: 64 MiB / 1170006464.1 B/s = 57.358 ms, plus 4 x 50 us (the
+  // data's trip there and back, and the commit's), plus the first 32 KiB slice's bytes once more
+  // (store and forward at the reducer): 57.358 / 2048 = 0.028 ms.
   EXPECT_NEAR(p.rs.host_link_s, kMiB64 / kTenGbitPayload, 1e-12);
   EXPECT_NEAR(p.rs.host_link_s, 0.0573576865, 1e-9);
   EXPECT_NEAR(p.rs.reducer_link_s, p.rs.host_link_s, 1e-12);  // n S / m = S
-  EXPECT_NEAR(p.rs.seconds, 0.0574576865, 1e-9);
-  EXPECT_NEAR(p.ring.seconds, 1.75 * 0.0573576865 + 14 * 50e-6, 1e-9);  // 101.076 ms
-  EXPECT_NEAR(p.speedup, 0.1010759514 / 0.0574576865, 1e-6);            // 1.759
+  EXPECT_NEAR(p.rs.seconds, 0.0573576865 + 200e-6 + 0.0573576865 / 2048, 1e-9);  // 57.586 ms
+  EXPECT_NEAR(p.ring.seconds, 1.75 * 0.0573576865 + 14 * 50e-6, 1e-9);           // 101.076 ms
+  EXPECT_NEAR(p.speedup, 0.1010759514 / 0.0575856932, 1e-6);                     // 1.755
   EXPECT_TRUE(p.has_rs);
 }
 
 TEST(PlanPredict, TooFewReducersAreBoundByTheirLinks) {
   Prediction p = predict(linksOnly(8, 2));
   // Each reducer takes n S / m = 4 x 64 MiB from the 8 workers at once: 229.431 ms,
-  // plus 2 x 50 us.
+  // plus 4 x 50 us, plus the first slice's share once more (1/2048 of it).
   EXPECT_NEAR(p.rs.reducer_link_s, 4 * 0.0573576865, 1e-9);
-  EXPECT_NEAR(p.rs.seconds, 0.2295307461, 1e-9);
+  EXPECT_NEAR(p.rs.seconds, 4 * 0.0573576865 * (1 + 1.0 / 2048) + 200e-6, 1e-9);
   EXPECT_EQ(p.rs.bound, "reducer link");
   EXPECT_LT(p.speedup, 0.45);  // the ring (101.1 ms) wins
   // A reducer twice as fast halves it.
@@ -93,10 +96,11 @@ TEST(PlanPredict, CpuCostBoundsWhenTheLinksAreFast) {
   in.reducer_cpu_s_per_gib = 0.8;
   in.reducer_cores = 2;  // n S / m = 2 GiB: 0.8 s
   in.ring_cpu_s_per_gib = 0.6;
+  in.reducer_cpu_s_per_rank_call = 0;
   Prediction p = predict(in);
   EXPECT_NEAR(p.rs.worker_cpu_s, 0.5, 1e-12);
   EXPECT_NEAR(p.rs.reducer_cpu_s, 0.8, 1e-12);
-  EXPECT_NEAR(p.rs.seconds, 0.8, 1e-12);
+  EXPECT_NEAR(p.rs.seconds, 0.8 * (1 + 1.0 / 32768), 1e-12);  // and the first 32 KiB slice's
   EXPECT_EQ(p.rs.bound, "reducer CPU");
   // The ring sends 2(n-1)/n = 1 GiB at 0.6 CPU-s/GiB on 3 cores.
   EXPECT_NEAR(p.ring.worker_cpu_s, 0.2, 1e-12);
@@ -113,7 +117,9 @@ TEST(PlanPredict, EmulatedTwoHundredMegabitLinks) {
   in.reducer_gbps = 0.2;
   in.latency_s = 0;
   Prediction p = predict(in);
-  EXPECT_NEAR(p.rs.seconds, 2.86788433, 1e-6);
+  // The link's 2.86788433 s, the first slice's 1/2048 of it once more, and the reducer's 4 ranks x
+  // 90 us on 16 cores for the one call.
+  EXPECT_NEAR(p.rs.seconds, 2.86788433 * (1 + 1.0 / 2048) + 4 * 90e-6 / 16, 1e-6);
   EXPECT_NEAR(p.ring.seconds, 4.30182649, 1e-6);
   EXPECT_EQ(p.rs.bound, "host link");
 }
@@ -211,7 +217,10 @@ TEST(PlanPredictCommand, PredictOnlyPrintsBothAlgorithms) {
       "--predict-only --hosts 8 --reducers 2 --link 200mbit --latency 0 --bucket 64M --json");
   ASSERT_EQ(json.status, 0) << json.out;
   nlohmann::json doc = nlohmann::json::parse(json.out);
-  EXPECT_NEAR(doc["rs"]["seconds"].get<double>(), 4 * 2.86788433, 1e-6);
+  // The reducer link's 4 x 2.86788433 s (and 1/2048 of it for the first slice), and 8 ranks x
+  // 90 us on 16 reducer cores for the call.
+  EXPECT_NEAR(doc["rs"]["seconds"].get<double>(),
+              4 * 2.86788433 * (1 + 1.0 / 2048) + 8 * 90e-6 / 16, 1e-6);
   EXPECT_EQ(doc["rs"]["bound"], "reducer link");
   EXPECT_NEAR(doc["ring"]["seconds"].get<double>(), 1.75 * 2.86788433, 1e-6);
 }
@@ -240,7 +249,8 @@ TEST(PlanPredictCommand, EveryPlanEndsWithThePrediction) {
       << text.out;
   EXPECT_NE(text.out.find("5 hosts at 100 Gbps, 16 reducers at 32 Gbps"), std::string::npos)
       << text.out;
-  EXPECT_NE(text.out.find("rs/ring: 1.64"), std::string::npos) << text.out;
+  // 1.61: the reduction server pays 4 L and 5 ranks x 90 us / 16 cores per call.
+  EXPECT_NE(text.out.find("rs/ring: 1.61"), std::string::npos) << text.out;
 }
 
 TEST(PlanPredictCommand, BadPredictionFlagsExitTwo) {
