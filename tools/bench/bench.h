@@ -32,17 +32,20 @@
 
 #include "common/status.h"
 #include "common/types.h"
+#include "model/collnet.h"
 #include "tools/driver/nccl_calls.h"
 
 namespace tally::bench {
 
-enum class Algo { kServer, kRing, kGlooRing, kGlooHalvingDoubling };
-inline constexpr int kNumAlgos = 4;
-const char* algoName(Algo a);  // "rs", "ring", "gloo_ring", "gloo_hd"
+// kAuto: each size through the algorithm Tally's tuner would have NCCL pick (bench_auto.cc).
+enum class Algo { kServer, kRing, kGlooRing, kGlooHalvingDoubling, kAuto };
+inline constexpr int kNumAlgos = 5;
+const char* algoName(Algo a);  // "rs", "ring", "gloo_ring", "gloo_hd", "auto"
 bool isGloo(Algo a);
 
-// --algo: a comma list of rs, ring, gloo_ring, gloo_hd and the shorthands both (rs,ring), gloo
-// (gloo_ring,gloo_hd) and all (every one). The result is in the order above, without repeats.
+// --algo: a comma list of rs, ring, gloo_ring, gloo_hd, auto and the shorthands both (rs,ring),
+// gloo (gloo_ring,gloo_hd) and all (every one but auto). The result is in the order above,
+// without repeats.
 Status parseAlgos(const std::string& text, std::vector<Algo>* out);
 // The bench's name of a type: float16, float32 and float64 spelled out, the others as
 // dataTypeName(). parseDataType reads every one back.
@@ -93,15 +96,11 @@ enum class TableStyle { kBench, kDemo };
 struct CallShape {
   bool nccl = true;              // NCCL's CollNetChain calls for each size (nccl_calls.h)
   uint64_t fixed_bytes = 0;      // !nccl: every call this size, 8 in flight
-  driver::NcclChainShape chain;  // --channels, --chain-depth, --nccl-buffsize, --chunk
+  driver::NcclChainShape chain;  // --channels, --chain-depth, --nccl-buffsize, --chunk SIZE
+  // --chunk tuner: each size's chunk is the one Tally's tuner asks NCCL 2.30 for (getChunkSize,
+  // model/collnet.h), from the setup benchSetup() gives.
+  bool tuner_chunk = false;
 };
-// The bytes of each call of an all-reduce of `bytes`, and the chunk its last call's count is
-// rounded up to (0: none).
-uint64_t callBytes(const CallShape& shape, uint64_t bytes);
-uint64_t callChunkBytes(const CallShape& shape, uint64_t bytes);
-// "NCCL 2.28's CollNetChain calls (2 channels, chain depth 1, NCCL_BUFFSIZE 4 MiB)", or "1 MiB
-// calls".
-std::string callShapeText(const CallShape& shape);
 
 struct BenchOptions {
   std::string plugin;      // libnccl-net-tally.so
@@ -138,6 +137,21 @@ struct BenchOptions {
   int corrupt_rank = -1;
 };
 
+// The bytes of each call of an all-reduce of `bytes`, and the chunk its last call's count is
+// rounded up to (0: none).
+uint64_t callBytes(const BenchOptions& o, uint64_t bytes);
+uint64_t callChunkBytes(const BenchOptions& o, uint64_t bytes);
+// "NCCL's CollNetChain calls (2 channels, chain depth 1, NCCL_BUFFSIZE 4 MiB)", or "1 MiB calls".
+std::string callShapeText(const CallShape& shape);
+
+// --algo auto (bench_auto.cc): the setup Tally's tuner would see in this run's workers (ranks =
+// nodes = workers, the reducers, TALLY_LINK_MBPS as the workers get it, NCCL_BUFFSIZE), and the
+// algorithm NCCL would run for an all-reduce of `bytes` with it: kServer when the tuner's
+// CollNet cost is the cheapest entry of NCCL's table and the reducers support the type and op,
+// else kRing.
+model::CollNetSetup benchSetup(const BenchOptions& o);
+Algo autoPick(const BenchOptions& o, uint64_t bytes, bool server_supported);
+
 // The --threads each tally-reducer gets: --reducer-threads, else the machine's cores shared
 // among the reducers (at least 1). Every reducer runs on this machine, where on a cluster each
 // has its own host; with their own default (every core each) the loops would outnumber the
@@ -166,8 +180,9 @@ struct BenchRow {
   uint64_t reducer_socket_bytes = 0;
   double worker_cpu_per_socket_gib = -1;
   double reducer_cpu_per_socket_gib = -1;
-  bool present = false;  // false: no result (error reported separately, or skipped)
-  bool skipped = false;  // not run on purpose (e.g. Gloo for a type other than float32 sum)
+  Algo picked = Algo::kServer;  // kAuto rows: the algorithm it ran (autoPick)
+  bool present = false;         // false: no result (error reported separately, or skipped)
+  bool skipped = false;         // not run on purpose (e.g. Gloo for a type other than float32 sum)
 };
 
 // Element count and bytes of one size for a type: count = max(1, bytes / size of the type),

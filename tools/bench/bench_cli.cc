@@ -59,7 +59,8 @@ Status toCallShape(const BenchFlags& f, CallShape* shape) {
   TALLY_RETURN_IF_ERROR(bytesFlag("--nccl-buffsize", f.nccl_buffsize, &shape->chain.buffsize));
   if (shape->chain.buffsize < 64 * 1024)
     return Status::invalidUsage("--nccl-buffsize: at least 64K (8 steps of 8 KiB)");
-  if (!f.chunk.empty()) {
+  shape->tuner_chunk = f.chunk == "tuner";
+  if (!f.chunk.empty() && !shape->tuner_chunk) {
     TALLY_RETURN_IF_ERROR(bytesFlag("--chunk", f.chunk, &shape->chain.tuner_chunk));
     if (shape->chain.tuner_chunk > driver::ncclStepBytes(shape->chain))
       return Status::invalidUsage("--chunk: at most NCCL_BUFFSIZE / 8 (" +
@@ -195,7 +196,7 @@ commands::Subcommand addBenchCommand(CLI::App& parent) {
       ->capture_default_str();
   cmd->add_option("--chunk", f.chunk,
                   "With --calls nccl: the chunk a tuner sets on NCCL 2.30 (getChunkSize), at "
-                  "most NCCL_BUFFSIZE / 8");
+                  "most NCCL_BUFFSIZE / 8; tuner: the one Tally's tuner asks for at each size");
   cmd->add_option("--json", o.json_path, "Write the options, the machine and every row here");
   cmd->add_option("--plot", o.plot_path, "Draw algbw against size into this PNG (gnuplot)");
   cmd->add_option("--plugin", o.plugin, "libnccl-net-tally.so (default: next to tally)");

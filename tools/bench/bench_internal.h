@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -36,6 +37,11 @@ Status validateOptions(const BenchOptions& options, bool* gloo_runs);
 // The sizes of a type in bytes: each size rounded to whole elements (elementCount), in order,
 // without repeats.
 std::vector<uint64_t> typeSizes(const BenchOptions& options, DataType type);
+
+// Whether --algo named `a`.
+inline bool has(const std::vector<Algo>& algos, Algo a) {
+  return std::find(algos.begin(), algos.end(), a) != algos.end();
+}
 
 // --- faults (bench_fault_options.cc) ---
 
@@ -280,6 +286,7 @@ struct RatioRow {
   uint64_t bytes;
   double over_ring;
   double over_gloo;
+  double auto_over_best;  // auto over the better of rs and ring
 };
 std::vector<RatioRow> computeRatios(const BenchOptions& options, const std::vector<BenchRow>& rows);
 

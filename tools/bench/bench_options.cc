@@ -37,6 +37,8 @@ const char* algoName(Algo a) {
       return "gloo_ring";
     case Algo::kGlooHalvingDoubling:
       return "gloo_hd";
+    case Algo::kAuto:
+      return "auto";
   }
   return "?";
 }
@@ -54,12 +56,17 @@ const char* typeLabel(DataType type) {
   }
 }
 
-uint64_t callBytes(const CallShape& shape, uint64_t bytes) {
-  return shape.nccl ? driver::ncclChainCallBytes(bytes, shape.chain) : shape.fixed_bytes;
+uint64_t callChunkBytes(const BenchOptions& o, uint64_t bytes) {
+  if (!o.calls.nccl) return 0;
+  const uint64_t nccl = driver::ncclChainChunkBytes(bytes, o.calls.chain);
+  if (!o.calls.tuner_chunk) return nccl;
+  return model::tunerCollNetChunk(benchSetup(o), bytes, o.calls.chain.channels, nccl);
 }
 
-uint64_t callChunkBytes(const CallShape& shape, uint64_t bytes) {
-  return shape.nccl ? driver::ncclChainChunkBytes(bytes, shape.chain) : 0;
+uint64_t callBytes(const BenchOptions& o, uint64_t bytes) {
+  if (!o.calls.nccl) return o.calls.fixed_bytes;
+  return static_cast<uint64_t>(std::min(o.calls.chain.channels, driver::kNcclMaxSubs)) *
+         callChunkBytes(o, bytes);
 }
 
 std::string callShapeText(const CallShape& shape) {
@@ -69,6 +76,7 @@ std::string callShapeText(const CallShape& shape) {
                      (c.channels == 1 ? " channel" : " channels") + ", chain depth " +
                      std::to_string(c.depth) + ", NCCL_BUFFSIZE " + formatBytes(c.buffsize);
   if (c.tuner_chunk > 0) text += ", a tuner's chunk of " + formatBytes(c.tuner_chunk) + " (2.30)";
+  if (shape.tuner_chunk) text += ", the chunk Tally's tuner asks NCCL 2.30 for";
   return text + ")";
 }
 
@@ -84,7 +92,7 @@ Status parseAlgos(const std::string& text, std::vector<Algo>* out) {
   bool wanted[kNumAlgos] = {};
   for (const std::string& name : splitList(text)) {
     if (name == "all") {
-      for (bool& w : wanted) w = true;
+      for (int i = 0; i < kNumAlgos; ++i) wanted[i] = static_cast<Algo>(i) != Algo::kAuto;
     } else if (name == "both") {
       wanted[0] = wanted[1] = true;
     } else if (name == "gloo") {
@@ -95,8 +103,9 @@ Status parseAlgos(const std::string& text, std::vector<Algo>* out) {
         if (name == algoName(static_cast<Algo>(i))) wanted[i] = found = true;
       }
       if (!found) {
-        return Status::invalidUsage("--algo: unknown algorithm \"" + name +
-                                    "\" (want rs, ring, both, gloo, gloo_ring, gloo_hd or all)");
+        return Status::invalidUsage(
+            "--algo: unknown algorithm \"" + name +
+            "\" (want rs, ring, auto, both, gloo, gloo_ring, gloo_hd or all)");
       }
     }
   }
@@ -214,7 +223,7 @@ Status validateOptions(const BenchOptions& o, bool* gloo_runs) {
   if (o.types.empty() || o.ops.empty() || o.algos.empty()) return bad("nothing to run");
   if (o.timeout_ms <= 0) return bad("--timeout must be positive");
   if (o.corrupt_rank >= o.workers) return bad("--debug-corrupt-rank is not a worker rank");
-  const bool server = std::count(o.algos.begin(), o.algos.end(), Algo::kServer) > 0;
+  const bool server = has(o.algos, Algo::kServer) || has(o.algos, Algo::kAuto);
   bool tally_algos = false, gloo = false;
   for (Algo a : o.algos) (isGloo(a) ? gloo : tally_algos) = true;
   if (server && o.reducers < 1) return bad("the reduction server needs at least 1 reducer");

@@ -103,11 +103,10 @@ ordered_json optionsJson(const BenchOptions& o) {
   j["ops"] = ops;
   j["algos"] = algos;
   j["check"] = o.check;
-  j["calls"] = {
-      {"shape", o.calls.nccl ? "nccl" : "fixed"}, {"text", callShapeText(o.calls)},
-      {"fixed_bytes", o.calls.fixed_bytes},       {"channels", o.calls.chain.channels},
-      {"chain_depth", o.calls.chain.depth},       {"nccl_buffsize", o.calls.chain.buffsize},
-      {"chunk", o.calls.chain.tuner_chunk}};
+  j["calls"] = {{"shape", o.calls.nccl ? "nccl" : "fixed"}, {"text", callShapeText(o.calls)},
+                {"tuner_chunk", o.calls.tuner_chunk},       {"fixed_bytes", o.calls.fixed_bytes},
+                {"channels", o.calls.chain.channels},       {"chain_depth", o.calls.chain.depth},
+                {"nccl_buffsize", o.calls.chain.buffsize},  {"chunk", o.calls.chain.tuner_chunk}};
   j["emulate"] = o.emulate.empty() ? ordered_json(nullptr) : ordered_json(o.emulate);
   j["emulate_cc"] = o.emulate.empty() ? ordered_json(nullptr) : ordered_json(o.emulate_cc);
   j["table_version"] = o.table_version;
@@ -164,7 +163,10 @@ Status writeJson(const BenchOptions& o, const RunInfo& info, const std::vector<B
     row["bytes"] = r.bytes;
     row["count"] = r.count;
     row["call_bytes"] =
-        r.algo == Algo::kServer ? ordered_json(callBytes(o.calls, r.bytes)) : ordered_json(nullptr);
+        r.algo == Algo::kServer || (r.algo == Algo::kAuto && r.picked == Algo::kServer)
+            ? ordered_json(callBytes(o, r.bytes))
+            : ordered_json(nullptr);
+    if (r.algo == Algo::kAuto) row["picked"] = algoName(r.picked);
     row["present"] = r.present;
     row["skipped"] = r.skipped;
     row["time_us"] = r.present ? ordered_json(r.time_us) : ordered_json(nullptr);
@@ -192,7 +194,8 @@ Status writeJson(const BenchOptions& o, const RunInfo& info, const std::vector<B
                       {"op", reduceOpName(r.op)},
                       {"bytes", r.bytes},
                       {"rs_over_ring", ratioValue(r.over_ring)},
-                      {"rs_over_gloo", ratioValue(r.over_gloo)}});
+                      {"rs_over_gloo", ratioValue(r.over_gloo)},
+                      {"auto_over_best", ratioValue(r.auto_over_best)}});
   }
   j["ratios"] = ratios;
   j["exit_code"] = exit_code;

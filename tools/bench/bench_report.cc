@@ -23,10 +23,6 @@ const BenchRow* findRow(const std::vector<BenchRow>& rows, Algo algo, DataType t
   return nullptr;
 }
 
-bool has(const std::vector<Algo>& algos, Algo a) {
-  return std::find(algos.begin(), algos.end(), a) != algos.end();
-}
-
 std::string fmt(const char* format, double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), format, v);
@@ -52,12 +48,27 @@ std::string centered(const std::string& text, int width) {
          std::string(static_cast<size_t>(pad - pad / 2), ' ');
 }
 
-// rs over ring, and over the better Gloo algorithm, for one line; -1 where either is missing.
+bool usesReducers(const BenchOptions& o) {
+  return has(o.algos, Algo::kServer) || has(o.algos, Algo::kAuto);
+}
+
+// auto/best: auto's bandwidth over the better of rs and ring, when all three ran.
+bool autoRatio(const BenchOptions& o) {
+  return has(o.algos, Algo::kAuto) && has(o.algos, Algo::kServer) && has(o.algos, Algo::kRing);
+}
+
+bool measured(const BenchRow* r) { return r != nullptr && r->present && r->algbw_gbs > 0; }
+
+// rs over ring, and over the better Gloo algorithm, for one line; auto over the better of rs and
+// ring; -1 where one is missing.
 RatioRow ratioFor(const std::vector<BenchRow>& rows, DataType type, ReduceOp op, uint64_t bytes) {
-  RatioRow r{type, op, bytes, -1, -1};
+  RatioRow r{type, op, bytes, -1, -1, -1};
   const BenchRow* rs = findRow(rows, Algo::kServer, type, op, bytes);
-  if (rs == nullptr || !rs->present || rs->algbw_gbs <= 0) return r;
   const BenchRow* ring = findRow(rows, Algo::kRing, type, op, bytes);
+  const BenchRow* chosen = findRow(rows, Algo::kAuto, type, op, bytes);
+  if (measured(chosen) && measured(rs) && measured(ring))
+    r.auto_over_best = chosen->algbw_gbs / std::max(rs->algbw_gbs, ring->algbw_gbs);
+  if (rs == nullptr || !rs->present || rs->algbw_gbs <= 0) return r;
   if (ring != nullptr && ring->present && ring->algbw_gbs > 0)
     r.over_ring = rs->algbw_gbs / ring->algbw_gbs;
   double best = 0;
@@ -98,12 +109,12 @@ void fillCpuCost(int workers, int iters, BenchRow* row) {
   // Gloo's halving-doubling moves the ring's bytes only at a power of two workers.
   const bool pow2 = workers > 0 && (workers & (workers - 1)) == 0;
   const bool known = row->present && (row->algo != Algo::kGlooHalvingDoubling || pow2);
-  const SocketPattern pattern =
-      row->algo == Algo::kServer ? SocketPattern::kServer : SocketPattern::kRing;
+  const bool server =
+      row->algo == Algo::kServer || (row->algo == Algo::kAuto && row->picked == Algo::kServer);
+  const SocketPattern pattern = server ? SocketPattern::kServer : SocketPattern::kRing;
   row->worker_socket_bytes = known ? workerSocketBytes(pattern, row->bytes, iters, workers) : 0;
-  row->reducer_socket_bytes = row->present && row->algo == Algo::kServer
-                                  ? reducerSocketBytes(row->bytes, iters, workers)
-                                  : 0;
+  row->reducer_socket_bytes =
+      row->present && server ? reducerSocketBytes(row->bytes, iters, workers) : 0;
   row->worker_cpu_per_socket_gib = cpuSecondsPerGiB(row->worker_cpu_s, row->worker_socket_bytes);
   row->reducer_cpu_per_socket_gib = cpuSecondsPerGiB(row->reducer_cpu_s, row->reducer_socket_bytes);
 }
@@ -111,7 +122,10 @@ void fillCpuCost(int workers, int iters, BenchRow* row) {
 std::vector<RatioRow> computeRatios(const BenchOptions& o, const std::vector<BenchRow>& rows) {
   std::vector<RatioRow> ratios;
   const bool gloo = has(o.algos, Algo::kGlooRing) || has(o.algos, Algo::kGlooHalvingDoubling);
-  if (!has(o.algos, Algo::kServer) || !(has(o.algos, Algo::kRing) || gloo)) return ratios;
+  const bool auto_ratio =
+      has(o.algos, Algo::kAuto) && has(o.algos, Algo::kServer) && has(o.algos, Algo::kRing);
+  if (!auto_ratio && (!has(o.algos, Algo::kServer) || !(has(o.algos, Algo::kRing) || gloo)))
+    return ratios;
   for (DataType type : o.types) {
     for (ReduceOp op : o.ops) {
       for (uint64_t bytes : typeSizes(o, type)) ratios.push_back(ratioFor(rows, type, op, bytes));
@@ -127,11 +141,10 @@ void printHeader(const BenchOptions& o, const RunInfo& info) {
                           ? "loopback"
                           : "emulated cluster, every node on a " + o.emulate +
                                 " link in its own network namespace, TCP " + o.emulate_cc;
-  std::string reducers = has(o.algos, Algo::kServer)
-                             ? std::to_string(o.reducers) +
-                                   (o.reducers == 1 ? " reducer (" : " reducers (") +
-                                   info.reducer_list + ")"
-                             : "no reducers";
+  std::string reducers = usesReducers(o) ? std::to_string(o.reducers) +
+                                               (o.reducers == 1 ? " reducer (" : " reducers (") +
+                                               info.reducer_list + ")"
+                                         : "no reducers";
   std::string what;
   for (DataType t : o.types) what += std::string(what.empty() ? "" : ",") + typeLabel(t);
   what += " ";
@@ -165,7 +178,7 @@ void printHeader(const BenchOptions& o, const RunInfo& info) {
         "out\n",
         p);
   }
-  if (has(o.algos, Algo::kServer) && o.faults.empty()) {
+  if (usesReducers(o) && o.faults.empty()) {
     std::printf("%sreduction server: %s, %d in flight%s\n", p, callShapeText(o.calls).c_str(),
                 driver::kNcclSteps, demo ? "" : "; call = the bytes of each iallreduce");
   }
@@ -207,7 +220,7 @@ void printBenchHead(const BenchOptions& o) {
   const bool gloo_ratio = has(o.algos, Algo::kServer) && glooColumns(o);
   std::string line1 = "#" + std::string(41, ' '), line2, line3;
   char buf[160];
-  const bool server = has(o.algos, Algo::kServer);
+  const bool server = usesReducers(o);
   std::snprintf(buf, sizeof(buf), "#%12s %12s %9s %5s", "size", "count", "type", "op");
   line2 = buf;
   std::snprintf(buf, sizeof(buf), "#%12s %12s %9s %5s", "(B)", "(elements)", "", "");
@@ -217,17 +230,20 @@ void printBenchHead(const BenchOptions& o) {
     line2 += "   call";
     line3 += "    (B)";
   }
-  for (Algo a : o.algos) line1 += centered(algoName(a), kGroupWidth);
-  for (size_t i = 0; i < o.algos.size(); ++i) {
+  for (Algo a : o.algos) {
+    const bool pick = a == Algo::kAuto;  // one column more: what auto ran
+    line1 += centered(algoName(a), kGroupWidth + (pick ? 5 : 0));
     std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s %8s %8s %8s %8s", "time", "algbw", "busbw",
                   "#wrong", "wcpu", "rcpu", "wcpu", "rcpu");
     line2 += buf;
     std::snprintf(buf, sizeof(buf), " %10s %8s %8s %7s %8s %8s %8s %8s", "(us)", "(GB/s)", "(GB/s)",
                   "", "(s/GiB)", "(s/GiB)", "(s/sGiB)", "(s/sGiB)");
     line3 += buf;
+    if (pick) line2 += " pick", line3 += "     ";
   }
   if (ring_ratio) line2 += "  rs/ring";
   if (gloo_ratio) line2 += "  rs/gloo";
+  if (autoRatio(o)) line2 += " auto/best";
   std::printf("%s\n%s\n%s\n", line1.c_str(), line2.c_str(), line3.c_str());
 }
 
@@ -240,8 +256,8 @@ void printBenchLine(const BenchOptions& o, const std::vector<BenchRow>& rows, co
                 static_cast<unsigned long long>(l.bytes), static_cast<unsigned long long>(count),
                 typeLabel(l.type), reduceOpName(l.op));
   std::string line = buf;
-  if (has(o.algos, Algo::kServer)) {
-    std::snprintf(buf, sizeof(buf), " %6s", formatBytes(callBytes(o.calls, l.bytes), "").c_str());
+  if (usesReducers(o)) {
+    std::snprintf(buf, sizeof(buf), " %6s", formatBytes(callBytes(o, l.bytes), "").c_str());
     line += buf;
   }
   for (Algo a : o.algos) {
@@ -256,6 +272,10 @@ void printBenchLine(const BenchOptions& o, const std::vector<BenchRow>& rows, co
                   cpuText(r, r ? r->worker_cpu_per_socket_gib : -1).c_str(),
                   cpuText(r, r ? r->reducer_cpu_per_socket_gib : -1).c_str());
     line += buf;
+    if (a == Algo::kAuto) {
+      std::snprintf(buf, sizeof(buf), " %4s", ok ? algoName(r->picked) : "-");
+      line += buf;
+    }
   }
   const RatioRow ratio = ratioFor(rows, l.type, l.op, l.bytes);
   if (ring_ratio) {
@@ -266,6 +286,11 @@ void printBenchLine(const BenchOptions& o, const std::vector<BenchRow>& rows, co
   if (gloo_ratio) {
     std::snprintf(buf, sizeof(buf), " %8s",
                   ratio.over_gloo > 0 ? fmt("%.2f", ratio.over_gloo).c_str() : "-");
+    line += buf;
+  }
+  if (autoRatio(o)) {
+    std::snprintf(buf, sizeof(buf), " %9s",
+                  ratio.auto_over_best > 0 ? fmt("%.2f", ratio.auto_over_best).c_str() : "-");
     line += buf;
   }
   std::printf("%s\n", line.c_str());

@@ -17,10 +17,6 @@
 namespace tally::bench {
 namespace {
 
-bool has(const std::vector<Algo>& algos, Algo a) {
-  return std::find(algos.begin(), algos.end(), a) != algos.end();
-}
-
 // A row's key: what it measures, before any result.
 BenchRow rowOf(Algo algo, DataType type, ReduceOp op, uint64_t bytes) {
   BenchRow row;
@@ -37,11 +33,17 @@ BenchRow rowOf(Algo algo, DataType type, ReduceOp op, uint64_t bytes) {
 BenchRow collectRow(const BenchOptions& o, Store* store, Algo algo, DataType type, ReduceOp op,
                     uint64_t bytes) {
   BenchRow row = rowOf(algo, type, op, bytes);
-  if (store->check(skipKey(algo, type, op))) {
+  if (algo != Algo::kAuto && store->check(skipKey(algo, type, op))) {
     row.skipped = true;
     return row;
   }
-  double worker_cpu = 0, reducer_cpu = algo == Algo::kServer ? -1 : 0;
+  // Auto runs the reduction server where the tuner picks it and the reducers support the pair
+  // (rank 0 writes the server's skip key otherwise), as every worker decided.
+  const Algo runs = algo == Algo::kAuto
+                        ? autoPick(o, bytes, !store->check(skipKey(Algo::kServer, type, op)))
+                        : algo;
+  row.picked = runs;
+  double worker_cpu = 0, reducer_cpu = runs == Algo::kServer ? -1 : 0;
   for (int r = 0; r < o.workers; ++r) {
     std::string key = resultKey(algo, type, op, bytes, r);
     std::string value;
@@ -52,7 +54,7 @@ BenchRow collectRow(const BenchOptions& o, Store* store, Algo algo, DataType typ
     row.time_us = std::max(row.time_us, t);
     row.wrong = wrong < 0 ? -1 : row.wrong + wrong;
     worker_cpu = worker_cpu < 0 || cpu < 0 ? -1 : worker_cpu + cpu;
-    if (r == 0 && algo == Algo::kServer) reducer_cpu = rcpu;
+    if (r == 0 && runs == Algo::kServer) reducer_cpu = rcpu;
   }
   row.present = true;
   row.worker_cpu_s = worker_cpu;
@@ -108,7 +110,8 @@ int runBench(const BenchOptions& o, std::vector<BenchRow>* out_rows) {
   bool gloo_runs = false;
   Status s = validateOptions(o, &gloo_runs);
   if (!s.isOk()) return fail(s);
-  const bool server = has(o.algos, Algo::kServer);
+  // Reducers run for the reduction server's rows and for auto's.
+  const bool server = has(o.algos, Algo::kServer) || has(o.algos, Algo::kAuto);
   const bool tally_algos = server || has(o.algos, Algo::kRing);
 
   RunInfo info = machineInfo();
@@ -171,7 +174,7 @@ int runBench(const BenchOptions& o, std::vector<BenchRow>* out_rows) {
     auto printMeasured = [&] {
       while (const TableLine* line = table.next()) {
         std::vector<BenchRow> line_rows;
-        for (Algo a : {Algo::kServer, Algo::kRing}) {
+        for (Algo a : {Algo::kServer, Algo::kRing, Algo::kAuto}) {
           if (!has(o.algos, a)) continue;
           BenchRow r = collectRow(o, store, a, line->type, line->op, line->bytes);
           if (!r.present && !r.skipped) return;  // not measured yet by every worker
@@ -209,7 +212,7 @@ int runBench(const BenchOptions& o, std::vector<BenchRow>* out_rows) {
     for (DataType type : o.types) {
       for (ReduceOp op : o.ops) {
         for (uint64_t bytes : typeSizes(o, type)) {
-          for (Algo a : {Algo::kServer, Algo::kRing}) {
+          for (Algo a : {Algo::kServer, Algo::kRing, Algo::kAuto}) {
             if (has(o.algos, a)) rows.push_back(collectRow(o, store, a, type, op, bytes));
           }
         }

@@ -57,8 +57,9 @@ bool report(const Ctx& c, const Status& s, const char* what) {
 // cpu s is this process's CPU over the timed calls (checks excluded) and, for the reduction
 // server on rank 0, reducer cpu s is the reducers' CPU from the barrier before the timed calls to
 // a barrier after them (the reducers serve every rank, so the window closes once all are done).
+// `algo` names the row; `runs` is the algorithm that runs (they differ for auto).
 template <typename AllReduce>
-Status measure(const Ctx& c, Algo algo, DataType type, ReduceOp op, uint64_t bytes,
+Status measure(const Ctx& c, Algo algo, Algo runs, DataType type, ReduceOp op, uint64_t bytes,
                const std::vector<char>& input, const std::vector<char>& expected,
                std::vector<char>* out, AllReduce&& allreduce) {
   const BenchOptions& o = c.options;
@@ -66,7 +67,7 @@ Status measure(const Ctx& c, Algo algo, DataType type, ReduceOp op, uint64_t byt
   int64_t wrong = 0;
   double total_us = 0;
   double cpu_s = 0;
-  const bool reducer_window = algo == Algo::kServer && !c.reducer_pids->empty();
+  const bool reducer_window = runs == Algo::kServer && !c.reducer_pids->empty();
   double reducer_start = -1;
   const std::string tag = resultKey(algo, type, op, bytes, -1);
   for (int i = 0; i < o.warmup + o.iters; ++i) {
@@ -149,8 +150,7 @@ int openWorker(const WorkerPlan& plan, int rank, bool server, bool ring, WorkerS
     // The region's slots hold the largest call of any size run.
     coll_options.call_bytes = 0;
     for (uint64_t bytes : o.sizes) {
-      coll_options.call_bytes =
-          std::max<size_t>(coll_options.call_bytes, callBytes(o.calls, bytes));
+      coll_options.call_bytes = std::max<size_t>(coll_options.call_bytes, callBytes(o, bytes));
     }
     Status s = CollComm::create(w->coll_api.get(), w->store.get(), "coll", rank, nranks,
                                 coll_options, &w->coll);
@@ -183,9 +183,10 @@ int runBenchWorker(const WorkerPlan& plan, int rank) {
   const BenchOptions& o = *plan.options;
   bool want_server = false, want_ring = false;
   for (Algo a : o.algos) {
-    want_server |= a == Algo::kServer;
-    want_ring |= a == Algo::kRing;
+    want_server |= a == Algo::kServer || a == Algo::kAuto;
+    want_ring |= a == Algo::kRing || a == Algo::kAuto;
   }
+  const bool want_auto = std::find(o.algos.begin(), o.algos.end(), Algo::kAuto) != o.algos.end();
   WorkerSession w;
   if (int code = openWorker(plan, rank, want_server, want_ring, &w); code != 0) return code;
   Store* store = w.store.get();
@@ -216,26 +217,35 @@ int runBenchWorker(const WorkerPlan& plan, int rank) {
                               std::to_string(si + 1) + "/" + std::to_string(nsizes);
           (void)store->set(kProgressKey, label);
         };
-        if (server) {
-          progress(Algo::kServer);
-          s = coll->setCallShape(callBytes(o.calls, bytes), callChunkBytes(o.calls, bytes));
-          if (!report(c, s, "call shape")) return 4;
-          s = measure(c, Algo::kServer, type, op, bytes, input, expected, &out,
-                      [&](const void* src, void* dst, size_t n) {
-                        return coll->allreduce(src, dst, n, type, op);
-                      });
-          if (!report(c, s, "reduction server all-reduce")) return 4;
+        // One row: `row` names it, `runs` is what runs (the two differ for auto).
+        auto runRow = [&](Algo row, Algo runs) -> Status {
+          progress(row);
+          if (runs == Algo::kServer) {
+            TALLY_RETURN_IF_ERROR(
+                coll->setCallShape(callBytes(o, bytes), callChunkBytes(o, bytes)));
+            return measure(c, row, runs, type, op, bytes, input, expected, &out,
+                           [&](const void* src, void* dst, size_t n) {
+                             return coll->allreduce(src, dst, n, type, op);
+                           });
+          }
+          return measure(c, row, runs, type, op, bytes, input, expected, &out,
+                         [&](const void* src, void* dst, size_t n) {
+                           // In place over the output buffer; the copy is part of the call, as
+                           // the server's staging copies are.
+                           std::memcpy(dst, src, n * esize);
+                           return ring->allreduce(dst, n, type, op);
+                         });
+        };
+        if (server && has(o.algos, Algo::kServer)) {
+          if (!report(c, runRow(Algo::kServer, Algo::kServer), "reduction server all-reduce"))
+            return 4;
         }
-        if (ring) {
-          progress(Algo::kRing);
-          s = measure(c, Algo::kRing, type, op, bytes, input, expected, &out,
-                      [&](const void* src, void* dst, size_t n) {
-                        // In place over the output buffer; the copy is part of the call, as the
-                        // server's staging copies are.
-                        std::memcpy(dst, src, n * esize);
-                        return ring->allreduce(dst, n, type, op);
-                      });
-          if (!report(c, s, "ring all-reduce")) return 4;
+        if (ring && has(o.algos, Algo::kRing)) {
+          if (!report(c, runRow(Algo::kRing, Algo::kRing), "ring all-reduce")) return 4;
+        }
+        if (want_auto) {
+          const Algo pick = autoPick(o, bytes, server);
+          if (!report(c, runRow(Algo::kAuto, pick), "auto all-reduce")) return 4;
         }
       }
     }

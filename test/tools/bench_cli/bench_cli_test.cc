@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/cost_table.h"
 #include "test/tools/bench_cli/run_tally.h"
 
 namespace tally::bench::test {
@@ -173,6 +174,7 @@ TEST(BenchCli, BadOptionsExitTwo) {
       {{"--chain-depth", "0"}, "--chain-depth: expected 1 to 8"},
       {{"--chunk", "1M"}, "--chunk: at most NCCL_BUFFSIZE / 8 (512 KiB)"},
       {{"--calls", "1M", "--chunk", "64K"}, "--chunk: only with --calls nccl"},
+      {{"--algo", "auto,tree"}, "unknown algorithm \"tree\""},
   };
   for (const Case& c : cases) {
     TallyRun run = runTally(smallRun(c.args), 30);
@@ -202,6 +204,44 @@ TEST(BenchCli, FixedCallsAreCorrect) {
     EXPECT_EQ(row["wrong"], 0) << row;
     EXPECT_EQ(row["call_bytes"], 40960) << row;
   }
+  std::remove(path.c_str());
+}
+
+// --algo auto runs each size through what Tally's tuner would have NCCL pick: with 4 workers and
+// 2 reducers on loopback (10 Gb/s assumed) the model takes CollNet for small messages and the
+// ring for large ones (the reducers' links carry 2 S against the ring's 1.5 S), so both paths run.
+TEST(BenchCli, AutoRunsWhatTheTunerPicks) {
+  const std::string path = tempPath("auto.json");
+  const std::vector<uint64_t> sizes = {65536, 4194304};
+  TallyRun run = runTally(smallRun({"--workers", "4", "--reducers", "2", "--sizes", "64K,4M",
+                                    "--algo", "rs,ring,auto", "--json", path}),
+                          150);
+  ASSERT_FALSE(run.timed_out) << run.out << run.err;
+  EXPECT_EQ(run.status, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find(" pick "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("auto/best"), std::string::npos) << run.out;
+  json j = readJson(path);
+  ASSERT_TRUE(j.is_object()) << readFile(path);
+  tally::model::CollNetSetup setup;
+  setup.ranks = setup.nodes = 4;
+  setup.reducers = 2;
+  std::set<std::string> picks;
+  int autos = 0;
+  for (const json& row : j["rows"]) {
+    EXPECT_TRUE(row["present"].get<bool>()) << row;
+    EXPECT_EQ(row["wrong"], 0) << row;
+    if (row["algo"] != "auto") continue;
+    ++autos;
+    const uint64_t bytes = row["bytes"];
+    const bool collnet =
+        tally::model::chooseAllReduce(setup, bytes).algorithm == tally::model::kAlgoCollNetChain;
+    EXPECT_EQ(row["picked"], collnet ? "rs" : "ring") << row;
+    EXPECT_EQ(row["call_bytes"].is_null(), !collnet) << row;
+    picks.insert(row["picked"].get<std::string>());
+  }
+  EXPECT_EQ(autos, 2);
+  EXPECT_EQ(picks, (std::set<std::string>{"rs", "ring"})) << "the model no longer splits here";
+  for (const json& r : j["ratios"]) EXPECT_GT(r["auto_over_best"].get<double>(), 0) << r;
   std::remove(path.c_str());
 }
 
