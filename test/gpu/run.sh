@@ -182,7 +182,8 @@ fi
 # ---- 5. the GPU ----------------------------------------------------------------------------
 GPU_ROWS=("collnet via Tally (NCCL log)" "all-reduce types x ops x sizes" "two communicators at once"
   "ncclCommSplit" "destroy + re-create (unload)" "NCCL finds plugin 4 ways"
-  "GPUDirect via Tally net (ofi)" "PyTorch DDP: Tally vs Socket" "bandwidth: Tally vs Socket ring")
+  "GPUDirect via Tally net (ofi)" "PyTorch DDP: Tally vs Socket" "tuner decides all-reduce"
+  "bandwidth: Tally vs Socket ring")
 gpu_why="" gpu_short=""
 if ((NO_GPU)); then
   gpu_why="--no-gpu given" gpu_short=$gpu_why

@@ -119,6 +119,28 @@ else
   fi
 fi
 
+# ---- the tuner decides: all-reduce with NCCL_ALGO leaving it free, Tally's tuner found in the
+# plugin's library (all-gather and reduce-scatter stay held as everywhere else) ------------------
+TUNER_ENV=()
+for v in "${WORKER_ENV[@]}"; do
+  [[ $v == NCCL_ALGO=* ]] && v="NCCL_ALGO=allgather:ring,pat;reducescatter:ring,pat"
+  TUNER_ENV+=("$v")
+done
+mkdir -p "$RDV/bench-tuner"
+run_ranks bench-tuner "$NRANKS" "$(budget_for 60)" env "${TUNER_ENV[@]}" "$CHECK" --bench \
+  --rank @RANK@ --nranks "$NRANKS" --dir "$RDV/bench-tuner" --max-bytes "$MAX_BYTES" --timeout-s 40
+rc_tuner=$?
+tuner_log="$OUT/bench-tuner.rank0.log"
+tuner_line=$(grep -h -m1 "NET/Tally : tuner:" "$tuner_log" 2>/dev/null | sed 's/^.*NET\/Tally : tuner: //')
+picks="$(grep -hc "AllReduce: .*Algo CollNet" "$tuner_log" 2>/dev/null) CollNet, $(grep -hc "AllReduce: .*Algo \(Ring\|Tree\)" "$tuner_log" 2>/dev/null) ring/tree"
+if ((rc_tuner != 0)); then
+  row "tuner decides all-reduce" FAIL "bench exit $rc_tuner$(timed_out $rc_tuner)$(rank_error "$tuner_log")"
+elif [[ -z $tuner_line ]]; then
+  row "tuner decides all-reduce" FAIL "NCCL did not load Tally's tuner (no 'tuner:' line in its log); $picks"
+else
+  row "tuner decides all-reduce" PASS "${tuner_line#*; }; all-reduces: $picks; every result checked"
+fi
+
 # ---- bandwidth: Tally's CollNet against NCCL's Socket ring, same processes and sizes ----------
 mkdir -p "$RDV/bench-tally" "$RDV/bench-socket"
 run_ranks bench-tally "$NRANKS" "$(budget_for 60)" env "${WORKER_ENV[@]}" "$CHECK" --bench \

@@ -26,7 +26,7 @@ cpu_rows=("build" "reducers" "tally doctor" "plugin lookup, no NCCL" "load/unloa
 gpu_rows=("GPU" "collnet via Tally (NCCL log)" "all-reduce types x ops x sizes"
   "two communicators at once" "ncclCommSplit" "destroy + re-create (unload)"
   "NCCL finds plugin 4 ways" "GPUDirect via Tally net (ofi)" "PyTorch DDP: Tally vs Socket"
-  "bandwidth: Tally vs Socket ring")
+  "tuner decides all-reduce" "bandwidth: Tally vs Socket ring")
 
 # 1. The real build.
 start=$SECONDS
@@ -86,6 +86,7 @@ expect "ncclCommSplit" PASS
 expect "destroy + re-create (unload)" PASS
 expect "NCCL finds plugin 4 ways" PASS "name path link preload"
 expect "GPUDirect via Tally net (ofi)" SKIP "no FI_HMEM"
+expect "tuner decides all-reduce" PASS "CollNet all-reduce from 14 KiB"
 expect "bandwidth: Tally vs Socket ring" PASS "x2.00"
 grep -q "^ *16777216  *2.000  *1.000  *2.00$" "$tmp/out3" || fail "fake GPU: no bandwidth table"
 if ! python3 -c "import torch" 2>/dev/null; then

@@ -14,7 +14,6 @@ namespace {
 
 // NCCL's per-function algorithm syntax: all-reduce through CollNet chain, every other collective
 // as NCCL would choose.
-constexpr const char* kCollNetAlgo = "allreduce:collnetchain";
 
 // A set, non-empty value; an empty variable counts as unset, as it does for NCCL.
 std::optional<std::string> userValue(const ParamSource& env, const std::string& name) {
@@ -106,10 +105,9 @@ Status planCollNetRank(const ClusterEnv& cluster, const ClusterSpec& spec, const
   // count of 1 keeps the library loaded; other NCCL versions ignore or do not need it.
   setOrKeep(env, "NCCL_NET_PLUGIN_REF_COUNT", "1", &changes);
   setOrKeep(env, "NCCL_COLLNET_ENABLE", "1", &changes);
+  // NCCL_ALGO is left alone: Tally's tuner, which NCCL finds in the plugin's library, sends an
+  // all-reduce to the reducers where the model says they are faster (docs/nccl.md).
   if (collnet) {
-    // Restricting all-reduce to CollNet when CollNet connect declines (no reducers) would leave
-    // NCCL no algorithm at all, so NCCL_ALGO is only set when there are reducers.
-    setOrKeep(env, "NCCL_ALGO", kCollNetAlgo, &changes);
     if (reducers.origin == "TALLY_REDUCERS") {
       changes.push_back({EnvChange::Kind::kKept, "TALLY_REDUCERS", *env.get("TALLY_REDUCERS")});
     } else {
@@ -122,8 +120,7 @@ Status planCollNetRank(const ClusterEnv& cluster, const ClusterSpec& spec, const
               "are all empty"
             : "TALLY_REDUCERS and the " + spec.variable + " job's reducers are both empty";
     plan->notes.push_back("WARNING: no reducers known (" + sources +
-                          "): CollNet will be off and NCCL uses its own algorithms; NCCL_ALGO "
-                          "is left alone");
+                          "): CollNet will be off and NCCL uses its own algorithms");
   }
   setOrKeep(env, "MASTER_ADDR", master_host, &changes);
   setOrKeep(env, "MASTER_PORT", std::to_string(master_port), &changes);

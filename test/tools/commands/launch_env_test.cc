@@ -113,14 +113,13 @@ TEST(LaunchJobSet, RolesAddressesAndSummary) {
             "primary (JobSet workers pod 0), CollNet rank 0 of 3, reducers from JobSet reducers");
   LaunchPlan worker = planOf(jobSetEnv("workers", 2));
   EXPECT_EQ(worker.role, ClusterRole::kWorker);
-  EXPECT_THAT(
-      changesOf(worker),
-      ElementsAre(std::string("0 NCCL_NET_PLUGIN=") + kPlugin, "0 NCCL_NET_PLUGIN_REF_COUNT=1",
-                  "0 NCCL_COLLNET_ENABLE=1", "0 NCCL_ALGO=allreduce:collnetchain",
-                  "0 TALLY_REDUCERS=train-reducers-0-0.train:2222,"
-                  "train-reducers-0-1.train:2222",
-                  "0 MASTER_ADDR=train-workers-0-0.train", "0 MASTER_PORT=2222", "0 WORLD_SIZE=3",
-                  "0 RANK=2"));
+  EXPECT_THAT(changesOf(worker),
+              ElementsAre(std::string("0 NCCL_NET_PLUGIN=") + kPlugin,
+                          "0 NCCL_NET_PLUGIN_REF_COUNT=1", "0 NCCL_COLLNET_ENABLE=1",
+                          "0 TALLY_REDUCERS=train-reducers-0-0.train:2222,"
+                          "train-reducers-0-1.train:2222",
+                          "0 MASTER_ADDR=train-workers-0-0.train", "0 MASTER_PORT=2222",
+                          "0 WORLD_SIZE=3", "0 RANK=2"));
   LaunchPlan reducer = planOf(jobSetEnv("reducers", 1));
   EXPECT_EQ(reducer.role, ClusterRole::kReducer);
   EXPECT_THAT(reducer.argv, ElementsAre(kReducer, "--listen", "train-reducers-0-1.train:2222"));

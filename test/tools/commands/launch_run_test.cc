@@ -29,7 +29,6 @@ std::string exportsFor(int rank, const std::string& reducers) {
          "'\n"
          "export NCCL_NET_PLUGIN_REF_COUNT='1'\n"
          "export NCCL_COLLNET_ENABLE='1'\n"
-         "export NCCL_ALGO='allreduce:collnetchain'\n"
          "export TALLY_REDUCERS='" +
          reducers +
          "'\n"
@@ -52,15 +51,15 @@ TEST(LaunchRun, DryRunWorker) {
 }
 
 TEST(LaunchRun, DryRunPrimaryKeepsUserValues) {
-  test::RunResult r =
-      runLaunch({"--dry-run", "--", "python", "train.py"},
-                {"CLUSTER_SPEC=" + clusterSpec("workerpool0", 0), "NCCL_ALGO=ring", "RANK=it's"});
+  test::RunResult r = runLaunch(
+      {"--dry-run", "--", "python", "train.py"},
+      {"CLUSTER_SPEC=" + clusterSpec("workerpool0", 0), "NCCL_COLLNET_ENABLE=1", "RANK=it's"});
   ASSERT_EQ(r.exitCode(), 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("# tally launch: primary (CLUSTER_SPEC workerpool0 index 0, trial "
                                "7), CollNet rank 0 of 3"));
-  EXPECT_THAT(r.out, HasSubstr("# kept NCCL_ALGO='ring', set by the environment\n"));
+  EXPECT_THAT(r.out, HasSubstr("# kept NCCL_COLLNET_ENABLE='1', set by the environment\n"));
   EXPECT_THAT(r.out, HasSubstr("# kept RANK='it'\\''s', set by the environment\n"));
-  EXPECT_THAT(r.out, Not(HasSubstr("export NCCL_ALGO")));
+  EXPECT_THAT(r.out, Not(HasSubstr("NCCL_ALGO")));
   EXPECT_THAT(r.out, Not(HasSubstr("export RANK")));
   EXPECT_THAT(r.out, HasSubstr("export WORLD_SIZE='3'\n"));
 }
@@ -125,12 +124,12 @@ TEST(LaunchRun, ExecSeesTheVariablesAndEveryArgument) {
                  "echo \"$RANK $WORLD_SIZE $NCCL_COLLNET_ENABLE $TALLY_REDUCERS\"; "
                  "printf '<%s>' \"$@\"",
                  "sh", "--lr", "1", "--", "--dry-run", "a b"},
-                {"CLUSTER_SPEC=" + clusterSpec("workerpool1", 1), "NCCL_ALGO=ring"});
+                {"CLUSTER_SPEC=" + clusterSpec("workerpool1", 1), "MASTER_PORT=2999"});
   ASSERT_EQ(r.exitCode(), 0) << r.err;
   EXPECT_EQ(r.out, "2 3 1 reducer-0:2222,reducer-1:2222\n<--lr><1><--><--dry-run><a b>");
   EXPECT_THAT(r.err, HasSubstr("tally launch: worker (CLUSTER_SPEC workerpool1 index 1"));
   EXPECT_THAT(r.err, HasSubstr("tally launch: set NCCL_NET_PLUGIN=" + kPlugin + "\n"));
-  EXPECT_THAT(r.err, HasSubstr("tally launch: kept NCCL_ALGO=ring, set by the environment\n"));
+  EXPECT_THAT(r.err, HasSubstr("tally launch: kept MASTER_PORT=2999, set by the environment\n"));
 }
 
 TEST(LaunchRun, WithoutSpecRunsTheCommandUnchanged) {

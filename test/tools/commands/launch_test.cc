@@ -52,9 +52,8 @@ TEST(LaunchPlan, PrimaryFromClusterSpec) {
             "from CLUSTER_SPEC workerpool2");
   EXPECT_THAT(sets(p),
               ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin, "NCCL_NET_PLUGIN_REF_COUNT=1",
-                          "NCCL_COLLNET_ENABLE=1", "NCCL_ALGO=allreduce:collnetchain",
-                          "TALLY_REDUCERS=" + kReducerList, "MASTER_ADDR=primary-0",
-                          "MASTER_PORT=2222", "WORLD_SIZE=3", "RANK=0"));
+                          "NCCL_COLLNET_ENABLE=1", "TALLY_REDUCERS=" + kReducerList,
+                          "MASTER_ADDR=primary-0", "MASTER_PORT=2222", "WORLD_SIZE=3", "RANK=0"));
   EXPECT_EQ(p.argv, kCommand);
   EXPECT_TRUE(p.notes.empty());
 }
@@ -66,12 +65,11 @@ TEST(LaunchPlan, WorkersFromClusterSpec) {
     EXPECT_THAT(p.summary,
                 HasSubstr("worker (CLUSTER_SPEC workerpool1 index " + std::to_string(index) +
                           ", trial 7), CollNet rank " + std::to_string(index + 1) + " of 3"));
-    EXPECT_THAT(
-        sets(p),
-        ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin, "NCCL_NET_PLUGIN_REF_COUNT=1",
-                    "NCCL_COLLNET_ENABLE=1", "NCCL_ALGO=allreduce:collnetchain",
-                    "TALLY_REDUCERS=" + kReducerList, "MASTER_ADDR=primary-0", "MASTER_PORT=2222",
-                    "WORLD_SIZE=3", "RANK=" + std::to_string(index + 1)));
+    EXPECT_THAT(sets(p), ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin,
+                                     "NCCL_NET_PLUGIN_REF_COUNT=1", "NCCL_COLLNET_ENABLE=1",
+                                     "TALLY_REDUCERS=" + kReducerList, "MASTER_ADDR=primary-0",
+                                     "MASTER_PORT=2222", "WORLD_SIZE=3",
+                                     "RANK=" + std::to_string(index + 1)));
     EXPECT_EQ(p.argv, kCommand);
   }
 }
@@ -103,10 +101,10 @@ TEST(LaunchPlan, ReducerArgsAreSplitAsAShellWould) {
 TEST(LaunchPlan, BadReducerArgsAreAUsageError) {
   for (const char* bad : {"--threads '8", "--metrics \"x", "a\\", "--listen h:1", "--listen=h:1"}) {
     LaunchPlan out;
-    Status st = planLaunchFromEnvironment(
-        MapParamSource({{"CLUSTER_SPEC", clusterSpec("workerpool2", 0)},
-                        {"TALLY_REDUCER_ARGS", bad}}),
-        kPlugin, kReducer, {}, &out);
+    Status st =
+        planLaunchFromEnvironment(MapParamSource({{"CLUSTER_SPEC", clusterSpec("workerpool2", 0)},
+                                                  {"TALLY_REDUCER_ARGS", bad}}),
+                                  kPlugin, kReducer, {}, &out);
     EXPECT_EQ(st.code(), StatusCode::kInvalidUsage) << bad;
     EXPECT_THAT(st.message(), HasSubstr("TALLY_REDUCER_ARGS")) << bad;
   }
@@ -170,7 +168,6 @@ TEST(LaunchPlan, EveryTfConfigRole) {
       EXPECT_THAT(p.summary, HasSubstr("reducers from TF_CONFIG ps"));
       EXPECT_THAT(sets(p), ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin,
                                        "NCCL_NET_PLUGIN_REF_COUNT=1", "NCCL_COLLNET_ENABLE=1",
-                                       "NCCL_ALGO=allreduce:collnetchain",
                                        "TALLY_REDUCERS=tf-ps-0:2222", "MASTER_ADDR=tf-chief-0",
                                        "MASTER_PORT=2222", "WORLD_SIZE=3", "RANK=" + c.rank));
     }
@@ -196,17 +193,22 @@ TEST(LaunchPlan, ClusterSpecWinsOverTfConfig) {
 
 TEST(LaunchPlan, UserValuesAreKept) {
   LaunchPlan p = plan({{"CLUSTER_SPEC", clusterSpec("workerpool1", 1)},
-                       {"NCCL_ALGO", "ring"},
+                       {"NCCL_NET_PLUGIN_REF_COUNT", "2"},
                        {"MASTER_PORT", "29500"},
                        {"TALLY_REDUCERS", "10.0.0.9:7000"},
                        {"NCCL_NET_PLUGIN", ""}});  // empty counts as unset
   EXPECT_THAT(changes(p, EnvChange::Kind::kKept),
-              ElementsAre("NCCL_ALGO=ring", "TALLY_REDUCERS=10.0.0.9:7000", "MASTER_PORT=29500"));
-  EXPECT_THAT(sets(p), ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin,
-                                   "NCCL_NET_PLUGIN_REF_COUNT=1", "NCCL_COLLNET_ENABLE=1",
-                                   "MASTER_ADDR=primary-0", "WORLD_SIZE=3", "RANK=2"));
+              ElementsAre("NCCL_NET_PLUGIN_REF_COUNT=2", "TALLY_REDUCERS=10.0.0.9:7000",
+                          "MASTER_PORT=29500"));
+  EXPECT_THAT(sets(p),
+              ElementsAre(std::string("NCCL_NET_PLUGIN=") + kPlugin, "NCCL_COLLNET_ENABLE=1",
+                          "MASTER_ADDR=primary-0", "WORLD_SIZE=3", "RANK=2"));
   EXPECT_THAT(p.summary, HasSubstr("reducers from TALLY_REDUCERS"));
-  EXPECT_THAT(reportLines(p), ::testing::Contains("kept NCCL_ALGO=ring, set by the environment"));
+  EXPECT_THAT(reportLines(p),
+              ::testing::Contains("kept NCCL_NET_PLUGIN_REF_COUNT=2, set by the environment"));
+  // NCCL_ALGO is the tuner's business, never launch's: a user's value is not even mentioned.
+  p = plan({{"CLUSTER_SPEC", clusterSpec("workerpool1", 1)}, {"NCCL_ALGO", "ring"}});
+  for (const EnvChange& c : p.env) EXPECT_NE(c.name, "NCCL_ALGO");
   EXPECT_TRUE(p.notes.empty());
 
   p = plan({{"CLUSTER_SPEC", clusterSpec("workerpool0", 0)}, {"NCCL_COLLNET_ENABLE", "0"}});
