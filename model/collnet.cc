@@ -29,8 +29,10 @@ int depthOf(const CollNetSetup& s) {
   return static_cast<int>(std::max<int64_t>(1, s.ranks / std::max<int64_t>(1, s.nodes)));
 }
 
-// The model's CollNet all-reduce of `bytes` in calls of `call_bytes`, microseconds.
-double modelMicros(const CollNetSetup& s, uint64_t bytes, uint64_t call_bytes, uint64_t chunk) {
+// The model's CollNet all-reduce of `bytes` in calls of `call_bytes`, microseconds; `bound`, when
+// given, gets the term that bounds it ("reducer link", "worker CPU", ...).
+double modelMicros(const CollNetSetup& s, uint64_t bytes, uint64_t call_bytes, uint64_t chunk,
+                   std::string* bound = nullptr) {
   PredictInput in;
   in.hosts = s.nodes;
   in.reducers = s.reducers;
@@ -43,6 +45,7 @@ double modelMicros(const CollNetSetup& s, uint64_t bytes, uint64_t call_bytes, u
   in.rs_chunk_bytes = chunk;
   Prediction p;
   if (!predictAllReduce(in, &p).isOk()) return -1;
+  if (bound != nullptr) *bound = p.rs.bound;
   return p.rs.seconds * 1e6;
 }
 
@@ -150,7 +153,29 @@ std::string describeTuner(const CollNetSetup& s) {
   if (!covered(s)) {
     where = "the model does not cover it (no reducers or one node); NCCL's costs stand";
   } else if (cross == 0) {
-    where = "NCCL's ring is cheaper at every size up to " + formatBytes(kCrossoverMaxBytes);
+    // No size from which CollNet stays cheaper; it may still be for small messages, where the
+    // ring's steps cost more than a reducer's share of the bytes (too few reducers for the hosts).
+    uint64_t below = kCrossoverMinBytes;
+    while (below <= kCrossoverMaxBytes &&
+           collNetAllReduceMicros(s, below) < ncclRingAllReduceMicros(s, below)) {
+      below *= 2;
+    }
+    // What bounds the reduction server where the ring takes over: a reducer's link (too few
+    // reducers), or the CPU per byte the model counts and NCCL's ring cost does not.
+    std::string bound;
+    const uint64_t at = std::min(below, kCrossoverMaxBytes);
+    modelMicros(s, at, kAssumedCollNetChannels * ncclCollNetChunk(at, kAssumedCollNetChannels,
+                                                                  depthOf(s), s.buff_size),
+                ncclCollNetChunk(at, kAssumedCollNetChannels, depthOf(s), s.buff_size), &bound);
+    const std::string why = bound == "reducer link"
+                                ? "a reducer's link carries more than a host's"
+                                : "the reduction server is bound by its " + bound +
+                                      ", which NCCL's ring cost does not count";
+    where = below == kCrossoverMinBytes
+                ? "NCCL's ring is cheaper at every size up to " + formatBytes(kCrossoverMaxBytes) +
+                      " (" + why + ")"
+                : "CollNet all-reduce below " + formatBytesApprox(below) +
+                      ", NCCL's ring from there (" + why + ")";
   } else {
     char at[160];
     std::snprintf(at, sizeof(at), " (rs %.0f us, NCCL ring %.0f us there)",

@@ -90,7 +90,8 @@ double ncclRingAllReduceMicros(const CollNetSetup& setup, uint64_t bytes);
 // cheaper at kCrossoverMaxBytes or the model does not cover the setup.
 uint64_t collNetCrossoverBytes(const CollNetSetup& setup);
 
-// The tuner's line: its inputs and the crossover, e.g. "tuner: 8 ranks on 8 nodes, 2 reducers,
+// The tuner's line: its inputs and the crossover (or, where CollNet is cheaper only for small
+// messages, the power of two from which the ring is), e.g. "tuner: 8 ranks on 8 nodes, 2 reducers,
 // link 10000 Mb/s (TALLY_LINK_MBPS), latency 50 us, NCCL_BUFFSIZE 4 MiB; CollNet all-reduce
 // from 1.50 MiB (rs 1.52 ms, NCCL ring 1.55 ms there)".
 std::string describeTuner(const CollNetSetup& setup);

@@ -153,3 +153,39 @@ TEST(TunerChunk, RaisesTheChunkOnlyWhereTheModelGains) {
 
 }  // namespace
 }  // namespace tally::model
+
+namespace tally::model {
+namespace {
+
+// The tuner's line names the side CollNet wins on: from a size up (enough reducers), or below a
+// size (too few: a reducer's link carries n S / m = 2 S at 4 hosts and 2 reducers, the ring's
+// hosts 1.5 S, while the ring's 6 steps cost more than small messages' bytes).
+TEST(DescribeTuner, SaysWhereCollNetIsCheaper) {
+  CollNetSetup four = eightHosts(4);
+  four.ranks = four.nodes = 4;
+  four.link_mbps = 1000;
+  EXPECT_NE(describeTuner(four).find("CollNet all-reduce from "), std::string::npos)
+      << describeTuner(four);
+  CollNetSetup few = four;
+  few.reducers = 2;
+  few.link_mbps = 10000;
+  ASSERT_EQ(collNetCrossoverBytes(few), 0u);
+  EXPECT_LT(collNetAllReduceMicros(few, 1 * kMiB), ncclRingAllReduceMicros(few, 1 * kMiB));
+  EXPECT_GT(collNetAllReduceMicros(few, 2 * kMiB), ncclRingAllReduceMicros(few, 2 * kMiB));
+  EXPECT_NE(describeTuner(few).find("CollNet all-reduce below 2.00 MiB, NCCL's ring from there"),
+            std::string::npos)
+      << describeTuner(few);
+  // Enough reducers but 100 Gb/s: the worker's CPU per GiB (0.98 s on 2 cores) bounds the
+  // reduction server long before its link, and NCCL's ring cost counts no CPU.
+  CollNetSetup fast = eightHosts(8);
+  fast.link_mbps = 100000;
+  EXPECT_NE(describeTuner(fast).find("bound by its worker CPU, which NCCL's ring cost does not"),
+            std::string::npos)
+      << describeTuner(fast);
+  few.reducers = 1;  // half the reducers again: the ring from the smallest size
+  EXPECT_NE(describeTuner(few).find("NCCL's ring is cheaper at every size"), std::string::npos)
+      << describeTuner(few);
+}
+
+}  // namespace
+}  // namespace tally::model

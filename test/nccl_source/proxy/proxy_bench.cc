@@ -27,6 +27,7 @@
 #include "common/sizes.h"
 #include "common/store.h"
 #include "common/strings.h"
+#include "test/nccl_source/proxy/proxy_cases.h"
 #include "test/nccl_source/proxy/proxy_rank.h"
 #include "test/support/cluster.h"
 #include "tools/bench/link_rate.h"
@@ -67,23 +68,16 @@ int fail(int rank, const std::string& what) {
   return 1;
 }
 
-AllGatherFn storeAllGather(Store* store, int rank, int nranks) {
-  auto seq = std::make_shared<int>(0);
-  return [store, rank, nranks, seq](const void* mine, size_t bytes, void* all) -> std::string {
-    const std::string prefix = "ag/" + std::to_string((*seq)++) + "/";
-    Status s = store->set(prefix + std::to_string(rank),
-                          std::string_view(static_cast<const char*>(mine), bytes));
-    if (!s.isOk()) return s.toString();
-    for (int r = 0; r < nranks; r++) {
-      std::string value;
-      s = store->get(prefix + std::to_string(r), &value, kWaitMs);
-      if (!s.isOk()) return s.toString();
-      if (value.size() != bytes) return "all-gather: wrong size from rank " + std::to_string(r);
-      std::memcpy(static_cast<char*>(all) + r * bytes, value.data(), bytes);
-    }
-    return "";
-  };
-}
+// One rank's float32 sum of `bytes`: its input, the expected result, room for the output.
+struct Buffers {
+  Buffers(int rank, int nranks, uint64_t bytes)
+      : count(bytes / 4), in(count * 4), out(count * 4), expected(count * 4) {
+    driver::fillInput(DataType::kFloat32, ReduceOp::kSum, rank, nranks, bytes, count, in.data());
+    driver::fillExpected(DataType::kFloat32, ReduceOp::kSum, nranks, bytes, count, expected.data());
+  }
+  size_t count;
+  std::vector<char> in, out, expected;
+};
 
 // Times `iters` calls of `one` after `warmup`, the first checked by `check`; every rank starts
 // the timed calls after a barrier. Writes the mean (us) under key.
@@ -124,24 +118,20 @@ int runProxy(const Env& env, int rank, Store* store) {
   ProxyResult r = ProxyRank::open(options, &proxy);
   if (!r.ok()) return fail(rank, "NCCL proxy setup: " + r.error);
   for (uint64_t bytes : o.sizes) {
-    const size_t count = bytes / 4;
-    std::vector<char> in(count * 4), out(count * 4), expected(count * 4);
-    driver::fillInput(DataType::kFloat32, ReduceOp::kSum, rank, o.workers, bytes, count, in.data());
-    driver::fillExpected(DataType::kFloat32, ReduceOp::kSum, o.workers, bytes, count,
-                         expected.data());
+    Buffers b(rank, o.workers, bytes);
     ProxyCollective c;
     c.dtype = kFloat32;
-    c.count = count;
+    c.count = b.count;
     c.chunk_bytes = static_cast<int>(driver::ncclChainChunkBytes(bytes, o.shape));
     c.channels = o.shape.channels;
-    c.sendbuff = in.data();
-    c.recvbuff = out.data();
+    c.sendbuff = b.in.data();
+    c.recvbuff = b.out.data();
     auto one = [&]() -> Status {
       const ProxyResult res = proxy->run(c);
       return res.ok() ? Status::ok() : Status::internal("NCCL proxy all-reduce: " + res.error);
     };
     Status s = timeCalls(store, env, rank, "proxy/" + std::to_string(bytes), one,
-                         [&] { return compare(out, expected, count); });
+                         [&] { return compare(b.out, b.expected, b.count); });
     if (!s.isOk()) return fail(rank, s.toString());
   }
   r = proxy->close();
@@ -166,21 +156,17 @@ int runDriver(const Env& env, int rank, Store* store) {
   s = driver::CollComm::create(api.get(), store, "driver", rank, o.workers, options, &comm);
   if (!s.isOk()) return fail(rank, "driver setup: " + s.toString());
   for (uint64_t bytes : o.sizes) {
-    const size_t count = bytes / 4;
-    std::vector<char> in(count * 4), out(count * 4), expected(count * 4);
-    driver::fillInput(DataType::kFloat32, ReduceOp::kSum, rank, o.workers, bytes, count, in.data());
-    driver::fillExpected(DataType::kFloat32, ReduceOp::kSum, o.workers, bytes, count,
-                         expected.data());
+    Buffers b(rank, o.workers, bytes);
     s = comm->setCallShape(driver::ncclChainCallBytes(bytes, o.shape),
                            driver::ncclChainChunkBytes(bytes, o.shape));
     if (s.isOk()) {
       s = timeCalls(
           store, env, rank, "driver/" + std::to_string(bytes),
           [&] {
-            return comm->allreduce(in.data(), out.data(), count, DataType::kFloat32,
+            return comm->allreduce(b.in.data(), b.out.data(), b.count, DataType::kFloat32,
                                    ReduceOp::kSum);
           },
-          [&] { return compare(out, expected, count); });
+          [&] { return compare(b.out, b.expected, b.count); });
     }
     if (!s.isOk()) return fail(rank, "driver: " + s.toString());
   }

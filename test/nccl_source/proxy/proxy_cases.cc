@@ -67,25 +67,6 @@ int countEntries(const char* dir) {
   return n - (std::strcmp(dir, "/proc/self/fd") == 0 ? 1 : 0);  // opendir's own descriptor
 }
 
-// The all-gather NCCL's bootstrap runs, over the store: "ag/<seq>/<rank>".
-AllGatherFn storeAllGather(Store* store, int rank, int nranks) {
-  auto seq = std::make_shared<int>(0);
-  return [store, rank, nranks, seq](const void* mine, size_t bytes, void* all) -> std::string {
-    const std::string prefix = "ag/" + std::to_string((*seq)++) + "/";
-    Status s = store->set(prefix + std::to_string(rank),
-                          std::string_view(static_cast<const char*>(mine), bytes));
-    if (!s.isOk()) return s.toString();
-    for (int r = 0; r < nranks; r++) {
-      std::string value;
-      s = store->get(prefix + std::to_string(r), &value, kStoreTimeoutMs);
-      if (!s.isOk()) return s.toString();
-      if (value.size() != bytes) return "all-gather: wrong size from rank " + std::to_string(r);
-      std::memcpy(static_cast<char*>(all) + r * bytes, value.data(), bytes);
-    }
-    return "";
-  };
-}
-
 // The average NCCL's kernel makes of a sum of `n` ranks' inputs: exact here, since the float
 // inputs are integers and n is a power of two, and integer division truncates as SumPostDiv does.
 template <typename T>
@@ -309,6 +290,25 @@ bool runThroughLoss(ProxyRank* proxy, const RankPlan& plan, Store* store, int ra
 }
 
 }  // namespace
+
+// The all-gather NCCL's bootstrap runs, over the store: "ag/<seq>/<rank>".
+AllGatherFn storeAllGather(Store* store, int rank, int nranks) {
+  auto seq = std::make_shared<int>(0);
+  return [store, rank, nranks, seq](const void* mine, size_t bytes, void* all) -> std::string {
+    const std::string prefix = "ag/" + std::to_string((*seq)++) + "/";
+    Status s = store->set(prefix + std::to_string(rank),
+                          std::string_view(static_cast<const char*>(mine), bytes));
+    if (!s.isOk()) return s.toString();
+    for (int r = 0; r < nranks; r++) {
+      std::string value;
+      s = store->get(prefix + std::to_string(r), &value, kStoreTimeoutMs);
+      if (!s.isOk()) return s.toString();
+      if (value.size() != bytes) return "all-gather: wrong size from rank " + std::to_string(r);
+      std::memcpy(static_cast<char*>(all) + r * bytes, value.data(), bytes);
+    }
+    return "";
+  };
+}
 
 int runRank(const RankPlan& plan, int rank, const std::string& reducer_list,
             const std::string& plugin_path) {

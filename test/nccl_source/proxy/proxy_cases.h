@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/store.h"
 #include "test/nccl_source/proxy/proxy_rank.h"
 
 namespace tally::nccl_source {
@@ -46,6 +47,10 @@ struct RankPlan {
   // How long one collective may take before the rank fails it.
   int64_t collective_timeout_ms = 60000;
 };
+
+// The all-gather NCCL's bootstrap runs, over a store shared by the ranks ("ag/<seq>/<rank>"),
+// each wait bounded by kStoreTimeoutMs (60 s).
+AllGatherFn storeAllGather(Store* store, int rank, int nranks);
 
 // The body of rank `rank` (a forked process): 0 when every check passed; otherwise it printed
 // "rank R: ..." lines to stderr.
