@@ -24,13 +24,14 @@
 // the next call's, so back-to-back small calls pay about the same; the calibration of r below
 // counts 4 L.) A slice's bytes cross twice in turn, to the
 // reducer and back (the reducer sums a slice once every rank's piece is in), so the first slice
-// of the pipeline adds its own bytes' time once more: a whole small call, 32 KiB of a large one. Under NCCL a call carries whole chunks (rs_chunk_bytes): a
-// 4 KiB all-reduce moves a 32 KiB chunk. And the reducer handles every rank's part of the
-// call (its input, its result, its acknowledgement, the commit) before the call can finish, so
-// the slowest rank's part ends it: n x r CPU-seconds over the reducer's cores. Under NCCL an
-// all-reduce is several CollNet calls (rs_call_bytes each, rs_calls_in_flight at a time): the first
-// call's latency is paid once, and after it each call costs the longest of its own bytes, its
-// share of the latency the calls in flight overlap, and its per-rank work.
+// of the pipeline adds its own bytes' time once more: a whole small call, 32 KiB of a large one.
+// Under NCCL a call carries whole chunks (rs_chunk_bytes): a 4 KiB all-reduce moves a 32 KiB chunk.
+// And the reducer handles every rank's part of the call (its input, its result, its
+// acknowledgement, the commit) before the call can finish, so the slowest rank's part ends it: n x
+// r CPU-seconds over the reducer's cores. Under NCCL an all-reduce is several CollNet calls
+// (rs_call_bytes each, rs_calls_in_flight at a time): the first call's latency is paid once, and
+// after it each call costs the longest of its own bytes, its share of the latency the calls in
+// flight overlap, and its per-rank work.
 #pragma once
 
 #include <cstdint>

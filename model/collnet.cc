@@ -32,7 +32,7 @@ int depthOf(const CollNetSetup& s) {
 // The model's CollNet all-reduce of `bytes` in calls of `call_bytes`, microseconds; `bound`, when
 // given, gets the term that bounds it ("reducer link", "worker CPU", ...).
 double modelMicros(const CollNetSetup& s, uint64_t bytes, uint64_t call_bytes, uint64_t chunk,
-                   std::string* bound = nullptr) {
+                   std::string* bound = nullptr, double* ring_micros = nullptr) {
   PredictInput in;
   in.hosts = s.nodes;
   in.reducers = s.reducers;
@@ -46,6 +46,7 @@ double modelMicros(const CollNetSetup& s, uint64_t bytes, uint64_t call_bytes, u
   Prediction p;
   if (!predictAllReduce(in, &p).isOk()) return -1;
   if (bound != nullptr) *bound = p.rs.bound;
+  if (ring_micros != nullptr) *ring_micros = p.ring.seconds * 1e6;
   return p.rs.seconds * 1e6;
 }
 
@@ -93,12 +94,27 @@ uint64_t tunerCollNetChunk(const CollNetSetup& s, uint64_t bytes, int channels,
   return best;
 }
 
-double collNetAllReduceMicros(const CollNetSetup& s, uint64_t bytes) {
+double collNetAllReduceMicros(const CollNetSetup& s, uint64_t bytes, double* ring_micros) {
   if (!covered(s)) return -1;
   const int channels = kAssumedCollNetChannels;
   uint64_t chunk = ncclCollNetChunk(bytes, channels, depthOf(s), s.buff_size);
   if (s.tuner_sets_chunk) chunk = tunerCollNetChunk(s, bytes, channels, chunk);
-  return modelMicros(s, bytes, static_cast<uint64_t>(channels) * chunk, chunk);
+  return modelMicros(s, bytes, static_cast<uint64_t>(channels) * chunk, chunk, nullptr,
+                     ring_micros);
+}
+
+double modelRingMicros(const CollNetSetup& s, uint64_t bytes) {
+  double ring = -1;
+  return collNetAllReduceMicros(s, bytes, &ring) < 0 ? -1 : ring;
+}
+
+double collNetCostMicros(const CollNetSetup& s, uint64_t bytes, double nccl_ring_micros) {
+  double ring = -1;
+  const double rs = collNetAllReduceMicros(s, bytes, &ring);
+  if (rs < 0 || !(ring > 0)) return -1;
+  if (!(nccl_ring_micros > 0)) nccl_ring_micros = ncclRingAllReduceMicros(s, bytes);
+  if (!(nccl_ring_micros > 0)) return -1;
+  return std::min(rs, nccl_ring_micros * (rs / ring));
 }
 
 double ncclRingAllReduceMicros(const CollNetSetup& s, uint64_t bytes) {
@@ -130,7 +146,8 @@ double ncclRingAllReduceMicros(const CollNetSetup& s, uint64_t bytes) {
 uint64_t collNetCrossoverBytes(const CollNetSetup& s) {
   if (!covered(s)) return 0;
   auto cheaper = [&](uint64_t bytes) {
-    return collNetAllReduceMicros(s, bytes) < ncclRingAllReduceMicros(s, bytes);
+    const double ring = ncclRingAllReduceMicros(s, bytes);
+    return collNetCostMicros(s, bytes, ring) < ring;
   };
   if (!cheaper(kCrossoverMaxBytes)) return 0;
   // Down the powers of two while CollNet stays cheaper, then the exact size between the last
@@ -157,29 +174,30 @@ std::string describeTuner(const CollNetSetup& s) {
     // ring's steps cost more than a reducer's share of the bytes (too few reducers for the hosts).
     uint64_t below = kCrossoverMinBytes;
     while (below <= kCrossoverMaxBytes &&
-           collNetAllReduceMicros(s, below) < ncclRingAllReduceMicros(s, below)) {
+           collNetCostMicros(s, below, ncclRingAllReduceMicros(s, below)) <
+               ncclRingAllReduceMicros(s, below)) {
       below *= 2;
     }
     // What bounds the reduction server where the ring takes over: a reducer's link (too few
-    // reducers), or the CPU per byte the model counts and NCCL's ring cost does not.
+    // reducers for the hosts), or something else the model counts (its CPU, its latency).
     std::string bound;
     const uint64_t at = std::min(below, kCrossoverMaxBytes);
-    modelMicros(s, at, kAssumedCollNetChannels * ncclCollNetChunk(at, kAssumedCollNetChannels,
-                                                                  depthOf(s), s.buff_size),
+    modelMicros(s, at,
+                kAssumedCollNetChannels *
+                    ncclCollNetChunk(at, kAssumedCollNetChannels, depthOf(s), s.buff_size),
                 ncclCollNetChunk(at, kAssumedCollNetChannels, depthOf(s), s.buff_size), &bound);
     const std::string why = bound == "reducer link"
                                 ? "a reducer's link carries more than a host's"
-                                : "the reduction server is bound by its " + bound +
-                                      ", which NCCL's ring cost does not count";
-    where = below == kCrossoverMinBytes
-                ? "NCCL's ring is cheaper at every size up to " + formatBytes(kCrossoverMaxBytes) +
-                      " (" + why + ")"
-                : "CollNet all-reduce below " + formatBytesApprox(below) +
-                      ", NCCL's ring from there (" + why + ")";
+                                : "the reduction server is bound by its " + bound;
+    where = below == kCrossoverMinBytes ? "NCCL's ring is cheaper at every size up to " +
+                                              formatBytes(kCrossoverMaxBytes) + " (" + why + ")"
+                                        : "CollNet all-reduce below " + formatBytesApprox(below) +
+                                              ", NCCL's ring from there (" + why + ")";
   } else {
     char at[160];
-    std::snprintf(at, sizeof(at), " (rs %.0f us, NCCL ring %.0f us there)",
-                  collNetAllReduceMicros(s, cross), ncclRingAllReduceMicros(s, cross));
+    const double ring = ncclRingAllReduceMicros(s, cross);
+    std::snprintf(at, sizeof(at), " (CollNet %.0f us, NCCL's ring %.0f us there)",
+                  collNetCostMicros(s, cross, ring), ring);
     where = "CollNet all-reduce from " + formatBytesApprox(cross) + at;
   }
   std::snprintf(text, sizeof(text),

@@ -18,8 +18,8 @@
 //     bandwidth x nRanks / (2 (nRanks - 1)); latency: a base (Simple 8.4, LL 6.6) plus per step
 //     between nodes the net's (Simple 14, LL 2.7, or the tree's 5.0 with one rank per node) plus
 //     the net's reported latency (twice for Simple: a flush), which Tally reports as
-//     TALLY_LINK_LATENCY_US, and per step inside a node the PCI one (Simple 5.7, LL 1.0); Simple's latency
-//     x 1.4 once bytes / (channels x nRanks) >= 64; LL's bandwidth is half of Simple's.
+//     TALLY_LINK_LATENCY_US, and per step inside a node the PCI one (Simple 5.7, LL 1.0); Simple's
+//     latency x 1.4 once bytes / (channels x nRanks) >= 64; LL's bandwidth is half of Simple's.
 #pragma once
 
 #include <cstdint>
@@ -77,17 +77,32 @@ uint64_t tunerCollNetChunk(const CollNetSetup& setup, uint64_t bytes, int channe
                            uint64_t nccl_chunk);
 
 // The model's CollNet all-reduce of `bytes` in microseconds, with NCCL's chunking (or the
-// tuner's, with tuner_sets_chunk) over kAssumedCollNetChannels. Negative when the model does not
-// cover the setup (no reducers, fewer than two nodes, no ranks).
-double collNetAllReduceMicros(const CollNetSetup& setup, uint64_t bytes);
+// tuner's, with tuner_sets_chunk) over kAssumedCollNetChannels, and, when ring_micros is given,
+// the same model's ring over the same hosts (what `tally plan` compares it with). Negative when
+// the model does not cover the setup (no reducers, fewer than two nodes, no ranks).
+double collNetAllReduceMicros(const CollNetSetup& setup, uint64_t bytes,
+                              double* ring_micros = nullptr);
+
+// The model's ring all-reduce of `bytes` (links, CPU and a latency per step, allreduce.h);
+// negative where collNetAllReduceMicros is.
+double modelRingMicros(const CollNetSetup& setup, uint64_t bytes);
+
+// What the tuner writes into a CollNet entry: the lower of the model's own time for it
+// (collNetAllReduceMicros) and NCCL's ring cost scaled by the model's ratio of the reduction
+// server's time to the ring's. NCCL's ring cost counts no CPU; where the model's CPU per byte
+// bounds both algorithms (fast TCP links) the first would lose to a ring the model says is
+// slower, and the second puts CollNet on NCCL's own scale, as `tally plan` compares them.
+// nccl_ring_micros is the ring's entry in NCCL's table; 0 or less: ncclRingAllReduceMicros.
+// Negative where the model does not cover the setup.
+double collNetCostMicros(const CollNetSetup& setup, uint64_t bytes, double nccl_ring_micros);
 
 // NCCL's own cost of a ring all-reduce of `bytes` (the cheaper of Simple and LL), microseconds,
 // for a net of setup.link_mbps: what NCCL's table holds for the ring on such hosts.
 double ncclRingAllReduceMicros(const CollNetSetup& setup, uint64_t bytes);
 
-// The smallest all-reduce size from which CollNet is cheaper than NCCL's ring at every size up to
-// kCrossoverMaxBytes (kCrossoverMinBytes when it is cheaper throughout); 0 when the ring is
-// cheaper at kCrossoverMaxBytes or the model does not cover the setup.
+// The smallest all-reduce size from which the tuner's CollNet cost is below NCCL's ring cost at
+// every size up to kCrossoverMaxBytes (kCrossoverMinBytes when it is cheaper throughout); 0 when
+// the ring is cheaper at kCrossoverMaxBytes or the model does not cover the setup.
 uint64_t collNetCrossoverBytes(const CollNetSetup& setup);
 
 // The tuner's line: its inputs and the crossover (or, where CollNet is cheaper only for small

@@ -11,7 +11,8 @@ int applyCollNetCosts(const CollNetSetup& setup, int coll, uint64_t bytes, float
       num_proto <= kProtoSimple) {
     return 0;
   }
-  const double micros = collNetAllReduceMicros(setup, bytes);
+  const double micros =
+      collNetCostMicros(setup, bytes, ringCostInTable(table, num_algo, num_proto));
   if (micros < 0) return 0;
   int written = 0;
   for (int algo : {kAlgoCollNetDirect, kAlgoCollNetChain}) {
@@ -21,6 +22,16 @@ int applyCollNetCosts(const CollNetSetup& setup, int coll, uint64_t bytes, float
     ++written;
   }
   return written;
+}
+
+double ringCostInTable(const float* table, int num_algo, int num_proto) {
+  if (table == nullptr || num_algo <= kAlgoRing) return -1;
+  double best = -1;
+  for (int p = 0; p < num_proto; ++p) {
+    const float cost = table[kAlgoRing * num_proto + p];
+    if (cost >= 0 && (best < 0 || cost < best)) best = cost;
+  }
+  return best;
 }
 
 bool cheapestEntry(const float* table, int num_algo, int num_proto, int* algo, int* proto) {
@@ -52,7 +63,7 @@ AllReduceChoice chooseAllReduce(const CollNetSetup& setup, uint64_t bytes) {
   // A placeholder that loses to the ring unless the tuner rewrites it.
   table[kAlgoCollNetChain][kProtoSimple] = static_cast<float>(choice.ring_micros * 2 + 1);
   applyCollNetCosts(setup, kFuncAllReduce, bytes, &table[0][0], kAlgos, kProtos);
-  choice.collnet_micros = collNetAllReduceMicros(setup, bytes);
+  choice.collnet_micros = collNetCostMicros(setup, bytes, choice.ring_micros);
   int algo = kAlgoRing;
   int proto = kProtoSimple;
   cheapestEntry(&table[0][0], kAlgos, kProtos, &algo, &proto);

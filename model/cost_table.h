@@ -26,7 +26,11 @@ inline constexpr float kIgnoredCost = -1.0f;  // NCCL_ALGO_PROTO_IGNORE
 inline constexpr int kMaxAlgorithms = 16;
 inline constexpr int kMaxProtocols = 8;
 
-// Writes the model's CollNet all-reduce cost into the CollNet entries NCCL left enabled
+// The cheapest enabled ring entry of NCCL's table (any protocol); -1 when NCCL disabled the ring.
+double ringCostInTable(const float* table, int num_algo, int num_proto);
+
+// Writes the tuner's CollNet all-reduce cost (collNetCostMicros, scaled from the table's own ring
+// entry) into the CollNet entries NCCL left enabled
 // (CollNetDirect and CollNetChain, Simple only: NCCL runs CollNet on no other protocol) and
 // returns how many it wrote. Nothing else is touched, and nothing at all for a collective other
 // than all-reduce, a setup the model does not cover, or a table too small to hold CollNetChain.
@@ -47,7 +51,7 @@ struct AllReduceChoice {
   int protocol = kProtoSimple;
   double micros = 0;           // the chosen entry's cost
   double ring_micros = 0;      // NCCL's ring (the cheaper protocol)
-  double collnet_micros = -1;  // the model's CollNet cost; -1 when not covered
+  double collnet_micros = -1;  // the tuner's CollNet cost (collNetCostMicros); -1: not covered
 };
 AllReduceChoice chooseAllReduce(const CollNetSetup& setup, uint64_t bytes);
 

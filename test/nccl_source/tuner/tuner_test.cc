@@ -333,7 +333,11 @@ TEST_F(TunerTest, CostTableCollNetEntriesAreTheModelsAndNcclPicksAsTheModel) {
       ASSERT_EQ(c.rc, 0) << r.raw;
       const std::vector<float> in = ncclShapedTable(bytes, shape, kRanks, kNodes);
       ASSERT_EQ(c.table.size(), in.size()) << r.raw;
-      const float want = static_cast<float>(model::collNetAllReduceMicros(s, bytes));
+      // NCCL's ring entry scaled by the model's rs/ring ratio; NCCL has 3 protocols.
+      const int protos = 3;
+      const int algos = static_cast<int>(in.size()) / protos;
+      const float want = static_cast<float>(
+          model::collNetCostMicros(s, bytes, model::ringCostInTable(in.data(), algos, protos)));
       ASSERT_GT(want, 0);
       for (size_t i = 0; i < in.size(); ++i) {
         if (isCollNetSimple(i) && in[i] != model::kIgnoredCost) {
