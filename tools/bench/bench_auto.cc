@@ -8,8 +8,7 @@
 // the caller set it; loopback leaves it unset), TALLY_LINK_LATENCY_US as the workers get it,
 // NCCL_BUFFSIZE from --nccl-buffsize, and whether the tuner sets the chunk (--chunk tuner, NCCL
 // 2.30).
-#include <cstdlib>
-
+#include "common/params.h"
 #include "model/cost_table.h"
 #include "tools/bench/bench.h"
 #include "tools/bench/link_rate.h"
@@ -17,20 +16,15 @@
 namespace tally::bench {
 
 model::CollNetSetup benchSetup(const BenchOptions& o) {
-  int64_t link_mbps = 0;
-  if (const char* env = std::getenv("TALLY_LINK_MBPS"); env != nullptr) link_mbps = std::atoll(env);
-  if (link_mbps <= 0 && !o.emulate.empty()) link_mbps = rateMbps(o.emulate);
-  model::CollNetSetup s;
-  s.ranks = o.workers;
-  s.nodes = o.workers;
-  s.reducers = o.reducers;
-  s.link_from_config = link_mbps > 0;
-  s.link_mbps = link_mbps > 0 ? static_cast<int>(link_mbps) : model::kAssumedLinkMbps;
-  s.buff_size = o.calls.chain.buffsize;
-  s.tuner_sets_chunk = o.calls.tuner_chunk;
-  if (const char* env = std::getenv("TALLY_LINK_LATENCY_US"); env != nullptr && *env != '\0')
-    s.latency_s = std::atof(env) * 1e-6;
-  return s;
+  // The workers' parameters: this process's environment (the workers inherit it), with the
+  // emulated rate as TALLY_LINK_MBPS where the environment sets none, as the workers do.
+  Params params;
+  if (!Params::load(EnvParamSource(), &params).isOk()) params = Params::defaults();
+  if (params.linkMbps <= 0 && !o.emulate.empty()) params.linkMbps = rateMbps(o.emulate);
+  params.ncclBuffsize = static_cast<int64_t>(o.calls.chain.buffsize);
+  return model::collNetSetupFrom(params, static_cast<size_t>(o.reducers),
+                                 static_cast<size_t>(o.workers), static_cast<size_t>(o.workers),
+                                 o.calls.tuner_chunk);
 }
 
 Algo autoPick(const BenchOptions& o, uint64_t bytes, bool server_supported) {
