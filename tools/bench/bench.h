@@ -33,6 +33,7 @@
 #include "common/status.h"
 #include "common/types.h"
 #include "model/collnet.h"
+#include "tools/driver/emulated_cluster.h"
 #include "tools/driver/nccl_calls.h"
 
 namespace tally::bench {
@@ -117,10 +118,11 @@ struct BenchOptions {
   CallShape calls;                                         // --calls
   std::vector<Algo> algos = {Algo::kServer, Algo::kRing};  // --algo
   std::string emulate;                                     // --emulate RATE; empty: loopback
-  std::string emulate_cc = "cubic";  // --emulate-cc: the nodes' TCP congestion control; "host"
-  std::string json_path;             // --json FILE
-  std::string plot_path;             // --plot FILE.png
-  int table_version = 0;             // 0: newest both tables export
+  std::string emulate_burst = driver::EmulationOptions{}.burst;  // --emulate-burst: each link's token bucket (tc syntax)
+  std::string emulate_cc = "cubic";     // --emulate-cc: the nodes' TCP congestion control; "host"
+  std::string json_path;                // --json FILE
+  std::string plot_path;                // --plot FILE.png
+  int table_version = 0;                // 0: newest both tables export
   int reducer_threads = 0;      // --reducer-threads; 0: the machine's share (reducerThreadsFor)
   int64_t timeout_ms = 600000;  // bound on each phase (Tally workers, Gloo ranks)
   bool verbose = false;

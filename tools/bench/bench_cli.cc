@@ -177,6 +177,10 @@ commands::Subcommand addBenchCommand(CLI::App& parent) {
   cmd->add_option("--emulate", o.emulate,
                   "Run every worker and reducer in its own network namespace on a link of this "
                   "rate, e.g. 1gbit or 200mbit (needs root)");
+  cmd->add_option("--emulate-burst", o.emulate_burst,
+                  "With --emulate: each link's token bucket (tc's burst): what a link lets through "
+                  "at once after a pause; a real NIC's is one frame")
+      ->capture_default_str();
   cmd->add_option("--emulate-cc", o.emulate_cc,
                   "With --emulate: the nodes' TCP congestion control, the same for every "
                   "algorithm; host: whatever the host's new namespaces get")

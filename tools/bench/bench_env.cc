@@ -46,6 +46,7 @@ Status BenchEnv::create(const BenchOptions& o, bool server, std::unique_ptr<Benc
     driver::EmulationOptions eo;
     eo.nodes = o.workers + (server ? o.reducers : 0);
     eo.rate = o.emulate;
+    eo.burst = o.emulate_burst;
     eo.tcp_congestion = o.emulate_cc == "host" ? "" : o.emulate_cc;
     std::lock_guard<std::mutex> lock(env->guard_->mutex());
     TALLY_RETURN_IF_ERROR(driver::EmulatedCluster::create(eo, &env->cluster_));

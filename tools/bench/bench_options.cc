@@ -252,6 +252,10 @@ Status validateOptions(const BenchOptions& o, bool* gloo_runs) {
         }))
       return bad("--emulate-cc: \"" + o.emulate_cc +
                  "\" is not a congestion control name such as cubic or bbr (or host)");
+    if (o.emulate_burst.empty() || !std::isdigit(static_cast<unsigned char>(o.emulate_burst[0])) ||
+        !std::all_of(o.emulate_burst.begin(), o.emulate_burst.end(),
+                     [](unsigned char c) { return std::isalnum(c) != 0; }))
+      return bad("--emulate-burst: \"" + o.emulate_burst + "\" is not a size such as 256kb or 4kb");
     std::string why;
     if (!driver::EmulatedCluster::canEmulate(&why)) return bad(why);
   }

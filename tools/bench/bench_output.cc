@@ -109,6 +109,7 @@ ordered_json optionsJson(const BenchOptions& o) {
                 {"nccl_buffsize", o.calls.chain.buffsize},  {"chunk", o.calls.chain.tuner_chunk}};
   j["emulate"] = o.emulate.empty() ? ordered_json(nullptr) : ordered_json(o.emulate);
   j["emulate_cc"] = o.emulate.empty() ? ordered_json(nullptr) : ordered_json(o.emulate_cc);
+  j["emulate_burst"] = o.emulate.empty() ? ordered_json(nullptr) : ordered_json(o.emulate_burst);
   j["table_version"] = o.table_version;
   j["reducer_threads"] = reducerThreadsFor(o);
   j["timeout_ms"] = o.timeout_ms;

@@ -140,7 +140,8 @@ void printHeader(const BenchOptions& o, const RunInfo& info) {
   std::string where = o.emulate.empty()
                           ? "loopback"
                           : "emulated cluster, every node on a " + o.emulate +
-                                " link in its own network namespace, TCP " + o.emulate_cc;
+                                " link in its own network namespace, TCP " + o.emulate_cc +
+                                (o.emulate_burst == driver::EmulationOptions{}.burst ? "" : ", burst " + o.emulate_burst);
   std::string reducers = usesReducers(o) ? std::to_string(o.reducers) +
                                                (o.reducers == 1 ? " reducer (" : " reducers (") +
                                                info.reducer_list + ")"

@@ -165,6 +165,7 @@ TEST(BenchCli, BadOptionsExitTwo) {
       {{"--timeout", "soon"}, "--timeout"},
       {{"--emulate", "fast"}, "--emulate: \"fast\" is not a rate"},
       {{"--emulate", "1gbit", "--emulate-cc", "Cubic;"}, "is not a congestion control name"},
+      {{"--emulate", "1gbit", "--emulate-burst", "4 kb"}, "--emulate-burst: \"4 kb\" is not a size"},
       {{"--workers", "1"}, "--workers"},
       {{"--no-such-flag"}, "no-such-flag"},
       {{"--plugin", "/nonexistent/libnccl-net-tally.so"}, "not found (use --plugin)"},
