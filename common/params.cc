@@ -148,6 +148,7 @@ std::vector<ParamProblem> Params::problems() const {
   oneOf("TALLY_COLL_PROGRESS", collProgress, {"thread", "poll", "legacy"});
   oneOf("TALLY_ZEROCOPY", zerocopy, {"off", "on", "always"});
   range("TALLY_COLL_MAX_REQUESTS", collMaxRequests, 1, kMaxCollMaxRequests);
+  range("TALLY_REDUCER_TIMEOUT_MS", reducerTimeout, 0, kMaxReducerTimeoutMs);
   range("TALLY_MIN_REDUCERS", minReducers, 1, kMaxMinReducers);
   return out;
 }

@@ -119,7 +119,8 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
   X(kMillis, reducerTimeout, "TALLY_REDUCER_TIMEOUT_MS", "10000",                               \
     "Milliseconds (or 10s) a reducer may send nothing, not even an answer to a heartbeat, "     \
     "while slices or a heartbeat are outstanding; then the communicator drops it and goes on "  \
-    "over the others (docs/failover.md). 0: only a failed connection drops a reducer.")          \
+    "over the others (docs/failover.md). 0: only a failed connection drops a reducer. At most "  \
+    "86400000 (a day).")                                                                         \
   X(kInt, minReducers, "TALLY_MIN_REDUCERS", "1",                                               \
     "Fewest reducers a CollNet communicator goes on with: losing more fails it, with an "       \
     "error naming every lost reducer and why.")                                                  \
@@ -212,6 +213,9 @@ inline constexpr int64_t kMaxCollMaxRequests = 1 << 16;  // TALLY_COLL_MAX_REQUE
 inline constexpr int64_t kMaxMinReducers = 4096;         // TALLY_MIN_REDUCERS (wire kMaxReducers)
 inline constexpr int64_t kMaxLinkMbps = 10000000;      // TALLY_LINK_MBPS: 10 Tbit/s
 inline constexpr int64_t kMaxLinkLatencyUs = 1000000;  // TALLY_LINK_LATENCY_US: 1 s
+// TALLY_REDUCER_TIMEOUT_MS: a day. The keeper works in nanoseconds; past this a product with
+// 10^6 would come near int64's limit, and no reducer silent a day is coming back.
+inline constexpr int64_t kMaxReducerTimeoutMs = 24ll * 3600 * 1000;
 
 // A variable whose value cannot be used: `value` as set, `reason` what is expected instead.
 struct ParamProblem {

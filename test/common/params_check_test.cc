@@ -41,6 +41,11 @@ TEST(ParamsCheck, EachRuleRefusesItsValue) {
        "TALLY_COLL_PROGRESS=busy is not valid: expected one of thread, poll, legacy"},
       {"TALLY_COLL_MAX_REQUESTS", "65537",
        "TALLY_COLL_MAX_REQUESTS=65537 is not valid: expected 1 to 65536"},
+      {"TALLY_LINK_LATENCY_US", "1000001",
+       "TALLY_LINK_LATENCY_US=1000001 is not valid: expected 0 to 1000000"},
+      // The keeper's nanoseconds would overflow int64 past about 9.2 x 10^12 ms.
+      {"TALLY_REDUCER_TIMEOUT_MS", "10000000000000",
+       "TALLY_REDUCER_TIMEOUT_MS=10000000000000 is not valid: expected 0 to 86400000"},
   };
   for (const auto& c : cases) {
     const Params p = loaded({{c.name, c.value}});
@@ -50,8 +55,12 @@ TEST(ParamsCheck, EachRuleRefusesItsValue) {
     ASSERT_EQ(p.problems().size(), 1u) << c.name;
   }
   // The edges that are allowed.
-  EXPECT_TRUE(loaded({{"TALLY_SOCKET_NSOCKS", "16"}, {"TALLY_TRANSPORT", " verbs"},
-                      {"TALLY_COLL_MAX_REQUESTS", "65536"}, {"TALLY_COLL_PROGRESS", "poll"}})
+  EXPECT_TRUE(loaded({{"TALLY_SOCKET_NSOCKS", "16"},
+                      {"TALLY_TRANSPORT", " verbs"},
+                      {"TALLY_COLL_MAX_REQUESTS", "65536"},
+                      {"TALLY_COLL_PROGRESS", "poll"},
+                      {"TALLY_LINK_LATENCY_US", "1000000"},
+                      {"TALLY_REDUCER_TIMEOUT_MS", "24h"}})
                   .validate()
                   .isOk());
 }
