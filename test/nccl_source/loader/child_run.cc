@@ -107,4 +107,18 @@ ChildRun runSelf(const std::vector<std::string>& args, const EnvVars& env, int t
   return run;
 }
 
+std::string reportField(const std::string& line, const std::string& key) {
+  const std::string tag = " " + key + "=";
+  const size_t at = line.find(tag);
+  if (at == std::string::npos) return "";
+  const size_t start = at + tag.size();
+  return line.substr(start, line.find(' ', start) - start);
+}
+
+int countContaining(const std::vector<std::string>& lines, const std::string& text) {
+  int n = 0;
+  for (const std::string& line : lines) n += line.find(text) != std::string::npos ? 1 : 0;
+  return n;
+}
+
 }  // namespace tally::nccl_source

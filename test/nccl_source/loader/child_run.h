@@ -23,4 +23,11 @@ using EnvVars = std::vector<std::pair<std::string, std::string>>;
 // `timeout_ms`.
 ChildRun runSelf(const std::vector<std::string>& args, const EnvVars& env, int timeout_ms);
 
+// A child's report is lines of `verb name key=value key=value ...`: the value of `key` in
+// `line` ("" when absent).
+std::string reportField(const std::string& line, const std::string& key);
+
+// How many of `lines` contain `text`.
+int countContaining(const std::vector<std::string>& lines, const std::string& text);
+
 }  // namespace tally::nccl_source

@@ -108,20 +108,8 @@ struct Outcome {
   std::map<std::string, FinLine> fins;
   std::vector<std::string> log;
   std::string raw;
-  int count(const std::string& text) const {
-    int n = 0;
-    for (const std::string& line : log) n += line.find(text) != std::string::npos ? 1 : 0;
-    return n;
-  }
+  int count(const std::string& text) const { return countContaining(log, text); }
 };
-
-std::string field(const std::string& line, const std::string& key) {
-  const std::string tag = " " + key + "=";
-  const size_t at = line.find(tag);
-  if (at == std::string::npos) return "";
-  const size_t start = at + tag.size();
-  return line.substr(start, line.find(' ', start) - start);
-}
 
 Outcome parse(const std::string& out) {
   Outcome o;
@@ -134,16 +122,16 @@ Outcome parse(const std::string& out) {
     words >> verb >> name;
     if (verb == "init") {
       InitLine& l = o.inits[name];
-      l.rc = std::atoi(field(line, "rc").c_str());
-      l.net = field(line, "net");
-      l.table = field(line, "table");
-      l.coll = field(line, "coll");
-      l.colltable = field(line, "colltable");
-      l.colldevs = std::atoi(field(line, "colldevs").c_str());
+      l.rc = std::atoi(reportField(line, "rc").c_str());
+      l.net = reportField(line, "net");
+      l.table = reportField(line, "table");
+      l.coll = reportField(line, "coll");
+      l.colltable = reportField(line, "colltable");
+      l.colldevs = std::atoi(reportField(line, "colldevs").c_str());
     } else if (verb == "fin") {
       FinLine& l = o.fins[name];
-      l.rc = std::atoi(field(line, "rc").c_str());
-      l.loaded = std::atoi(field(line, "loaded").c_str());
+      l.rc = std::atoi(reportField(line, "rc").c_str());
+      l.loaded = std::atoi(reportField(line, "loaded").c_str());
     } else if (verb == "log") {
       o.log.push_back(line.substr(4));
     }

@@ -87,11 +87,7 @@ struct Report {
   std::vector<ChunkLine> chunks;
   std::vector<std::string> log;
   std::string raw;
-  int count(const std::string& text) const {
-    int n = 0;
-    for (const std::string& line : log) n += line.find(text) != std::string::npos ? 1 : 0;
-    return n;
-  }
+  int count(const std::string& text) const { return countContaining(log, text); }
   const CostLine& cost(Shape shape, uint64_t bytes) const {
     static const CostLine kMissing;
     auto it = costs.find({shapeName(shape), bytes});
@@ -99,20 +95,12 @@ struct Report {
   }
 };
 
-std::string field(const std::string& line, const std::string& key) {
-  const std::string tag = " " + key + "=";
-  const size_t at = line.find(tag);
-  if (at == std::string::npos) return "";
-  const size_t start = at + tag.size();
-  return line.substr(start, line.find(' ', start) - start);
-}
-
 uint64_t number(const std::string& line, const std::string& key) {
-  return std::strtoull(field(line, key).c_str(), nullptr, 10);
+  return std::strtoull(reportField(line, key).c_str(), nullptr, 10);
 }
 
 int integer(const std::string& line, const std::string& key) {
-  return std::atoi(field(line, key).c_str());
+  return std::atoi(reportField(line, key).c_str());
 }
 
 std::vector<float> floatsFromHex(const std::string& csv) {
@@ -137,15 +125,15 @@ Report parse(const std::string& out) {
     const std::string verb = line.substr(0, line.find(' '));
     if (verb == "load") {
       r.load_rc = integer(line, "rc");
-      r.tuner = field(line, "tuner");
-      r.table = field(line, "table");
+      r.tuner = reportField(line, "tuner");
+      r.table = reportField(line, "table");
       r.chunk = integer(line, "chunk");
     } else if (verb == "cost") {
-      CostLine& c = r.costs[{field(line, "shape"), number(line, "bytes")}];
+      CostLine& c = r.costs[{reportField(line, "shape"), number(line, "bytes")}];
       c.rc = integer(line, "rc");
       c.algo = integer(line, "algo");
       c.proto = integer(line, "proto");
-      c.table = floatsFromHex(field(line, "table"));
+      c.table = floatsFromHex(reportField(line, "table"));
     } else if (verb == "chunk") {
       r.chunks.push_back({integer(line, "algo"), number(line, "bytes"), number(line, "in"),
                           number(line, "out"), integer(line, "rc")});
