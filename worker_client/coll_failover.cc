@@ -20,8 +20,11 @@ namespace {
 constexpr int64_t kNsPerMs = 1000000;
 
 // The keeper's tick: often enough to ping on time and to notice a silent reducer within a few
-// percent of TALLY_REDUCER_TIMEOUT_MS, rarely enough to cost nothing.
+// percent of TALLY_REDUCER_TIMEOUT_MS, rarely enough to cost nothing. With a timeout of 0 nothing
+// is pinged: the tick only bounds the waits of a membership change and, without a progress
+// thread, how late an idle communicator reads a lost reducer's hang-up.
 int64_t tickMs(int64_t reducer_timeout_ms) {
+  if (reducer_timeout_ms == 0) return 100;
   return std::clamp<int64_t>(reducer_timeout_ms / 8, 5, 100);
 }
 
@@ -412,6 +415,8 @@ void CollClientImpl::failOver(const std::string& why) {
 }
 
 void CollClientImpl::heartbeat(int64_t now_ns) {
+  // 0: only a failed connection drops a reducer, so silence needs no Ping.
+  if (options_.reducer_timeout_ms == 0) return;
   const int64_t timeout_ns = options_.reducer_timeout_ms * kNsPerMs;
   const int64_t interval_ns = std::max<int64_t>(timeout_ns / 4, kNsPerMs);
   snapshotLinks(&keeper_links_);
@@ -421,7 +426,7 @@ void CollClientImpl::heartbeat(int64_t now_ns) {
     const int64_t heard = link.lastHeardNs();
     if (ping_sent_ns_[s] != 0 && ping_sent_ns_[s] <= heard) ping_sent_ns_[s] = 0;
     const int64_t silent = now_ns - heard;
-    if (timeout_ns > 0 && silent >= timeout_ns) {
+    if (silent >= timeout_ns) {
       handleLinkLost(s, Status::timeout("nothing from reducer " + link.address() + " for " +
                                         std::to_string(silent / kNsPerMs) +
                                         " ms, not even a Pong (TALLY_REDUCER_TIMEOUT_MS)"));

@@ -217,6 +217,7 @@ Status FakeReducer::readLoop(Member* m) {
       case wire::MsgType::kPing: {
         wire::Ping ping;
         TALLY_RETURN_IF_ERROR(wire::decodePing(buf.data(), got, &ping));
+        pings_.fetch_add(1);
         sendHeader(m, wire::encodePong(ping));
         break;
       }

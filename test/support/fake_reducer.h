@@ -90,6 +90,8 @@ class FakeReducer {
   uint64_t slicesSummedAfterAct() const { return summed_after_act_.load(); }
   // Slice copies received from any rank since the act.
   uint64_t copiesAfterAct() const { return copies_after_act_.load(); }
+  // Pings received from any rank, in all.
+  uint64_t pings() const { return pings_.load(); }
   // Ranks whose connection ended (a Dismiss, a close, an error).
   int ranksGone() const { return gone_.load(); }
   // Every relay this reducer passed on, stamped with its sender, in order.
@@ -186,6 +188,7 @@ class FakeReducer {
   std::atomic<uint64_t> summed_after_act_{0};
   std::atomic<uint64_t> copies_after_act_{0};
   std::atomic<int> gone_{0};
+  std::atomic<uint64_t> pings_{0};
 };
 
 }  // namespace tally::reducer::test
