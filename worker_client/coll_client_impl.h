@@ -218,7 +218,8 @@ class CollClientImpl final : public CollClient {
   // kept in dropped_joins_ until it reports (the keeper must not stop for it: its heartbeats
   // are what notice a frozen reducer meanwhile).
   void dropJoin();
-  // After the keeper stopped: waits for every join thread (each ends by its deadline).
+  // After the keeper stopped: tells every join thread to give up and waits for it (each ends
+  // soon after, well before its deadline).
   void endJoins();
   // Rank 0: how a join of `slot` ended, for the wait before the next offer.
   void joinOutcome(uint32_t slot, bool joined);
@@ -273,6 +274,7 @@ class CollClientImpl final : public CollClient {
     std::thread thread;
     std::shared_ptr<Link> link;  // set by the thread when it joined
     bool done = false;           // the thread ended (keeper's view, after kJoined)
+    Cancel cancel{false};        // set: the thread gives up its opening soon
   };
   // Waits for a join's thread (ended, or ending by its deadline) and retires the link it opened,
   // saying why.

@@ -82,6 +82,7 @@ void CollClientImpl::startJoin(const wire::Control& c) {
       std::min<int64_t>(options_.timeouts.connect_ms,
                         std::max<int64_t>(options_.reducer_timeout_ms, 1000));
   req.deadline = Clock::now() + std::chrono::milliseconds(bound_ms);
+  req.cancel = &join_->cancel;
   Join* join = join_.get();
   try {
     join_->thread = std::thread([this, join, req] {
@@ -180,7 +181,9 @@ void CollClientImpl::onJoined(const FailoverEvent& ev) {
 void CollClientImpl::dropJoin() {
   if (!join_) return;
   if (!join_->done) {
-    // Still opening: its thread reports when it ends, and is reaped then (onJoined).
+    // Still opening: told to give up, its thread reports when it ends, and is reaped then
+    // (onJoined).
+    join_->cancel.store(true, std::memory_order_release);
     dropped_joins_.push_back(std::move(join_));
     return;
   }
@@ -200,7 +203,11 @@ void CollClientImpl::closeJoin(Join& join, const char* why) {
 }
 
 void CollClientImpl::endJoins() {
+  // Every opening gives up at once (close() promises about 100 ms), not by its deadline.
   dropJoin();
+  for (std::unique_ptr<Join>& dropped : dropped_joins_) {
+    dropped->cancel.store(true, std::memory_order_release);
+  }
   for (std::unique_ptr<Join>& dropped : dropped_joins_) {
     closeJoin(*dropped, "the communicator ended while it joined");
   }
