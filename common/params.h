@@ -129,8 +129,9 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
     "come back at its own address. Every rank must list the same.")                             \
   X(kMillis, rejoinInterval, "TALLY_REJOIN_INTERVAL_MS", "1000",                                \
     "How often rank 0 of a CollNet communicator that lost a reducer looks for one to take its " \
-    "place (its own address restarted, or a spare). 0: never; the communicator goes on with "   \
-    "the reducers it has.")                                                                      \
+    "place (its own address restarted, or a spare). After a join that did not happen it "       \
+    "waits twice as long before offering that slot again, up to four intervals. 0: never; the " \
+    "communicator goes on with the reducers it has.")                                            \
   X(kBool, abortOnError, "TALLY_ABORT_ON_ERROR", "0",                                           \
     "Abort the process at the first error, for a core dump.")                                   \
   X(kString, jobToken, "TALLY_JOB_TOKEN", "",                                                   \

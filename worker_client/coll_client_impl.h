@@ -285,7 +285,7 @@ class CollClientImpl final : public CollClient {
   int64_t next_offer_ns_ = 0;            // rank 0: when to look for reducers again
   std::vector<uint32_t> offer_cursor_;   // rank 0: by slot, which candidate is next
   // Rank 0, by slot: no join is offered before offer_after_ns_; each join that did not happen
-  // doubles the wait (a frozen reducer's socket still accepts, but it never answers).
+  // doubles the wait, up to four intervals (offer_backoff.h).
   std::vector<int64_t> offer_after_ns_;
   std::vector<int64_t> offer_backoff_ms_;
 };

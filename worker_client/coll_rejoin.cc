@@ -12,6 +12,7 @@
 #include "worker_client/coll_link.h"
 #include "worker_client/coll_raw_link.h"
 #include "worker_client/coordinator.h"
+#include "worker_client/offer_backoff.h"
 
 namespace tally::worker_client {
 namespace wire = protocol::wire;
@@ -53,11 +54,8 @@ void CollClientImpl::offerJoins(int64_t now_ns) {
 
 void CollClientImpl::joinOutcome(uint32_t slot, bool joined) {
   if (rank_ != 0 || slot >= offer_backoff_ms_.size()) return;
-  constexpr int64_t kMaxBackoffMs = 30000;
   offer_backoff_ms_[slot] =
-      joined ? 0
-             : std::min(kMaxBackoffMs, std::max(options_.rejoin_interval_ms,
-                                                2 * offer_backoff_ms_[slot]));
+      nextOfferBackoffMs(offer_backoff_ms_[slot], options_.rejoin_interval_ms, joined);
   offer_after_ns_[slot] = nowNs() + offer_backoff_ms_[slot] * kNsPerMs;
 }
 

@@ -1,0 +1,23 @@
+// How long rank 0 waits before it offers an empty slot's reducer a join again (coll_rejoin.cc,
+// docs/failover.md, "Join"). Pure arithmetic, tested on its own.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace tally::worker_client {
+
+// A join that did not happen doubles the wait before the next offer of that slot, from one
+// TALLY_REJOIN_INTERVAL_MS up to four: a reducer that accepts connections and then refuses the
+// Hello (another job's, a full one) would otherwise cost every rank an opening each interval,
+// while a reducer that was frozen and goes on again is taken back within four intervals (a
+// frozen one's joins already end only by their bound, TALLY_REDUCER_TIMEOUT_MS). A join that
+// happened starts over from no wait.
+inline constexpr int64_t kMaxOfferBackoffIntervals = 4;
+
+inline int64_t nextOfferBackoffMs(int64_t previous_ms, int64_t interval_ms, bool joined) {
+  if (joined) return 0;
+  return std::min(kMaxOfferBackoffIntervals * interval_ms, std::max(interval_ms, 2 * previous_ms));
+}
+
+}  // namespace tally::worker_client
