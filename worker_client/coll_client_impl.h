@@ -146,10 +146,16 @@ class CollClientImpl final : public CollClient {
   // Declared before links_: RawLinks stop it in their destructors. Shared with shared_->poller
   // in poll mode.
   std::shared_ptr<Progress> progress_;
-  // By slot. A lost slot keeps its ended link until a join replaces it; replaced links are kept
-  // (retired_) until the client ends, as a progress thread may still hold an event for one.
+  // By slot. A lost slot keeps its ended link until a join replaces it; a replaced link, and one
+  // a join opened and did not use, is detached (Link::detach) and kept in retired_ until nothing
+  // it shared can reach it (a progress round may still hold an event for it), then dropped by
+  // the keeper, which frees its socket and buffers.
   std::vector<std::shared_ptr<Link>> links_;
   std::vector<std::shared_ptr<Link>> retired_;
+  // Detaches `link` (retired, its books taken) into retired_ (links_mu_ held).
+  void keepRetiredLocked(std::shared_ptr<Link> link);
+  // Drops the retired links nothing can reach any more (the keeper, each tick).
+  void dropRetired();
   // Replacing an entry of links_ (with post_mu_), fail()'s reading, and zerocopyCounts().
   mutable std::mutex links_mu_;
   std::vector<std::shared_ptr<Link>> linkSnapshot();

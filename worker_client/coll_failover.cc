@@ -101,6 +101,7 @@ void CollClientImpl::keeperLoop() {
     const int64_t now = nowNs();
     heartbeat(now);
     checkRounds(now);
+    dropRetired();
     if (!shared_->failed.load(std::memory_order_acquire)) offerJoins(now);
     // With no progress thread, results (and a dead reducer's hang-up) are read only when NCCL
     // tests: an idle communicator must notice a lost reducer too.

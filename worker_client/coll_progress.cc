@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -83,6 +84,16 @@ void Progress::watch(RawLink* link, int fd, bool output) {
 
 void Progress::unwatch(int fd) { (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr); }
 
+uint64_t Progress::forget(RawLink* link) {
+  {
+    std::lock_guard<std::mutex> lock(links_mu_);
+    links_.erase(std::remove(links_.begin(), links_.end(), link), links_.end());
+  }
+  // A round begun from here on finds the link neither among the events (its socket left the
+  // set before) nor in links_; one begun before may hold it until it ends.
+  return rounds_begun_.load(std::memory_order_acquire);
+}
+
 void Progress::stop() {
   std::lock_guard<std::mutex> lock(stop_mu_);
   stop_.store(true, std::memory_order_release);
@@ -106,6 +117,11 @@ void Progress::loop() {
 }
 
 bool Progress::round(int wait_ms) {
+  rounds_begun_.fetch_add(1, std::memory_order_acq_rel);
+  struct Ended {
+    std::atomic<uint64_t>* finished;
+    ~Ended() { finished->fetch_add(1, std::memory_order_acq_rel); }
+  } ended{&rounds_finished_};
   epoll_event events[kMaxEvents];
   const int n = ::epoll_wait(epoll_.get(), events, kMaxEvents, wait_ms);
   if (n < 0 && errno != EINTR) {

@@ -39,7 +39,18 @@ RawLink::RawLink(CollClientImpl* client, uint32_t slot, std::string address, Fd 
   for (size_t i = frames_.size(); i > 0; --i) free_frames_.push_back(static_cast<uint32_t>(i - 1));
 }
 
-RawLink::~RawLink() { stopAndJoin(); }
+RawLink::~RawLink() {
+  if (!detached_.load(std::memory_order_acquire)) {
+    stopAndJoin();
+    return;
+  }
+  // Detached: the progress, shared with the other links, goes on without it.
+  closeConnection();
+  std::lock_guard<std::mutex> lock(mu_);
+  out_.clear();
+  control_.clear();
+  fd_.reset();
+}
 
 Status RawLink::start() {
   const CollOptions& o = client_->options();
@@ -333,6 +344,17 @@ void RawLink::retire(const std::string& reason, bool dismiss) {
   out_.clear();
   control_.clear();
   current_ = nullptr;
+}
+
+void RawLink::detach() {
+  if (detached_.load(std::memory_order_acquire)) return;
+  closeConnection();  // its socket leaves the epoll set
+  detach_ticket_ = progress_->forget(this);
+  detached_.store(true, std::memory_order_release);
+}
+
+bool RawLink::detached() const {
+  return detached_.load(std::memory_order_acquire) && progress_->pastRound(detach_ticket_);
 }
 
 std::vector<LedgerEntry> RawLink::takeOrphans(wire::AckPoint* committed) {

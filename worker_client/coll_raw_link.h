@@ -74,6 +74,13 @@ class Progress final : public Poller {
   void watch(RawLink* link, int fd, bool output);
   // Stops watching the socket (before it is shut down).
   void unwatch(int fd);
+  // Takes a link whose socket is no longer watched out of the timeout checks. Returns a ticket
+  // for pastRound: once that is true no round can still reach the link, which may then go.
+  uint64_t forget(RawLink* link);
+  bool pastRound(uint64_t ticket) const {
+    return stop_.load(std::memory_order_acquire) ||
+           rounds_finished_.load(std::memory_order_acquire) >= ticket;
+  }
   // Ends and joins the thread, or waits for a poll() under way; no link is touched after it.
   // Idempotent; never from the progress thread or from inside poll().
   void stop();
@@ -97,6 +104,10 @@ class Progress final : public Poller {
   std::thread thread_;
   std::mutex poll_mu_;          // held by the caller in poll()
   int64_t next_check_ns_ = 0;  // the progress thread's, or poll_mu_'s holder's
+  // Rounds begun and ended. Rounds run one at a time, so when rounds_finished_ reaches the count
+  // begun at some moment, every round that began before that moment has ended.
+  std::atomic<uint64_t> rounds_begun_{0};
+  std::atomic<uint64_t> rounds_finished_{0};
 };
 
 class RawLink final : public Link {
@@ -120,6 +131,8 @@ class RawLink final : public Link {
   void closeConnection() override;
   void stopAndJoin() override;
   void retire(const std::string& reason, bool dismiss) override;
+  void detach() override;
+  bool detached() const override;
   std::vector<LedgerEntry> takeOrphans(wire::AckPoint* committed) override;
   bool ended() const override;
   int64_t lastHeardNs() const override { return last_heard_ns_.load(std::memory_order_acquire); }
@@ -180,6 +193,9 @@ class RawLink final : public Link {
   const std::string address_;
   Fd fd_;
   Progress* progress_;
+  // detach() ran: the progress no longer lists the link; it may go once past this round.
+  std::atomic<bool> detached_{false};
+  uint64_t detach_ticket_ = 0;
   const int window_;
   const int64_t timeout_ms_;
   const crc32c::Crc32c* const crc_;

@@ -192,12 +192,32 @@ void CollClientImpl::dropJoin() {
 void CollClientImpl::closeJoin(Join& join, const char* why) {
   if (join.thread.joinable()) join.thread.join();
   if (join.link) {
-    // Never started: closing it is enough. Kept until the client ends, like a retired link
-    // (a RawLink's end stops the progress it shares).
+    // Never started: closing it is enough.
     join.link->retire(why, false);
     std::lock_guard<std::mutex> lock(links_mu_);
-    retired_.push_back(std::move(join.link));
+    keepRetiredLocked(std::move(join.link));
   }
+}
+
+void CollClientImpl::keepRetiredLocked(std::shared_ptr<Link> link) {
+  link->detach();
+  retired_.push_back(std::move(link));
+}
+
+void CollClientImpl::dropRetired() {
+  std::vector<std::shared_ptr<Link>> gone;
+  {
+    std::lock_guard<std::mutex> lock(links_mu_);
+    for (auto it = retired_.begin(); it != retired_.end();) {
+      if (!(*it)->detached()) {
+        ++it;
+        continue;
+      }
+      gone.push_back(std::move(*it));
+      it = retired_.erase(it);
+    }
+  }
+  // Dropped here, with no lock held (a link's end takes its own locks).
 }
 
 void CollClientImpl::endJoins() {
@@ -227,7 +247,7 @@ void CollClientImpl::applyJoin(const wire::Control& c) {
   if (!started.isOk()) {
     link->retire(started.message(), false);
     std::lock_guard<std::mutex> lock(links_mu_);
-    retired_.push_back(std::move(link));
+    keepRetiredLocked(std::move(link));
     return failOver("cannot start the link to reducer " + c.address + ": " + started.message());
   }
   uint32_t live = 0;
@@ -235,7 +255,7 @@ void CollClientImpl::applyJoin(const wire::Control& c) {
     std::lock_guard<std::mutex> lock(post_mu_);
     {
       std::lock_guard<std::mutex> llock(links_mu_);
-      retired_.push_back(std::move(links_[c.slot]));
+      keepRetiredLocked(std::move(links_[c.slot]));  // its books went with the loss
       links_[c.slot] = std::move(link);
     }
     MembershipChange change;

@@ -66,6 +66,12 @@ class Link {
   // returns once no thread of the link touches caller memory; threads and sockets shared with
   // other links go on. Its books stay for takeOrphans. The keeper thread only.
   virtual void retire(const std::string& reason, bool dismiss) = 0;
+  // After retire, once its books were taken: lets go of whatever the link shares with other
+  // links (a progress thread's list of links), so that the last owner's drop frees its
+  // descriptor and buffers. detached(): nothing it shared can reach it any more, so it may be
+  // dropped. The keeper thread only.
+  virtual void detach() {}
+  virtual bool detached() const { return true; }
   // After retire: every slice in its books (ledger.h takeAll), and the last Commit it took.
   virtual std::vector<LedgerEntry> takeOrphans(wire::AckPoint* committed) = 0;
   // The link has ended (retired, failed or closed).
