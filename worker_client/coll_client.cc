@@ -433,6 +433,7 @@ CollClientImpl::CollClientImpl(const CollOptions& options, int rank, int nranks)
       offer_cursor_(options.reducers.size(), 0),
       offer_after_ns_(options.reducers.size(), 0),
       offer_backoff_ms_(options.reducers.size(), 0) {
+  relays_since_decision_.assign(options.reducers.size(), 0);
   if (rank == 0) {
     coordinator_ = std::make_unique<Coordinator>(nranks, options.reducers, options.min_reducers);
   }

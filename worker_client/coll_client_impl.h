@@ -250,6 +250,12 @@ class CollClientImpl final : public CollClient {
   std::condition_variable inbox_cv_;
   std::deque<FailoverEvent> inbox_;
   bool keeper_stop_ = false;
+  // By slot (inbox_mu_): relays that came through it since this rank last applied a decision.
+  // More than the ranks can have sent meanwhile (relayLimit) is a reducer replaying or
+  // inventing them: it is dropped, and what it sends beyond is not queued.
+  std::vector<uint32_t> relays_since_decision_;
+  uint32_t relays_counted_from_ = 0;  // that decision's epoch (inbox_mu_)
+  uint32_t relayLimit() const;
   // Keeper-thread state.
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
   uint32_t decided_epoch_ = 0;

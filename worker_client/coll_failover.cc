@@ -43,16 +43,36 @@ void CollClientImpl::linkLost(uint32_t slot, const Status& why) {
   inbox_cv_.notify_one();
 }
 
+uint32_t CollClientImpl::relayLimit() const {
+  // Between two decisions a slot carries to a rank at most: every rank's Suspect of each other
+  // slot and its Report (to rank 0), rank 0's Propose, Decide and a join's Void, and late
+  // copies of the epoch before; kept generous, as all it must do is bound a flood.
+  const uint64_t slots = relays_since_decision_.size();
+  return static_cast<uint32_t>(std::min<uint64_t>(
+      UINT32_MAX, static_cast<uint64_t>(nranks_) * (2 * slots + 8) + 64));
+}
+
 void CollClientImpl::relayed(uint32_t slot, const wire::Relay& relay) {
   {
     std::lock_guard<std::mutex> lock(inbox_mu_);
-    if (keeper_stop_) return;
-    // A peer could flood the inbox with relays; rank 0's own reducer limits them (a token
-    // bucket per member), and only a member of this communicator can send them.
+    if (keeper_stop_ || slot >= relays_since_decision_.size()) return;
+    // Relays are sealed by the ranks (relay_seal.h), but a reducer that holds the job token can
+    // replay genuine ones, each costing an HMAC and a queue entry. More than the ranks can have
+    // sent since the last decision drops the reducer, and nothing more of its is queued.
+    const uint32_t count = ++relays_since_decision_[slot];
     FailoverEvent ev;
-    ev.kind = FailoverEvent::Kind::kRelay;
     ev.slot = slot;
-    ev.relay = relay;
+    if (count <= relayLimit()) {
+      ev.kind = FailoverEvent::Kind::kRelay;
+      ev.relay = relay;
+    } else if (count == relayLimit() + 1) {
+      ev.kind = FailoverEvent::Kind::kLinkLost;
+      ev.why = Status::remote("it relayed over " + std::to_string(relayLimit()) +
+                              " failover messages since epoch " +
+                              std::to_string(relays_counted_from_) + " was decided: replays");
+    } else {
+      return;
+    }
     inbox_.push_back(std::move(ev));
   }
   inbox_cv_.notify_one();
@@ -284,6 +304,11 @@ void CollClientImpl::onDecide(const wire::Control& c) {
   }
   waiting_since_ns_ = 0;
   decided_epoch_ = c.epoch;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    std::fill(relays_since_decision_.begin(), relays_since_decision_.end(), 0);
+    relays_counted_from_ = c.epoch;
+  }
   switch (c.change) {
     case wire::Change::kLost:
       return applyLost(c);

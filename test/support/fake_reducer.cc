@@ -513,13 +513,13 @@ void FakeReducer::onRelay(int rank, wire::Relay relay) {
   }
 }
 
-bool FakeReducer::inject(int rank, const wire::Frame& frame) {
+bool FakeReducer::inject(int rank, const wire::Frame& frame, int copies) {
   std::shared_ptr<Member> m;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (rank < 0 || rank >= nranks_ || !members_[rank]) return false;
     m = members_[rank];
-    sendHeader(m.get(), frame);
+    for (int i = 0; i < copies; ++i) sendHeader(m.get(), frame);
   }
   std::unique_lock<std::mutex> lock(m->mu);
   const uint64_t mine = m->queued;

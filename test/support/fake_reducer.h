@@ -104,7 +104,8 @@ class FakeReducer {
   // Sends `frame` to `rank` now, after whatever is queued for it (a misbehaviour the test times
   // itself, between calls), and waits (up to 5 s) until the transport took it. False when that
   // rank is not connected, or the send did not finish.
-  bool inject(int rank, const wire::Frame& frame);
+  // With `copies`, that many copies of it back to back (a flood).
+  bool inject(int rank, const wire::Frame& frame, int copies = 1);
 
   // What kForgeControl sends: each aimed at a communicator whose epoch 0 is the last decided,
   // about slot `slot`.

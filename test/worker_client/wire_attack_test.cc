@@ -691,6 +691,43 @@ TEST_P(WireAttack, InsiderCannotForgeRankZerosMessages) {
   EXPECT_TRUE(warningsWith({"communicator", "failed"}).empty());
 }
 
+// An insider (the job token, no rank's key) replays a genuine sealed relay by the thousand:
+// each copy opens, so only the count can tell. Every rank drops it once it has relayed more than
+// the ranks can have sent since the last decision, queued nothing beyond that, and the calls go
+// on exact over the real reducers. Before, every copy cost an HMAC and a queue entry and the
+// insider was never dropped.
+TEST_P(WireAttack, InsiderFloodOfReplayedRelaysDropsIt) {
+  const std::string secret(64, 'r');
+  ASSERT_NO_FATAL_FAILURE(startTokenServers(2, secret));
+  nranks_ = 3;
+  FakeScript script;
+  script.job_token = secret;
+  Status st = FakeReducer::start(nranks_, script, &fake_);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  CollOptions o = optionsFor(servers_, 32 * 1024);
+  o.reducers.push_back(fake_->address());
+  o.progress = GetParam();
+  o.job_token = secret;
+  o.reducer_timeout_ms = 2000;
+  o.rejoin_interval_ms = 0;
+  const auto statuses = connectAll(std::vector<CollOptions>(nranks_, o), &clients_);
+  for (const Status& s : statuses) ASSERT_TRUE(s.isOk()) << s.toString();
+  // Real reducer 1 lost: epoch 1's messages pass through the fake, sealed by their ranks.
+  roundsLosing(1, 0, 2);
+  expectLostOnce(servers_[1]->address(), 1);
+  std::vector<wire::Relay> genuine;
+  for (const wire::Relay& r : fake_->relayed()) {
+    if (r.from == 0 && r.control.kind == wire::ControlKind::kDecide) genuine.push_back(r);
+  }
+  ASSERT_FALSE(genuine.empty()) << "no decision of rank 0's went through the fake";
+  const wire::Frame copy = wire::encodeRelay(genuine.front());
+  for (int r = 0; r < nranks_; ++r) (void)fake_->inject(r, copy, 20000);
+  rounds(2, 5);
+  expectLostOnce(fake_->address(), 2, {"failover messages since epoch 1 was decided"});
+  expectNeverLost(servers_[0]->address());
+  EXPECT_TRUE(warningsWith({"communicator", "failed"}).empty());
+}
+
 INSTANTIATE_TEST_SUITE_P(Links, WireAttack,
                          ::testing::Values(CollProgress::kThread, CollProgress::kLegacy),
                          [](const ::testing::TestParamInfo<CollProgress>& p) {
