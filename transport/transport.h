@@ -150,6 +150,10 @@ class Connection {
   // connection of one socket on which nothing was posted yet can; -1 otherwise (and the
   // connection is unchanged).
   virtual int takeSocket() { return -1; }
+  // Bytes taken off the wire so far, counted as they come, partial messages included: how a
+  // receiver tells a large message still arriving from a silent peer. 0 where the transport
+  // cannot tell (its completions are whole messages).
+  virtual uint64_t bytesReceived() const { return 0; }
 };
 
 inline constexpr int kMaxRecvs = 8;

@@ -465,6 +465,15 @@ Status ThreadedLink::receiveResult(const uint8_t* header, size_t size, bool* fat
   return Status::ok();
 }
 
+int64_t ThreadedLink::lastHeardNs() const {
+  const uint64_t bytes = conn_->bytesReceived();
+  if (bytes != bytes_seen_.load(std::memory_order_relaxed)) {
+    bytes_seen_.store(bytes, std::memory_order_relaxed);
+    last_heard_ns_.store(nowNs(), std::memory_order_release);
+  }
+  return last_heard_ns_.load(std::memory_order_acquire);
+}
+
 void ThreadedLink::receiverLoop() {
   std::array<uint8_t, wire::kMaxHeaderBytes>& header = recv_header_;
   Status st;

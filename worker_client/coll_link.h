@@ -52,7 +52,7 @@ class ThreadedLink final : public Link {
   void retire(const std::string& reason, bool dismiss) override;
   std::vector<LedgerEntry> takeOrphans(wire::AckPoint* committed) override;
   bool ended() const override { return stop_.load(std::memory_order_acquire); }
-  int64_t lastHeardNs() const override { return last_heard_ns_.load(std::memory_order_acquire); }
+  int64_t lastHeardNs() const override;
   const std::string& address() const override { return address_; }
   uint32_t slot() const override { return slot_; }
 
@@ -94,7 +94,10 @@ class ThreadedLink final : public Link {
   const crc32c::Crc32c* const crc_;
   std::thread sender_;
   std::thread receiver_;
-  std::atomic<int64_t> last_heard_ns_{0};
+  mutable std::atomic<int64_t> last_heard_ns_{0};
+  // The connection's bytes received when lastHeardNs last looked: a result's body still coming
+  // in counts as hearing from the reducer.
+  mutable std::atomic<uint64_t> bytes_seen_{0};
 
   std::mutex send_mu_;  // held while posting sends and reaping sends_
   std::mutex mu_;

@@ -2,6 +2,7 @@
 #include "worker_client/coll_raw_link.h"
 
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -344,6 +345,16 @@ void RawLink::retire(const std::string& reason, bool dismiss) {
   out_.clear();
   control_.clear();
   current_ = nullptr;
+}
+
+int64_t RawLink::lastHeardNs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int pending = 0;
+  if (!closed_ && ::ioctl(fd_.get(), FIONREAD, &pending) == 0 && pending != pending_seen_) {
+    pending_seen_ = pending;
+    last_heard_ns_.store(nowNs(), std::memory_order_release);
+  }
+  return last_heard_ns_.load(std::memory_order_acquire);
 }
 
 void RawLink::detach() {

@@ -135,7 +135,7 @@ class RawLink final : public Link {
   bool detached() const override;
   std::vector<LedgerEntry> takeOrphans(wire::AckPoint* committed) override;
   bool ended() const override;
-  int64_t lastHeardNs() const override { return last_heard_ns_.load(std::memory_order_acquire); }
+  int64_t lastHeardNs() const override;
   const std::string& address() const override { return address_; }
   uint32_t slot() const override { return slot_; }
 
@@ -199,7 +199,10 @@ class RawLink final : public Link {
   const int window_;
   const int64_t timeout_ms_;
   const crc32c::Crc32c* const crc_;
-  std::atomic<int64_t> last_heard_ns_{0};
+  // Also moved by bytes waiting in the socket: a large body is read only once whole
+  // (SO_RCVLOWAT), so its bytes still coming in count as hearing from the reducer.
+  mutable std::atomic<int64_t> last_heard_ns_{0};
+  mutable int pending_seen_ = 0;  // the socket's unread bytes when lastHeardNs looked (mu_)
 
   mutable std::mutex mu_;
   bool closed_ = false;

@@ -76,7 +76,8 @@ class Link {
   virtual std::vector<LedgerEntry> takeOrphans(wire::AckPoint* committed) = 0;
   // The link has ended (retired, failed or closed).
   virtual bool ended() const = 0;
-  // When the last message of any kind came from the reducer (steady clock, ns).
+  // When the reducer was last heard (steady clock, ns): a message of any kind, or bytes of one
+  // still coming in (a large result's body), where the transport can tell.
   virtual int64_t lastHeardNs() const = 0;
 
   virtual const std::string& address() const = 0;

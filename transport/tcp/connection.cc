@@ -119,7 +119,7 @@ Status writeFull(int fd, const uint8_t* header, size_t header_len, const uint8_t
 // does not count before the first byte (a connection may be idle between messages); after it,
 // or without `idle_ok`, a stall of that long fails: the peer sent part of a message and stopped.
 Status readFull(int fd, uint8_t* data, uint64_t length, const std::string& peer,
-                bool* clean_eof = nullptr, bool idle_ok = false) {
+                std::atomic<uint64_t>* counted, bool* clean_eof = nullptr, bool idle_ok = false) {
   const uint64_t wanted = length;
   while (length > 0) {
     ssize_t got = recv(fd, data, length, 0);
@@ -137,6 +137,7 @@ Status readFull(int fd, uint8_t* data, uint64_t length, const std::string& peer,
       }
       return Status::fromErrno("receive from peer " + peer, errno);
     }
+    counted->fetch_add(static_cast<uint64_t>(got), std::memory_order_relaxed);
     data += got;
     length -= static_cast<uint64_t>(got);
   }
@@ -182,6 +183,8 @@ class Core : public CoreBase<Op, &Op::send_size>, public std::enable_shared_from
     return Status::ok();
   }
 
+  // Bytes read from every stream so far, partial messages included.
+  uint64_t bytesIn() const { return bytes_in_.load(std::memory_order_relaxed); }
   // The only socket of a connection nobody has posted on, or an invalid Fd.
   Fd takeSocket() {
     std::lock_guard<std::mutex> close_lock(close_mu_);
@@ -228,6 +231,8 @@ class Core : public CoreBase<Op, &Op::send_size>, public std::enable_shared_from
   std::mutex close_mu_;  // serializes close(), the start and takeSocket(); taken before mu_
   bool joined_ = false;  // guarded by close_mu_
   std::atomic<bool> started_{false};  // the helper threads were started (under close_mu_)
+  // Bytes read from every stream so far (bytesIn).
+  std::atomic<uint64_t> bytes_in_{0};
 
   std::vector<Stream> streams_;
   // Stripes handed to streams 1.. and not yet read, guarded by mu_. A clean EOF on stream 0
@@ -272,6 +277,7 @@ class TcpConnection final : public Connection {
   void close() override { core_->close(); }
   std::string peerName() const override { return core_->peer(); }
   int takeSocket() override { return core_->takeSocket().release(); }
+  uint64_t bytesReceived() const override { return core_->bytesIn(); }
 
  private:
   std::shared_ptr<Core> core_;
@@ -542,7 +548,7 @@ void Core::headerLoop() {
   for (;;) {
     uint8_t bytes[kHeaderBytes];
     bool clean_eof = false;
-    Status status = readFull(stream.fd.get(), bytes, kHeaderBytes, peer_, &clean_eof,
+    Status status = readFull(stream.fd.get(), bytes, kHeaderBytes, peer_, &bytes_in_, &clean_eof,
                              /*idle_ok=*/true);
     if (!status && clean_eof) {
       // Let the other streams finish the stripes of messages already under way; each of them
@@ -566,7 +572,7 @@ void Core::headerLoop() {
       if (eager) {
         // Only this thread sets early_present_, so the buffer is ours until it does.
         if (!early_data_) early_data_ = std::make_unique_for_overwrite<uint8_t[]>(kEagerBytes);
-        status = readFull(stream.fd.get(), early_data_.get(), header.size, peer_);
+        status = readFull(stream.fd.get(), early_data_.get(), header.size, peer_, &bytes_in_);
         if (!status) return fail(std::move(status));
         std::unique_lock<std::mutex> lock(mu_);
         if (failed_) return;
@@ -628,7 +634,7 @@ void Core::headerLoop() {
         streams_[i].recv_cv.notify_one();
       }
     }
-    status = readFull(stream.fd.get(), first_stripe, first_length, peer_);
+    status = readFull(stream.fd.get(), first_stripe, first_length, peer_, &bytes_in_);
     if (!status) return fail(std::move(status));
     std::lock_guard<std::mutex> lock(mu_);
     finishStripeLocked(*op);
@@ -646,7 +652,7 @@ void Core::stripeLoop(size_t index) {
       piece = std::move(stream.recvs.front());
       stream.recvs.pop_front();
     }
-    Status status = readFull(stream.fd.get(), piece.data, piece.length, peer_);
+    Status status = readFull(stream.fd.get(), piece.data, piece.length, peer_, &bytes_in_);
     if (!status) return fail(std::move(status));
     std::lock_guard<std::mutex> lock(mu_);
     --stripes_pending_;

@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 namespace tally::security_test {
 namespace {
@@ -124,6 +126,10 @@ void FlipProxy::maybeFlip(Direction dir, std::vector<uint8_t>* tail, uint8_t* da
   tail->assign(joined.end() - static_cast<std::ptrdiff_t>(keep), joined.end());
 }
 
+void FlipProxy::throttle(Direction dir, uint64_t bytes_per_second) {
+  throttle_rate_[dir == Direction::kToServer ? 0 : 1].store(std::max<uint64_t>(100, bytes_per_second));
+}
+
 void FlipProxy::forward(int client, int server) {
   std::vector<uint8_t> buf(256 * 1024);
   std::vector<uint8_t> tails[2];
@@ -133,7 +139,10 @@ void FlipProxy::forward(int client, int server) {
     if (::poll(pfds, 2, kPollMs) <= 0) continue;
     for (int i = 0; i < 2 && open; ++i) {
       if ((pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-      ssize_t n = ::recv(pfds[i].fd, buf.data(), buf.size(), 0);
+      // Throttled: a hundredth of a second's bytes at a time, then a hundredth of a second.
+      const uint64_t rate = throttle_rate_[i].load();
+      const size_t room = rate == 0 ? buf.size() : std::min<size_t>(buf.size(), rate / 100);
+      ssize_t n = ::recv(pfds[i].fd, buf.data(), room, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         open = false;
@@ -142,6 +151,7 @@ void FlipProxy::forward(int client, int server) {
       const Direction dir = i == 0 ? Direction::kToServer : Direction::kToClient;
       maybeFlip(dir, &tails[i], buf.data(), static_cast<size_t>(n));
       if (!writeAll(pfds[1 - i].fd, buf.data(), static_cast<size_t>(n))) open = false;
+      if (rate != 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
   ::close(client);

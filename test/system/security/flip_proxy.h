@@ -1,7 +1,8 @@
 // A TCP proxy for the checksum tests: forwards every connection it accepts to an upstream
 // address, byte for byte in both directions, and when armed flips one bit of the first
 // occurrence of a byte pattern in one direction (once over all connections). The pattern is a
-// payload value the test planted, so the flip lands in a payload, never in a header.
+// payload value the test planted, so the flip lands in a payload, never in a header. Throttled,
+// it forwards one direction at a given rate instead: a slow link (the worker's slow-link test).
 #pragma once
 
 #include <atomic>
@@ -27,6 +28,8 @@ class FlipProxy {
   // Arms the flip: XOR `mask` into byte `at` of the first `pattern` seen going `dir`.
   void arm(Direction dir, std::vector<uint8_t> pattern, size_t at, uint8_t mask);
   bool flipped() const { return flipped_.load(); }
+  // Forwards `dir` at about `bytes_per_second` (at least 100) on every connection from now on.
+  void throttle(Direction dir, uint64_t bytes_per_second);
 
  private:
   FlipProxy() = default;
@@ -49,6 +52,7 @@ class FlipProxy {
   size_t at_ = 0;
   uint8_t mask_ = 0;
   std::atomic<bool> flipped_{false};
+  std::atomic<uint64_t> throttle_rate_[2] = {0, 0};  // by Direction; 0: as fast as it comes
 };
 
 }  // namespace tally::security_test
