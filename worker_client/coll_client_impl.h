@@ -261,6 +261,10 @@ class CollClientImpl final : public CollClient {
   uint32_t decided_epoch_ = 0;
   uint32_t proposed_epoch_ = 0;  // the epoch of the proposal this rank reported on
   int64_t waiting_since_ns_ = 0; // reported, waiting for the decision (0: not waiting)
+  // This rank dropped a reducer and waits for rank 0 to propose it: since its Suspect, or since
+  // the last proposal or decision while a Suspect of its is still pending (0: none pending).
+  int64_t suspect_since_ns_ = 0;
+  bool suspicionPending() const;
   int64_t round_since_ns_ = 0;   // rank 0: the round under way began
   std::vector<bool> suspected_;  // by slot: this rank dropped it, the decision is pending
   std::vector<std::string> lost_reasons_;  // by slot: why this rank dropped it

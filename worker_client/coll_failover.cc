@@ -181,7 +181,15 @@ void CollClientImpl::handleLinkLost(uint32_t slot, const Status& why) {
   c.slot = slot;
   c.address = link->address();
   c.reason = why.message();
+  if (suspect_since_ns_ == 0) suspect_since_ns_ = nowNs();
   sendToRankZero(c);
+}
+
+bool CollClientImpl::suspicionPending() const {
+  for (uint32_t s = 0; s < suspected_.size(); ++s) {
+    if (suspected_[s] && placement_.live(s)) return true;
+  }
+  return false;
 }
 
 void CollClientImpl::broadcastRelay(const wire::Control& c) {
@@ -263,6 +271,7 @@ void CollClientImpl::onPropose(const wire::Control& c) {
     return;
   }
   proposed_epoch_ = c.epoch;
+  if (suspect_since_ns_ != 0) suspect_since_ns_ = nowNs();  // rank 0 goes on: count afresh
   if (c.change == wire::Change::kJoin) {
     // Posting goes on while this rank opens the link; it reports once joined (onJoined).
     waiting_since_ns_ = nowNs();
@@ -304,6 +313,7 @@ void CollClientImpl::onDecide(const wire::Control& c) {
   }
   waiting_since_ns_ = 0;
   decided_epoch_ = c.epoch;
+  if (suspect_since_ns_ != 0) suspect_since_ns_ = nowNs();
   {
     std::lock_guard<std::mutex> lock(inbox_mu_);
     std::fill(relays_since_decision_.begin(), relays_since_decision_.end(), 0);
@@ -486,6 +496,14 @@ void CollClientImpl::checkRounds(int64_t now_ns) {
     return failOver("no report on epoch " + std::to_string(coordinator_->decidedEpoch() + 1) +
                     " from rank " + missing + " within " +
                     std::to_string(bound_ns / kNsPerMs) + " ms");
+  }
+  // A Suspect of this rank's that rank 0 leaves unproposed: its way to rank 0 is lost (every
+  // relay of it swallowed), and the slices in the dropped link's books are under no other bound.
+  if (suspect_since_ns_ != 0 && !suspicionPending()) suspect_since_ns_ = 0;
+  if (suspect_since_ns_ != 0 && waiting_since_ns_ == 0 && rank_ != 0 &&
+      now_ns - suspect_since_ns_ > 3 * bound_ns) {
+    return failOver("no proposal from rank 0 within " + std::to_string(3 * bound_ns / kNsPerMs) +
+                    " ms of this rank's Suspect, nor since the last change");
   }
   // Rank 0 gives up first and tells the reducers; a rank still waiting long after that has lost
   // its way to rank 0.

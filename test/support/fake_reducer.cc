@@ -506,6 +506,7 @@ void FakeReducer::onRelay(int rank, wire::Relay relay) {
     decided_ = true;
     decided_boundary_ = std::max(decided_boundary_, relay.control.next_call);
   }
+  if (!script_.relays) return;
   const wire::Frame f = wire::encodeRelay(relay);
   for (Member* m : liveMembers()) {
     const bool wanted = rank == 0 ? m->rank != 0 : m->rank == 0;

@@ -68,6 +68,9 @@ struct FakeScript {
   // Set: it requires and proves this job token in the opening, as a reducer of the job does (an
   // insider: it can do everything a reducer can, but make a rank's seal).
   std::string job_token;
+  // False: it passes no failover message on (records them, relayed() lists them), a reducer
+  // that swallows them; correct otherwise.
+  bool relays = true;
 };
 
 class FakeReducer {

@@ -728,6 +728,63 @@ TEST_P(WireAttack, InsiderFloodOfReplayedRelaysDropsIt) {
   EXPECT_TRUE(warningsWith({"communicator", "failed"}).empty());
 }
 
+// A Suspect that never reaches rank 0 (the only reducer left to carry it swallows every relay):
+// the rank that sent it fails its communicator three decision bounds later, saying so, rather
+// than waiting for ever on the slices in the dropped reducer's books. Before, nothing bounded
+// that wait.
+TEST_P(WireAttack, ASuspectRankZeroNeverHearsFailsWithinABound) {
+  nranks_ = 2;
+  FakeScript swallow;
+  swallow.relays = false;
+  std::unique_ptr<FakeReducer> mute;
+  ASSERT_TRUE(FakeReducer::start(nranks_, swallow, &mute).isOk());
+  FakeScript garbage;
+  garbage.act = Misbehaviour::kGarbage;
+  garbage.target = 1;
+  garbage.after_slices = 2;
+  ASSERT_TRUE(FakeReducer::start(nranks_, garbage, &fake_).isOk());
+  CollOptions o = optionsFor({}, 32 * 1024);
+  o.reducers = {mute->address(), fake_->address()};
+  o.progress = GetParam();
+  o.reducer_timeout_ms = 1000;  // the decision bound: 1 s; the Suspect's: 3 s
+  o.rejoin_interval_ms = 0;
+  o.timeouts.io_ms = 60000;  // no stuck-rank timeout within the test
+  const auto statuses = connectAll(std::vector<CollOptions>(nranks_, o), &clients_);
+  for (const Status& s : statuses) ASSERT_TRUE(s.isOk()) << s.toString();
+  // Both ranks call until rank 1's calls fail: the fake's garbage makes it drop that reducer,
+  // and its Suspect goes nowhere. Rank 0 knows nothing of it; it stops with rank 1.
+  const auto start = Clock::now();
+  std::atomic<bool> over{false};
+  Status failed;
+  (void)onEveryRank(nranks_, [&](int r) {
+    for (int call = 0; call < 64 && !over.load(); ++call) {
+      std::vector<int32_t> in(20000, r + 1), out(20000, 0);
+      CollRequest req;
+      Status st = post(clients_[r].get(), in.data(), out.data(), in.size(), DataType::kInt32,
+                       ReduceOp::kSum, &req);
+      const auto deadline = Clock::now() + std::chrono::seconds(15);
+      for (bool done = false; st.isOk() && !done && !over.load();) {
+        st = req.test(&done, nullptr);
+        if (Clock::now() > deadline) st = Status::timeout("test: request hung");
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      if (r == 1 && !st.isOk()) {
+        failed = st;
+        over.store(true);
+      }
+    }
+    if (r == 1) over.store(true);
+    return Status::ok();
+  });
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+  EXPECT_TRUE(fake_->acted());
+  ASSERT_FALSE(failed.isOk()) << "rank 1's calls went on";
+  EXPECT_NE(failed.message().find("no proposal from rank 0 within 3000 ms"), std::string::npos)
+      << failed.toString();
+  EXPECT_LT(took.count(), 10000) << failed.toString();
+  mute->stop();
+}
+
 INSTANTIATE_TEST_SUITE_P(Links, WireAttack,
                          ::testing::Values(CollProgress::kThread, CollProgress::kLegacy),
                          [](const ::testing::TestParamInfo<CollProgress>& p) {
