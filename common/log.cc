@@ -1,8 +1,11 @@
 #include "common/log.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <string>
 
 namespace tally::log {
 namespace {
@@ -26,10 +29,34 @@ void setSink(Sink sink, Level max_level) {
   g_level.store(static_cast<int>(max_level));
 }
 
-void stderrSink(Level level, unsigned long, const char* file, int line, const char* message) {
+std::string formatLine(Level level, const char* file, int line, const char* message,
+                       int64_t unix_ms) {
   const char* base = std::strrchr(file, '/');
-  std::fprintf(stderr, "tally %s %s:%d %s\n", levelName(level), base ? base + 1 : file, line,
-               message);
+  char stamp[40] = "";
+  if (unix_ms >= 0) {
+    const time_t secs = static_cast<time_t>(unix_ms / 1000);
+    tm utc{};
+    gmtime_r(&secs, &utc);
+    char date[24];
+    std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &utc);
+    std::snprintf(stamp, sizeof(stamp), "%s.%03dZ ", date, static_cast<int>(unix_ms % 1000));
+  }
+  char text[1200];
+  std::snprintf(text, sizeof(text), "%stally %s %s:%d %s", stamp, levelName(level),
+                base ? base + 1 : file, line, message);
+  return text;
+}
+
+void stderrSink(Level level, unsigned long, const char* file, int line, const char* message) {
+  std::fprintf(stderr, "%s\n", formatLine(level, file, line, message, -1).c_str());
+}
+
+void timestampedStderrSink(Level level, unsigned long, const char* file, int line,
+                           const char* message) {
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  std::fprintf(stderr, "%s\n", formatLine(level, file, line, message, now_ms).c_str());
 }
 
 bool enabled(Level level) { return static_cast<int>(level) <= g_level.load(std::memory_order_relaxed); }

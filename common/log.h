@@ -7,6 +7,7 @@
 #include <cstdarg>
 #include <cstdint>
 #include <mutex>
+#include <string>
 
 namespace tally::log {
 
@@ -31,6 +32,13 @@ void setSink(Sink sink, Level max_level);
 // The stderr sink used outside plugin mode: "tally WARN file:line message".
 void stderrSink(Level level, unsigned long subsys, const char* file, int line,
                 const char* message);
+// The same line after a UTC timestamp to the millisecond, for long-running processes whose
+// output no one else stamps (the reducer): "2026-12-06T22:10:05.123Z tally WARN file:line ...".
+void timestampedStderrSink(Level level, unsigned long subsys, const char* file, int line,
+                           const char* message);
+// A line as the stderr sinks write it, without its newline; `unix_ms` < 0: no timestamp.
+std::string formatLine(Level level, const char* file, int line, const char* message,
+                       int64_t unix_ms);
 bool enabled(Level level);
 void write(Level level, unsigned long subsys, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));

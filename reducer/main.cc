@@ -151,7 +151,8 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
-  log::setSink(&log::stderrSink, verbose ? log::Level::kInfo : log::Level::kWarn);
+  // A long-lived server: every line says when, for matching it with the workers' logs.
+  log::setSink(&log::timestampedStderrSink, verbose ? log::Level::kInfo : log::Level::kWarn);
 
   // Socket settings come from the same TALLY_ variables the workers read.
   Params params;
