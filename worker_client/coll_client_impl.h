@@ -238,8 +238,12 @@ class CollClientImpl final : public CollClient {
   void sendToRankZero(const wire::Control& c);
   void sendToAll(const wire::Control& c);
   void broadcastRelay(const wire::Control& c);
-  // Fails the communicator for a failover reason, naming every reducer lost and why.
+  // Fails the communicator for a failover reason, naming every reducer out of it now and why
+  // (lostText). When every reducer lost the same rank, that rank is the headline.
   void failOver(const std::string& why);
+  // "address (why), ...": every slot's reducer that is out now (lost and not taken back since,
+  // or dropped by this rank and not yet decided), in slot order; "" when none.
+  std::string lostText() const;
   uint32_t liveLinks();
   // A membership change is being agreed (this rank dropped a reducer, reported, or, on rank 0,
   // gathers reports).
@@ -271,7 +275,6 @@ class CollClientImpl final : public CollClient {
   // By slot: the epoch its reducer joined at (0: it formed with the communicator). A Suspect
   // from before it is about the reducer that was there before (late, or replayed).
   std::vector<uint32_t> joined_at_;
-  std::vector<std::string> lost_;  // "address (why)", every reducer lost, in order
   // The books of the slot the proposal under way loses, taken when this rank froze.
   std::vector<LedgerEntry> orphans_;
   log::RateLimitedLog warnings_;  // refused failover messages

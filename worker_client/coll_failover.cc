@@ -4,6 +4,7 @@
 // reports on a proposal, applies decisions (placing the lost reducer's slices again), pings
 // silent reducers and drops the ones that stay silent.
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cinttypes>
 
@@ -170,10 +171,7 @@ void CollClientImpl::handleLinkLost(uint32_t slot, const Status& why) {
              link->address().c_str(), slot, why.message().c_str());
   link->retire(why.message(), false);
   lost_reasons_[slot] = why.message();
-  if (liveLinks() == 0) {
-    lost_.push_back(link->address() + " (" + why.message() + ")");
-    return failOver("no reducer is left");
-  }
+  if (liveLinks() == 0) return failOver("no reducer is left");
   wire::Control c;
   c.kind = wire::ControlKind::kSuspect;
   c.change = wire::Change::kLost;
@@ -323,7 +321,10 @@ void CollClientImpl::onDecide(const wire::Control& c) {
     case wire::Change::kLost:
       return applyLost(c);
     case wire::Change::kFail:
-      lost_.push_back(c.address + " (" + c.reason + ")");
+      if (c.slot < suspected_.size()) {
+        suspected_[c.slot] = true;  // out with the communicator: listed with the others
+        if (lost_reasons_[c.slot].empty()) lost_reasons_[c.slot] = "lost";
+      }
       return failOver(c.reason);
     case wire::Change::kJoin:
       return applyJoin(c);
@@ -344,7 +345,7 @@ void CollClientImpl::onDecide(const wire::Control& c) {
 void CollClientImpl::applyLost(const wire::Control& c) {
   const std::string why = lost_reasons_[c.slot].empty() ? c.reason : lost_reasons_[c.slot];
   const std::string address = linkSnapshot()[c.slot]->address();
-  lost_.push_back(address + " (" + why + ")");
+  lost_reasons_[c.slot] = why;
   std::string cannot;  // why this rank cannot go on, if it cannot
   size_t again = 0;
   std::vector<SliceTask> prompt;  // sent at once, not at the boundary
@@ -443,10 +444,58 @@ void CollClientImpl::sendPromptLocked(uint32_t epoch, std::vector<SliceTask> tas
   }
 }
 
+std::string CollClientImpl::lostText() const {
+  std::string text;
+  for (uint32_t s = 0; s < suspected_.size(); ++s) {
+    if (placement_.live(s) && !suspected_[s]) continue;
+    text += (text.empty() ? "" : ", ") + addresses_[s] + " (" +
+            (lost_reasons_[s].empty() ? std::string("lost") : lost_reasons_[s]) + ")";
+  }
+  return text;
+}
+
+namespace {
+
+// The rank a reducer said it lost, from its Error's reason ("rank 3 (peer 10.0.0.4:5000) was
+// lost: ..." or "... gave up: ..."; reducer/session.cc); -1 for any other reason.
+int64_t rankLostIn(const std::string& reason) {
+  const size_t at = reason.find("rank ");
+  if (at == std::string::npos) return -1;
+  size_t end = at + 5;
+  int64_t rank = 0;
+  while (end < reason.size() && std::isdigit(static_cast<unsigned char>(reason[end])) &&
+         rank < (int64_t{1} << 40)) {
+    rank = rank * 10 + (reason[end++] - '0');
+  }
+  if (end == at + 5 || reason.compare(end, 7, " (peer ") != 0) return -1;
+  const bool lost = reason.find(") was lost", end) != std::string::npos ||
+                    reason.find(") gave up", end) != std::string::npos;
+  return lost ? rank : -1;
+}
+
+}  // namespace
+
 void CollClientImpl::failOver(const std::string& why) {
-  std::string lost;
-  for (const std::string& l : lost_) lost += (lost.empty() ? "" : ", ") + l;
-  fail(Status::remote("CollNet communicator " + comm_.toString() + " failed: " + why +
+  std::string headline = why;
+  if (liveLinks() == 0) {
+    // Every reducer lost the same rank: that rank is what failed (a worker that died, or its
+    // network), not the reducers, which each said so.
+    int64_t rank = -1;
+    bool same = true;
+    for (uint32_t s = 0; s < suspected_.size() && same; ++s) {
+      if (!placement_.live(s)) continue;  // lost before, for its own reason
+      const int64_t r = rankLostIn(lost_reasons_[s]);
+      same = r >= 0 && (rank < 0 || r == rank);
+      rank = r;
+    }
+    if (same && rank >= 0) {
+      headline = "rank " + std::to_string(rank) +
+                 " was lost to every reducer (the worker died or lost its network), so no "
+                 "reducer is left";
+    }
+  }
+  const std::string lost = lostText();
+  fail(Status::remote("CollNet communicator " + comm_.toString() + " failed: " + headline +
                       (lost.empty() ? "" : "; reducers lost: " + lost)));
 }
 

@@ -373,6 +373,43 @@ TEST_P(FormationTest, LossAndRejoinCyclesLeakNoDescriptor) {
   closeClients();
 }
 
+// The error of a communicator that loses its last reducers names the reducers out of it now:
+// one lost and taken back earlier is named once, for its last loss. Before, every loss ever was
+// listed, and so that reducer twice.
+TEST_P(FormationTest, TheLastErrorNamesAReducerTakenBackOnceForItsLastLoss) {
+  auto servers = startServers(2);
+  ASSERT_EQ(servers.size(), 2u);
+  CollOptions o = options({servers[0]->address(), servers[1]->address()});
+  ASSERT_NO_FATAL_FAILURE(connectWithin(o, 8000));
+  uint64_t call = 0;
+  ASSERT_TRUE(callEveryRank(clients_, call++).isOk());
+  const std::string a = servers[0]->address();
+  servers[0]->stop();
+  servers[0].reset();
+  ASSERT_GE(awaitOnEveryRank("reducer " + a + " (slot 0) lost: ", "continues on", Clock::now(),
+                             std::chrono::seconds(5)), 0);
+  ASSERT_NO_FATAL_FAILURE(startAt(a, nullptr, &servers[0]));
+  const std::string joined = "reducer " + a + " joined as slot 0";
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (warningsWith(joined, "continues on") < static_cast<size_t>(kRanks) &&
+         Clock::now() < deadline) {
+    ASSERT_TRUE(callEveryRank(clients_, call++).isOk());
+  }
+  ASSERT_EQ(warningsWith(joined, "continues on"), static_cast<size_t>(kRanks));
+  servers[0]->stop();
+  servers[1]->stop();
+  const Status failed = callEveryRank(clients_, call++);
+  ASSERT_FALSE(failed.isOk());
+  const std::string& text = failed.message();
+  size_t named = 0;
+  for (size_t at = text.find(a + " ("); at != std::string::npos; at = text.find(a + " (", at + 1)) {
+    ++named;
+  }
+  EXPECT_EQ(named, 1u) << text;
+  EXPECT_NE(text.find(servers[1]->address() + " ("), std::string::npos) << text;
+  closeClients();
+}
+
 // Fewer reducers joined than TALLY_MIN_REDUCERS: connect fails on every rank, within the bound,
 // naming the reducer that was not joined and why.
 TEST_P(FormationTest, TooFewReducersFailConnectNamingEachOneLeftOut) {

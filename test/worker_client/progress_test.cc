@@ -267,6 +267,33 @@ TEST_P(ProgressTest, LosingTheLastReducerFailsTheCallNamingIt) {
   for (auto& c : clients) c->abort(Status::internal("test over"));
 }
 
+// Every reducer lost at once: the error names each one, not only the last one dropped.
+TEST_P(ProgressTest, LosingEveryReducerAtOnceNamesEachOne) {
+  auto servers = startServers(2);
+  CollOptions o = options(servers);
+  o.timeouts.io_ms = 20000;
+  std::vector<std::unique_ptr<CollClient>> clients;
+  auto st = connectAll(std::vector<CollOptions>(2, o), &clients);
+  for (auto& s : st) ASSERT_TRUE(s.isOk()) << s.toString();
+  std::vector<float> v(1 << 20, 1.0f);
+  CollRequest req;
+  ASSERT_TRUE(
+      post(clients[0].get(), v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum, &req)
+          .isOk());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::string a = servers[0]->address();
+  const std::string b = servers[1]->address();
+  std::thread stop_a([&] { servers[0]->stop(); });
+  servers[1]->stop();
+  stop_a.join();
+  Status s = waitRequest(&req, nullptr, 15000);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("no reducer is left"), std::string::npos) << s.toString();
+  EXPECT_NE(s.message().find(a + " ("), std::string::npos) << s.toString();
+  EXPECT_NE(s.message().find(b + " ("), std::string::npos) << s.toString();
+  for (auto& c : clients) c->abort(Status::internal("test over"));
+}
+
 // abort() with calls in flight returns promptly, every request reports the error, and once it
 // returned nothing writes into the receive buffers any more.
 TEST_P(ProgressTest, AbortWithCallsInFlightReturnsPromptlyAndLeavesBuffersAlone) {

@@ -360,6 +360,21 @@ TEST_F(FailoverTest, WorkerKilledDuringAFailoverFailsTheOthers) {
   EXPECT_LT(took, 20000);
 }
 
+// A worker killed: every reducer loses it and tells the others, whose error says which rank was
+// lost, not just that no reducer is left (which is what it said before, naming only the
+// reducers).
+TEST_F(FailoverTest, KilledWorkerIsNamedInTheOthersErrors) {
+  ASSERT_NO_FATAL_FAILURE(startReducers(2));
+  ASSERT_NO_FATAL_FAILURE(run(33, 100000, {}, 2, 300));
+  for (int r = 0; r < 2; ++r) {
+    RunResult res;
+    std::string error;
+    ASSERT_FALSE(result(r, &res, &error)) << "rank " << r << " did not fail";
+    EXPECT_NE(error.find("rank 2 was lost to every reducer"), std::string::npos) << error;
+    EXPECT_EQ(error.find("wrong elements"), std::string::npos) << error;
+  }
+}
+
 // A reducer killed and started again at its address is taken back in (docs/failover.md,
 // "Join"): the calls go on exact throughout, and the restarted reducer joins the communicator
 // and sums slices of it.
