@@ -219,12 +219,15 @@ bool onMemberMessage(Member& self, Communicator& comm, int rank, wire::MsgType t
     }
     case wire::MsgType::kPing: {
       // Answered at once, from the thread that owns the connection: a reducer that waits for a
-      // slow rank's input still answers, so only a frozen or unreachable one is suspected.
+      // slow rank's input still answers, so only a frozen or unreachable one is suspected. A
+      // Ping that comes while this connection's last Pong is still unsent is answered by that
+      // one (send() drops this): a member that streams Pings and reads nothing holds one Pong.
       wire::Ping ping;
       Status st = wire::decodePing(data, size, &ping);
       if (!st.isOk()) return undecodable(st);
       OutMsg pong;
       pong.header = wire::encodePong(ping);
+      pong.pong = true;
       self.send(std::move(pong));
       return true;
     }

@@ -70,8 +70,11 @@ class LoopPeer final : public Member, public std::enable_shared_from_this<LoopPe
     kDone,
   };
 
-  // Reads and handles messages until the socket has nothing, the window is full, or the end.
+  // Reads and handles messages until the socket has nothing, the window is full, the end, or
+  // kMessagesPerTurn of them (then it asks the loop to resume it after the others).
   void readMessages();
+  // A sender found the connection past its unread control messages (send()): it ends.
+  void endOverflowed();
   // A message header arrived: where its body goes. False: the connection ended.
   bool placeBody();
   // A message body arrived.
@@ -143,6 +146,17 @@ class LoopPeer final : public Member, public std::enable_shared_from_this<LoopPe
   bool done_reading_ = false;  // the connection ended: it reads no more
   uint32_t interest_ = 0;      // what epoll watches for this socket
   transport::ZerocopyCounts zc_reported_;  // what reportZerocopyLocked last reported
+  // Control messages queued and not yet released (admitToQueue, session.h). Frames are counted
+  // as out_ takes and releases them, so that the last Pong's number tells whether it is still
+  // unsent (released or written, it is out).
+  size_t unsent_control_ = 0;
+  uint64_t frames_pushed_ = 0;
+  uint64_t frames_released_ = 0;
+  bool pong_queued_ = false;
+  uint64_t pong_frame_ = 0;
+  // Set with write_error_ when a sender found it past unsentControlLimit; read by the loop
+  // without mu_.
+  std::atomic<bool> overflowed_{false};
 };
 
 // One loop thread and its connections.

@@ -27,7 +27,8 @@ enum class ServerError : uint8_t {
   kInternal,       // an exception in the server: allocation failure or a broken invariant
   kAuth,           // the opening failed authentication: wrong or missing job token, either side
   kChecksum,       // a slice payload did not match its CRC32C (TALLY_CHECKSUM=1)
-  kLimit,          // refused for a server limit: connections, or memory a communicator needs
+  kLimit,          // refused for a server limit: connections, memory a communicator needs, or
+                   // control messages a member left unread
   kTimeout,        // a connection did not join in time, or stalled mid-message
 };
 inline constexpr int kServerErrorCount = 10;

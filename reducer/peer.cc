@@ -65,17 +65,31 @@ void Peer::join() {
 }
 
 void Peer::send(OutMsg msg) {
+  Status overflow;
   {
     std::lock_guard<std::mutex> lock(out_mu_);
-    if (!writer_done_) {
+    if (!writer_done_ && overflow_.isOk()) {
       // Nothing ahead of it: post from this thread (usually the one that completed a slice),
       // without waking the writer first. Otherwise queue it behind the others, for the writer.
       if (out_.empty() && !writer_posting_ && !writer_finish_ && tryPostNowLocked(&msg)) return;
-      out_.push_back(std::move(msg));
-      out_cv_.notify_one();
-      return;
+      switch (admitToQueue(*ctx_, msg, unsent_control_, pong_queued_)) {
+        case Queueing::kAnswered:
+          return;
+        case Queueing::kOverflow:
+          overflow_ = controlOverflow(ctx_, name_, unsent_control_);
+          overflow = overflow_;
+          break;
+        case Queueing::kQueue:
+          if (!msg.releases_credit) unsent_control_++;
+          pong_queued_ = pong_queued_ || msg.pong;
+          out_.push_back(std::move(msg));
+          out_cv_.notify_one();
+          return;
+      }
     }
   }
+  // The reader then ends, with overflow_ as the reason, and the writer drops what is left.
+  if (!overflow.isOk()) conn_->close();
   if (msg.releases_credit) releaseCredit();
 }
 
@@ -225,6 +239,15 @@ void Peer::readerLoop() {
     internal = true;
   }
 
+  {
+    // It did not read what it was sent (send() closed it): that is why it ended, counted there.
+    std::lock_guard<std::mutex> lock(out_mu_);
+    if (!overflow_.isOk()) {
+      st = overflow_;
+      graceful = worker_aborted = dismissed = recv_failed_ = false;
+      counted_ = true;
+    }
+  }
   Ending ending;
   ending.status = st;
   ending.graceful = graceful;
@@ -424,6 +447,8 @@ void Peer::writerLoop() {
         out_cv_.wait_for(lock, std::chrono::milliseconds(idle ? kPollMs : 1));
       }
       batch.swap(out_);
+      unsent_control_ = 0;
+      pong_queued_ = false;
       writer_posting_ = !batch.empty();
       finishing = writer_finish_ || aborted_.load();
       if (finishing && batch.empty()) writer_done_ = true;

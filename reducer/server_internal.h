@@ -72,7 +72,25 @@ struct OutMsg {
   size_t payload_offset = 0;  // where in `payload` the bytes sent start
   size_t payload_bytes = 0;
   bool releases_credit = false;  // a result: frees one window slot once sent (or dropped)
+  // A Pong: dropped while an earlier Pong of its connection is still unsent, which then answers
+  // this Ping too (a worker matches no token: any message tells it the reducer is alive).
+  bool pong = false;
 };
+
+// Control messages (every message but a result: Ready, Commits, Pongs, Relays, an Error) one
+// connection may leave queued and unwritten before the reducer closes it for not reading
+// (controlOverflow, session.h); results are bounded by the window. Each costs the reducer a
+// queue entry of a few hundred bytes whatever its size, so at the default window this holds a
+// peer that never reads to under a megabyte. An honest worker reads all the time and stays far
+// below it even with its socket full of results: one Pong at a time (a Ping while its Pong is
+// unsent is answered by that one), at most a Commit per result it acknowledged (so about a
+// window of them, counted twice for margin) and Relays, about two per rank and epoch of a
+// failover (rank 0 hears from every rank); kUnsentControlSlack leaves room for rank 0 of a
+// thousand ranks to have one failover's Relays unread at once, and for Ready and an Error.
+inline constexpr size_t kUnsentControlSlack = 2048;
+inline size_t unsentControlLimit(int window) {
+  return kUnsentControlSlack + 2 * static_cast<size_t>(bufferedLimit(window));
+}
 
 // What communicators and the engine need of a worker connection, whichever kind serves it: a
 // Peer (below, threads over any transport) or a LoopPeer (loop.h, a TCP socket in an event
@@ -175,6 +193,12 @@ class Peer final : public Member, public std::enable_shared_from_this<Peer> {
   bool writer_finish_ = false;   // the reader ended: send what is queued, then close
   bool writer_done_ = false;     // the writer ended: later messages are dropped
   bool writer_posting_ = false;  // the writer took messages from out_ and is posting them
+  // Control messages in out_ (admitToQueue, session.h), and whether a Pong is one of them. What
+  // the writer took is bounded the same way, so a peer that does not read holds at most twice
+  // the limit here, and the sends in flight.
+  size_t unsent_control_ = 0;
+  bool pong_queued_ = false;
+  Status overflow_;  // it left too many unread: closed, and this is why (controlOverflow)
 
   // Posting and reaping sends.
   std::mutex post_mu_;

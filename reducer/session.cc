@@ -176,6 +176,21 @@ void endOfEvicted(ServerContext* ctx, const std::string& name,
   e->counted = true;
 }
 
+Queueing admitToQueue(const ServerContext& ctx, const OutMsg& msg, size_t unsent,
+                      bool pong_unsent) {
+  if (msg.releases_credit) return Queueing::kQueue;  // a result: the window bounds those
+  if (msg.pong && pong_unsent) return Queueing::kAnswered;
+  if (unsent >= unsentControlLimit(ctx.options.window)) return Queueing::kOverflow;
+  return Queueing::kQueue;
+}
+
+Status controlOverflow(ServerContext* ctx, const std::string& name, size_t unsent) {
+  ctx->observer->error(ServerError::kLimit);
+  return Status::remote("peer " + name + " left " + std::to_string(unsent) +
+                        " control messages (Commits, Pongs, Relays) unread, the most one " +
+                        "connection may: it does not read what it is sent");
+}
+
 ServerError causeOf(const Ending& e) {
   if (e.internal) return ServerError::kInternal;
   if (e.worker_aborted) return ServerError::kPeerLost;

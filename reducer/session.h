@@ -95,6 +95,21 @@ bool isMemberMessage(wire::MsgType type);
 bool onMemberMessage(Member& self, Communicator& comm, int rank, wire::MsgType type,
                      const uint8_t* data, size_t size, Ending* ending);
 
+// What becomes of a message a connection is about to queue for writing (its send(), under its
+// queue lock). `unsent`: the control messages (all but results) it has queued and not written
+// yet; `pong_unsent`: a Pong is among them.
+enum class Queueing {
+  kQueue,     // queue it
+  kAnswered,  // a Pong while another is unsent: drop it, that Pong answers its Ping too
+  kOverflow,  // a control message past unsentControlLimit: drop it, end with controlOverflow()
+};
+Queueing admitToQueue(const ServerContext& ctx, const OutMsg& msg, size_t unsent, bool pong_unsent);
+
+// A connection that was sent more control messages than it may leave unread (kOverflow): counted
+// as `limit`; the status says why it ends (counted: the end logs it and fails its communicator).
+// Any thread.
+Status controlOverflow(ServerContext* ctx, const std::string& name, size_t unsent);
+
 // Counts and logs the end, and tells the communicator (a member lost fails it). `stopping`:
 // the server is stopping, nothing is reported.
 void reportEnd(ServerContext* ctx, const std::shared_ptr<Communicator>& comm, int rank,
