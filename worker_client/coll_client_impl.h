@@ -156,6 +156,9 @@ class CollClientImpl final : public CollClient {
   void keepRetiredLocked(std::shared_ptr<Link> link);
   // Drops the retired links nothing can reach any more (the keeper, each tick).
   void dropRetired();
+  // Lets the placement forget the changes no live call depends on (the keeper, each tick, once
+  // there are more than a few).
+  void compactPlacement();
   // Replacing an entry of links_ (with post_mu_), fail()'s reading, and zerocopyCounts().
   mutable std::mutex links_mu_;
   std::vector<std::shared_ptr<Link>> linkSnapshot();

@@ -123,6 +123,7 @@ void CollClientImpl::keeperLoop() {
     heartbeat(now);
     checkRounds(now);
     dropRetired();
+    compactPlacement();
     if (!shared_->failed.load(std::memory_order_acquire)) offerJoins(now);
     // With no progress thread, results (and a dead reducer's hang-up) are read only when NCCL
     // tests: an idle communicator must notice a lost reducer too.
@@ -181,6 +182,20 @@ void CollClientImpl::handleLinkLost(uint32_t slot, const Status& why) {
   c.reason = why.message();
   if (suspect_since_ns_ == 0) suspect_since_ns_ = nowNs();
   sendToRankZero(c);
+}
+
+void CollClientImpl::compactPlacement() {
+  // The keeper alone changes the placement, so it may look without the lock.
+  constexpr size_t kFewChanges = 8;
+  if (placement_.changes().size() <= kFewChanges) return;
+  std::lock_guard<std::mutex> lock(post_mu_);
+  // The oldest call a slice may still be placed for: one whose record someone besides calls_
+  // holds (its request, a link's books, a parked or orphaned slice).
+  uint64_t first = next_seq_;
+  for (const std::shared_ptr<Call>& c : calls_) {
+    if (c.use_count() > 1) first = std::min(first, c->seq);
+  }
+  placement_.compact(first);
 }
 
 bool CollClientImpl::suspicionPending() const {

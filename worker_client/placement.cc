@@ -1,6 +1,7 @@
 #include "worker_client/placement.h"
 
 #include <algorithm>
+#include <cstddef>
 
 namespace tally::worker_client {
 
@@ -48,6 +49,19 @@ Placement PlacementMap::place(uint64_t call, uint64_t slice, uint32_t upto) cons
     }
   }
   return p;
+}
+
+void PlacementMap::compact(uint64_t first_call) {
+  size_t keep_from = 0;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const MembershipChange& c = steps_[i].change;
+    if (c.boundary > first_call) break;  // boundaries grow with the epochs
+    if (c.kind == MembershipChange::Kind::kJoin) keep_from = i;
+  }
+  if (keep_from == 0) return;
+  forgotten_epoch_ = steps_[keep_from - 1].change.epoch;
+  steps_.erase(steps_.begin(), steps_.begin() + static_cast<std::ptrdiff_t>(keep_from));
+  changes_.erase(changes_.begin(), changes_.begin() + static_cast<std::ptrdiff_t>(keep_from));
 }
 
 uint64_t PlacementMap::boundaryOf(uint32_t epoch) const {

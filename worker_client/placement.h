@@ -50,8 +50,16 @@ class PlacementMap {
   // The first epoch after `after` whose change is Lost(slot); 0 when there is none.
   uint32_t lostAfter(uint32_t slot, uint32_t after) const;
 
+  // Forgets the changes no call from `first_call` on depends on: every change before the last
+  // Join whose boundary is at most first_call (a Join places its calls afresh, so what came
+  // before it no longer matters to them). Call it with the oldest call any slice may still be
+  // placed for (posted and not yet given back, or later); place() and the epoch queries then
+  // answer as before for every call and epoch from there. Keeps the walk per slice short in a
+  // long job whose reducers come and go.
+  void compact(uint64_t first_call);
+
   uint32_t slots() const { return slots_; }
-  uint32_t epoch() const { return changes_.empty() ? 0 : changes_.back().epoch; }
+  uint32_t epoch() const { return changes_.empty() ? forgotten_epoch_ : changes_.back().epoch; }
   // After every change.
   bool live(uint32_t slot) const { return slot < slots_ && live_[slot]; }
   uint32_t liveCount() const;
@@ -66,6 +74,7 @@ class PlacementMap {
   std::vector<MembershipChange> changes_;
   std::vector<Step> steps_;
   std::vector<bool> live_;
+  uint32_t forgotten_epoch_ = 0;  // the last epoch compact() let go of
 };
 
 }  // namespace tally::worker_client
