@@ -112,8 +112,11 @@ class FrameQueue {
   void push(int tag, const void* body, uint64_t size);
   bool empty() const { return queue_.empty(); }
   // Drops every message of which nothing was written yet (a message part-way out stays, so the
-  // stream stays well formed). For a connection that gives up: what it pushes next follows at once.
-  void dropUnstarted();
+  // stream stays well formed). For a connection that gives up: what it pushes next follows at
+  // once. A message tagged `follower_tag` belongs to the one before it (a slice's payload to its
+  // header, which announced it): it goes only with that one, so once its leader is started it
+  // stays, and so do the followers after it.
+  void dropUnstarted(int follower_tag = -1);
   // Drops every message (the socket is not written again). Bodies the kernel may still read
   // (awaitingCompletions) are the caller's to keep or to cut off (an abortive close).
   void clear();
@@ -144,6 +147,7 @@ class FrameQueue {
  private:
   struct Message {
     uint8_t header[kFrameHeaderBytes];
+    int tag = 0;
     const uint8_t* body = nullptr;
     uint64_t size = 0;
     uint64_t sent = 0;     // bytes of header and body written

@@ -276,7 +276,7 @@ void RawLink::postAbort(const std::string& reason) {
   abort_posted_ = true;
   // Slices not yet begun on the wire are dropped: the Error follows the message in progress at
   // once, where the reducer can read it.
-  out_.dropUnstarted();
+  out_.dropUnstarted(wire::kTagPayload);  // a slice begun goes out whole
   abort_frame_ = wire::encodeError(wire::Reason{reason});
   out_.push(wire::kTagHeader, abort_frame_.data(), abort_frame_.size);
   (void)flushLocked();
@@ -331,7 +331,7 @@ void RawLink::retire(const std::string& reason, bool dismiss) {
       // Best effort and without waiting: whatever is part-way out finishes first, the slices
       // not begun are dropped (they are in the books, to be placed again).
       abort_posted_ = true;
-      out_.dropUnstarted();
+      out_.dropUnstarted(wire::kTagPayload);  // a slice begun goes out whole
       abort_frame_ = wire::encodeDismiss(wire::Reason{reason});
       out_.push(wire::kTagHeader, abort_frame_.data(), abort_frame_.size);
       (void)flushLocked();

@@ -109,6 +109,51 @@ TEST(FramesTest, ManyOddSizesRoundTrip) { roundTrip(0); }
 
 TEST(FramesTest, TinySendBufferForcesPartialWritesAndReads) { roundTrip(4096); }
 
+// A slice's payload follows its header: once the header is part-way out, dropping what has not
+// started keeps the payload (and the stream well formed), and drops the next slice whole.
+// Before, the payload went and the next message landed where the reader expected its bytes.
+TEST(FramesTest, DropUnstartedKeepsTheFollowerOfAStartedMessage) {
+  Pair p = socketPair(4096);
+  const auto header = pattern(1 << 20, 3);  // big enough to block part-way
+  const auto payload = pattern(5000, 4);
+  const uint8_t next[4] = {9, 8, 7, 6};
+  const uint8_t last[3] = {1, 2, 3};
+  constexpr int kHeaderTag = 1, kPayloadTag = 2;
+  FrameQueue q;
+  q.push(kHeaderTag, header.data(), header.size());
+  q.push(kPayloadTag, payload.data(), payload.size());
+  q.push(kHeaderTag, next, sizeof(next));
+  q.push(kPayloadTag, next, sizeof(next));
+  size_t written = 0;
+  bool blocked = false;
+  ASSERT_TRUE(q.flush(p.a.get(), "b", &written, &blocked).isOk());
+  ASSERT_TRUE(blocked);
+  q.dropUnstarted(kPayloadTag);
+  EXPECT_EQ(q.size(), 2u);  // the started header and its payload
+  q.push(3, last, sizeof(last));
+  std::thread writer([&] {
+    while (!q.empty()) {
+      size_t w = 0;
+      bool b = false;
+      ASSERT_TRUE(q.flush(p.a.get(), "b", &w, &b).isOk());
+      if (b) waitFor(p.a.get(), POLLOUT);
+    }
+  });
+  FrameReader reader("a");
+  FrameHeader h;
+  std::vector<uint8_t> got;
+  ASSERT_TRUE(readMessage(&reader, p.b.get(), &h, &got).isOk());
+  EXPECT_EQ(h.tag, kHeaderTag);
+  EXPECT_EQ(got, header);
+  ASSERT_TRUE(readMessage(&reader, p.b.get(), &h, &got).isOk());
+  EXPECT_EQ(h.tag, kPayloadTag);
+  EXPECT_EQ(got, payload);
+  ASSERT_TRUE(readMessage(&reader, p.b.get(), &h, &got).isOk());
+  EXPECT_EQ(h.tag, 3);
+  EXPECT_EQ(got, std::vector<uint8_t>(last, last + sizeof(last)));
+  writer.join();
+}
+
 TEST(FramesTest, FlushBlocksWhenNobodyReadsAndResumesExactly) {
   Pair p = socketPair(4096);
   const auto big = pattern(1 << 20, 9);

@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cerrno>
 #include <cstring>
 
@@ -58,13 +59,19 @@ const char* zerocopyModeName(ZerocopyMode mode) {
 void FrameQueue::push(int tag, const void* body, uint64_t size) {
   Message m;
   encodeHeader(Header{kHeaderMagic, tag, size}, m.header);
+  m.tag = tag;
   m.body = static_cast<const uint8_t*>(body);
   m.size = size;
   queue_.push_back(m);
 }
 
-void FrameQueue::dropUnstarted() {
-  while (queue_.size() > written_ && queue_.back().sent == 0) queue_.pop_back();
+void FrameQueue::dropUnstarted(int follower_tag) {
+  // The first message nothing of which was written: all after it are untouched too.
+  size_t keep = queue_.size();
+  while (keep > written_ && queue_[keep - 1].sent == 0) --keep;
+  // Followers of a message that went (part-way) out stay with it.
+  while (keep > 0 && keep < queue_.size() && queue_[keep].tag == follower_tag) ++keep;
+  queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(keep), queue_.end());
 }
 
 void FrameQueue::clear() {
