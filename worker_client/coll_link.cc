@@ -168,21 +168,32 @@ void ThreadedLink::postAbort(const std::string& reason) {
   // Posted without send_mu_ (the failing thread may hold it): it can land between a slice and
   // its payload, and the reducer then reports a protocol error instead of the reason. The
   // communicator fails either way.
-  if (stop_.load() || abort_req_) return;
-  abort_frame_ = wire::encodeError(wire::Reason{reason});
+  std::lock_guard<std::mutex> lock(abort_mu_);
+  (void)postLastLocked(wire::encodeError(wire::Reason{reason}));
+}
+
+bool ThreadedLink::postLastLocked(const wire::Frame& frame) {
+  if (stop_.load() || abort_posted_) return false;
+  abort_posted_ = true;
+  abort_frame_ = frame;  // never changed again while its send is out
   (void)conn_->isend(abort_frame_.data(), abort_frame_.size, wire::kTagHeader, nullptr,
                      &abort_req_);
+  return abort_req_ != nullptr;
 }
 
 void ThreadedLink::finishAbort(Clock::time_point deadline, bool yield_to_abort) {
-  if (!abort_req_) return;
-  // In steps of a millisecond, so that an abort() on the owner's thread can cut the wait short.
+  // In steps of a millisecond, so that an abort() on the owner's thread can cut the wait short
+  // (and stopAndJoin, which drops the request, waits at most one step for the lock).
   for (;;) {
     const int64_t left = msLeft(deadline);
-    Status st = abort_req_->wait(std::min<int64_t>(left, 1), nullptr);
-    if (st.isOk()) return;
-    if (st.code() != StatusCode::kTimeout || left <= 1 || (yield_to_abort && client_->hurrying()))
-      break;
+    {
+      std::lock_guard<std::mutex> lock(abort_mu_);
+      if (!abort_req_) return;
+      Status st = abort_req_->wait(std::min<int64_t>(left, 1), nullptr);
+      if (st.isOk()) return;
+      if (st.code() != StatusCode::kTimeout) break;
+    }
+    if (left <= 1 || (yield_to_abort && client_->hurrying())) break;
   }
   conn_->close();
 }
@@ -202,16 +213,17 @@ void ThreadedLink::stopAndJoin() {
   sends_.clear();  // after close: the transport allows dropping pending requests now
   spare_sends_.clear();
   recv_req_.reset();
-  abort_req_.reset();
+  std::lock_guard<std::mutex> abort_lock(abort_mu_);
+  abort_req_.reset();  // after the close: the transport lets a pending request go then
 }
 
 void ThreadedLink::retire(const std::string& reason, bool dismiss) {
-  if (dismiss && !stop_.load() && !abort_req_) {
-    // Like postAbort, without send_mu_ and without waiting: best effort.
-    abort_frame_ = wire::encodeDismiss(wire::Reason{reason});
-    (void)conn_->isend(abort_frame_.data(), abort_frame_.size, wire::kTagHeader, nullptr,
-                       &abort_req_);
-    if (abort_req_) (void)abort_req_->wait(1, nullptr);
+  if (dismiss) {
+    // Like postAbort, without send_mu_ and with a moment's wait: best effort.
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    if (postLastLocked(wire::encodeDismiss(wire::Reason{reason}))) {
+      (void)abort_req_->wait(1, nullptr);
+    }
   }
   // Joining both threads leaves nobody in the caller's buffers (the transport stops with the
   // close); the books stay for takeOrphans.

@@ -8,7 +8,7 @@
 // payload. The receiver reads a result header, then the payload straight into the caller's
 // receive buffer, and hands Commits, Pongs, Relays and Errors to the books and the client.
 //
-// Lock order: CollClientImpl::post_mu_ -> send_mu_ -> mu_.
+// Lock order: CollClientImpl::post_mu_ -> send_mu_ -> mu_; abort_mu_ is a leaf.
 #pragma once
 
 #include <array>
@@ -123,9 +123,17 @@ class ThreadedLink final : public Link {
   std::array<uint8_t, wire::kMaxHeaderBytes> recv_header_;
   std::unique_ptr<transport::Request> recv_req_;
   std::vector<uint8_t> scratch_;  // the receiver's: where a dropped result goes
-  // postAbort's message; like sends_, kept until the connection is closed.
+  // The one last message (an Error from postAbort, or a Dismiss from retire) and its send, kept
+  // like sends_ until the connection is closed: posted once, by whichever of the failing thread
+  // and the keeper comes first, and waited on and dropped by others, so all of it is under
+  // abort_mu_ (a leaf).
+  std::mutex abort_mu_;
+  bool abort_posted_ = false;
   wire::Frame abort_frame_;
   std::unique_ptr<transport::Request> abort_req_;
+  // Posts `frame` as the last message, unless one was posted or the link stopped (abort_mu_
+  // held); true when it posted.
+  bool postLastLocked(const wire::Frame& frame);
 };
 
 }  // namespace tally::worker_client
