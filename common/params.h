@@ -150,15 +150,19 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
     "e.g. `--threads 16 --metrics 0.0.0.0:9464 --token-file /etc/tally/token`; split into "     \
     "words as a shell would (quotes, backslashes; no expansion). --listen is launch's own.")
 
-// A registered variable's default, when the list writes it as plain decimal digits, at compile
-// time; -1 when the name is not registered or its default is not plain digits. Option structs
-// take their defaults from the list through this (common/timeouts.h), so each is written once.
-constexpr int64_t paramDefaultNumber(std::string_view name) {
+// A registered variable's default as the list writes it, at compile time; empty when the name is
+// not registered.
+constexpr std::string_view paramDefaultText(std::string_view name) {
   std::string_view text;
 #define TALLY_PARAM_DEFAULT_TEXT(type, member, var, def, doc) \
   if (name == var) text = def;
   TALLY_PARAM_LIST(TALLY_PARAM_DEFAULT_TEXT)
 #undef TALLY_PARAM_DEFAULT_TEXT
+  return text;
+}
+
+// Plain decimal digits as a number, at compile time; -1 for empty text or any other character.
+constexpr int64_t plainDecimal(std::string_view text) {
   if (text.empty()) return -1;
   int64_t value = 0;
   for (char c : text) {
@@ -166,6 +170,25 @@ constexpr int64_t paramDefaultNumber(std::string_view name) {
     value = value * 10 + (c - '0');
   }
   return value;
+}
+
+// A registered variable's default, when the list writes it as plain decimal digits, at compile
+// time; -1 when the name is not registered or its default is not plain digits. Option structs
+// take their defaults from the list through this (common/timeouts.h), so each is written once.
+constexpr int64_t paramDefaultNumber(std::string_view name) {
+  return plainDecimal(paramDefaultText(name));
+}
+
+// A byte-valued variable's default in bytes, at compile time, when the list writes it as plain
+// digits with at most one unit letter after them, K, M, G or T (binary, as parseBytes reads
+// them: "256K" is 262144); -1 otherwise, as for paramDefaultNumber.
+constexpr int64_t paramDefaultBytes(std::string_view name) {
+  std::string_view text = paramDefaultText(name);
+  const char unit = text.empty() ? '\0' : text.back();
+  const int shift = unit == 'K' ? 10 : unit == 'M' ? 20 : unit == 'G' ? 30 : unit == 'T' ? 40 : 0;
+  if (shift != 0) text.remove_suffix(1);
+  const int64_t value = plainDecimal(text);
+  return value < 0 ? -1 : value << shift;
 }
 
 struct ParamInfo {
@@ -217,6 +240,16 @@ inline constexpr int64_t kMaxLinkLatencyUs = 1000000;  // TALLY_LINK_LATENCY_US:
 // TALLY_REDUCER_TIMEOUT_MS: a day. The keeper works in nanoseconds; past this a product with
 // 10^6 would come near int64's limit, and no reducer silent a day is coming back.
 inline constexpr int64_t kMaxReducerTimeoutMs = 24ll * 3600 * 1000;
+
+// tally-reducer --window by default: slices the reducer buffers per worker connection, announced
+// in Ready; a worker keeps the smaller of this and its TALLY_COLL_WINDOW in flight. An option of
+// tally-reducer, not a variable, and above the workers' default on purpose: a job may raise
+// TALLY_COLL_WINDOW up to it without restarting its reducers, while the workers' own default
+// stays lower, where failover's Acks and Commits do not wait behind full queues
+// (docs/failover.md). TALLY_COLL_WINDOW's documentation states this value; a test checks it.
+inline constexpr int kDefaultReducerWindow = 16;
+static_assert(kDefaultReducerWindow >= paramDefaultNumber("TALLY_COLL_WINDOW"),
+              "the reducer's default window must admit the worker's default");
 
 // A variable whose value cannot be used: `value` as set, `reason` what is expected instead.
 struct ParamProblem {

@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "common/params.h"
+
 namespace tally::protocol {
 
 // The plan for links slower than kFastLinkMbps: at least kSlicesPerReducer slices per reducer,
@@ -36,9 +38,13 @@ inline constexpr uint64_t kFastMinSliceBytes = 128 * 1024;
 inline constexpr int kFastLinkMbps = 25000;
 // Hello bounds (wire.h).
 inline constexpr uint32_t kMaxSlicesPerReducer = 64;
+// The largest slice when TALLY_SLICE_BYTES is not set: its default in the parameter registry.
+inline constexpr uint64_t kDefaultSliceBytes = paramDefaultBytes("TALLY_SLICE_BYTES");
+static_assert(paramDefaultBytes("TALLY_SLICE_BYTES") > 0,
+              "TALLY_SLICE_BYTES needs a plain default");
 
 struct SlicePlan {
-  uint64_t max_slice_bytes = 256 * 1024;
+  uint64_t max_slice_bytes = kDefaultSliceBytes;
   uint32_t per_reducer = kSlicesPerReducer;
   uint64_t min_slice_bytes = kMinSliceBytes;
   bool operator==(const SlicePlan&) const = default;

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "common/auth.h"
+#include "common/params.h"
 #include "common/status.h"
 #include "common/timeouts.h"
 #include "reducer/observer.h"
@@ -31,7 +32,7 @@ namespace tally::reducer {
 struct ServerOptions {
   std::string listen = "127.0.0.1:0";  // "host:port"; port 0 picks a free port
   int threads = 4;                     // event-loop threads (and engine shards), >= 1
-  int window = 16;                     // slices buffered per connection before reading stops
+  int window = kDefaultReducerWindow;  // slices buffered per connection before reading stops
   // The transport to listen on (transport/network.h opens it from TALLY_TRANSPORT). Null: the
   // network layer's default (openDefaultNetwork) with `timeouts`, and inline sends.
   std::shared_ptr<transport::Network> network;

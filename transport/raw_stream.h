@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/params.h"
 #include "common/small_pool.h"
 #include "common/status.h"
 #include "common/fd.h"
@@ -93,8 +94,11 @@ enum class ZerocopyMode { kOff, kOn, kAlways };
 Status parseZerocopyMode(const std::string& text, ZerocopyMode* out);
 const char* zerocopyModeName(ZerocopyMode mode);
 // The smallest batch (headers and bodies of one sendmsg) sent with MSG_ZEROCOPY: below about
-// 10 KB pinning pages and the completion cost more than the copy they save.
-inline constexpr uint64_t kZerocopyMinBytes = 64 * 1024;
+// 10 KB pinning pages and the completion cost more than the copy they save. Its value is
+// TALLY_ZEROCOPY_MIN_BYTES's default in the parameter registry.
+inline constexpr uint64_t kZerocopyMinBytes = paramDefaultBytes("TALLY_ZEROCOPY_MIN_BYTES");
+static_assert(paramDefaultBytes("TALLY_ZEROCOPY_MIN_BYTES") > 0,
+              "TALLY_ZEROCOPY_MIN_BYTES needs a plain default");
 
 // What a FrameQueue's zero-copy sends did.
 struct ZerocopyCounts {

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/params.h"
 #include "common/status.h"
 #include "common/timeouts.h"
 #include "common/types.h"
@@ -55,13 +56,13 @@ enum class CollProgress {
 
 struct CollOptions {
   std::vector<std::string> reducers;   // "host:port", the same list on every rank
-  uint64_t slice_bytes = 256 * 1024;   // TALLY_SLICE_BYTES
+  uint64_t slice_bytes = protocol::kDefaultSliceBytes;  // TALLY_SLICE_BYTES
   // The rest of the slice plan (protocol/slicing.h; the plugin picks it from the link speed unless
   // TALLY_SLICES_PER_REDUCER / TALLY_MIN_SLICE_BYTES say).
   uint32_t slices_per_reducer = kSlicesPerReducer;
   uint64_t min_slice_bytes = kMinSliceBytes;
-  int window = 8;                      // TALLY_COLL_WINDOW: slices in flight per reducer
-  int max_requests = 64;               // TALLY_COLL_MAX_REQUESTS
+  int window = paramDefaultNumber("TALLY_COLL_WINDOW");  // slices in flight per reducer
+  int max_requests = paramDefaultNumber("TALLY_COLL_MAX_REQUESTS");
   // connect_ms: connecting to every reducer and every rank joining; io_ms: a reducer that
   // returns no result for this long while slices are outstanding fails the client.
   Timeouts timeouts;
@@ -84,10 +85,10 @@ struct CollOptions {
   // TALLY_MIN_REDUCERS: fewer live reducers fail the communicator. TALLY_SPARE_REDUCERS: reducers
   // that may fill a lost slot, besides the slot's own address. TALLY_REJOIN_INTERVAL_MS: how
   // often rank 0 looks for a reducer for an empty slot (0: never).
-  int64_t reducer_timeout_ms = 10000;
-  int min_reducers = 1;
+  int64_t reducer_timeout_ms = paramDefaultNumber("TALLY_REDUCER_TIMEOUT_MS");
+  int min_reducers = paramDefaultNumber("TALLY_MIN_REDUCERS");
   std::vector<std::string> spare_reducers;
-  int64_t rejoin_interval_ms = 1000;
+  int64_t rejoin_interval_ms = paramDefaultNumber("TALLY_REJOIN_INTERVAL_MS");
   // The transport the reducers are reached over (the plugin's, from TALLY_TRANSPORT). Null: the
   // network layer's default (transport::openDefaultNetwork).
   std::shared_ptr<transport::Network> network;

@@ -15,6 +15,7 @@
 
 #include "common/params.h"
 #include "common/status.h"
+#include "protocol/slicing.h"
 #include "worker_client/coll_client.h"
 #include "tools/commands/doctor_checks.h"
 #include "transport/network.h"
@@ -26,8 +27,8 @@ struct ProbeOptions {
   int rtt_samples = 20;                // 4-byte all-reduces timed for the round trip
   uint64_t probe_bytes = 16ull << 20;  // bytes of each bandwidth all-reduce (multiple of 4)
   double probe_seconds = 1.0;          // how long to keep sending them (at least one call)
-  uint64_t slice_bytes = 256 * 1024;   // TALLY_SLICE_BYTES
-  int window = 8;                      // TALLY_COLL_WINDOW
+  uint64_t slice_bytes = protocol::kDefaultSliceBytes;  // TALLY_SLICE_BYTES
+  int window = paramDefaultNumber("TALLY_COLL_WINDOW");
   std::string job_token;               // TALLY_JOB_TOKEN
   std::string job_token_file;          // TALLY_JOB_TOKEN_FILE
   bool checksum = false;               // TALLY_CHECKSUM

@@ -440,6 +440,18 @@ int deadPort() {
   return ntohs(a.sin_port);
 }
 
+// A default ProbeOptions probes as an unset environment would: the registry's defaults.
+TEST(DoctorProbe, DefaultsAreTheRegistrys) {
+  const Params params = Params::defaults();
+  const ProbeOptions o;
+  EXPECT_EQ(o.slice_bytes, params.sliceBytes);
+  EXPECT_EQ(o.window, params.collWindow);
+  EXPECT_EQ(o.checksum, params.checksum);
+  const ProbeOptions from = probeOptionsFrom(params);
+  EXPECT_EQ(o.slice_bytes, from.slice_bytes);
+  EXPECT_EQ(o.window, from.window);
+}
+
 TEST(DoctorProbe, LiveReducerEchoes) {
   std::unique_ptr<driver::ReducerProcess> reducer;
   ASSERT_TRUE(driver::ReducerProcess::start(TALLY_REDUCER_BIN, {}, 10000, &reducer).isOk());
