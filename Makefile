@@ -119,13 +119,18 @@ fuzz-run: fuzz
 # under the sanitizers it would double the time, and libfabric's own threads are not
 # instrumented, so TSan could not judge them.
 CI_SAN_TEST_DIRS ?= system/functional
+# Under TSan also the failover suites that run in one process (test/worker_client: losses,
+# rejoins, joins called off, wire attacks, slow links, over raw and threaded TCP links, in every
+# progress mode): about 4 minutes more. The multi-process ones (test/system/reliability) fork
+# workers, which TSan cannot follow.
+CI_TSAN_EXTRA_DIRS ?= worker_client
 CI_FUZZ_SECONDS ?= 30
 CI_SAN_EXCLUDE = ^functional_ofi\.
 
 .PHONY: ci-sanitizers
 ci-sanitizers:
 	$(MAKE) test-asan SAN_TEST_DIRS="$(CI_SAN_TEST_DIRS)" ASAN_EXCLUDE='$(CI_SAN_EXCLUDE)'
-	$(MAKE) test-tsan SAN_TEST_DIRS="$(CI_SAN_TEST_DIRS)" \
+	$(MAKE) test-tsan SAN_TEST_DIRS="$(CI_SAN_TEST_DIRS) $(CI_TSAN_EXTRA_DIRS)" \
 	  TSAN_EXCLUDE='$(TSAN_EXCLUDE)|$(CI_SAN_EXCLUDE)'
 	$(MAKE) fuzz-run FUZZ_SECONDS=$(CI_FUZZ_SECONDS)
 
