@@ -84,7 +84,9 @@ TEST_P(SlowLink, AResultBodySlowerThanTheReducerTimeoutKeepsItsReducer) {
 INSTANTIATE_TEST_SUITE_P(Progress, SlowLink,
                          ::testing::Values(CollProgress::kThread, CollProgress::kPoll,
                                            CollProgress::kLegacy),
-                         [](const auto& info) { return progressLabel(info.param); });
+                         [](const ::testing::TestParamInfo<CollProgress>& p) {
+                           return progressLabel(p.param);
+                         });
 
 }  // namespace
 }  // namespace tally::reducer::test
