@@ -32,7 +32,16 @@ Communicator::Communicator(const wire::Hello& first, Engine* engine, ServerObser
       owed_(first.nranks, false),
       pending_inputs_(new std::atomic<uint32_t>[first.nranks]()),
       relays_(first.nranks),
-      decided_epoch_(first.epoch) {}
+      decided_epoch_(first.epoch),
+      left_(new std::atomic<bool>[first.nranks]()),
+      left_why_(first.nranks) {}
+
+void Communicator::markLeftLocked(uint32_t rank, const std::string& why) {
+  if (left_[rank].load(std::memory_order_relaxed)) return;
+  left_why_[rank] = why;
+  left_[rank].store(true, std::memory_order_release);
+  left_count_.fetch_add(1, std::memory_order_acq_rel);
+}
 
 uint32_t Communicator::resultCrc(const void* data, size_t bytes) const {
   if (!checksum) return 0;
@@ -304,6 +313,7 @@ Status CommunicatorRegistry::join(const std::shared_ptr<Member>& peer, const wir
 void CommunicatorRegistry::leave(const std::shared_ptr<Communicator>& comm, int rank, bool graceful,
                                  const std::string& why, wire::ErrorScope scope) {
   bool fail_now = false;
+  bool check_waiting = false;  // a Bye: does a slice of the others wait for this rank's input?
   bool last = false;
   bool forgotten = false;
   uint64_t released = 0;
@@ -314,6 +324,10 @@ void CommunicatorRegistry::leave(const std::shared_ptr<Communicator>& comm, int 
       comm->open_[rank] = false;
       comm->open_count_--;
       members_--;
+      if (graceful) {
+        comm->markLeftLocked(static_cast<uint32_t>(rank), why);
+        check_waiting = comm->open_count_ > 0;
+      }
     }
     fail_now = !graceful && !comm->failed();
     if (comm->open_count_ == 0) {
@@ -329,6 +343,15 @@ void CommunicatorRegistry::leave(const std::shared_ptr<Communicator>& comm, int 
     }
   }
   if (fail_now) comm->fail(why, scope);
+  // In a normal teardown every rank says Bye once all its calls are done, and every call a rank
+  // completed had every input: nothing waits, and nothing fails. A slice that does wait is a call
+  // the leaving rank never posted, and the others hear so now rather than at their timeout. A
+  // slice filed after this is the engine's to fail (anyLeft).
+  wire::SliceHeader waiting;
+  if (check_waiting && !comm->failed() &&
+      engine_->awaits(*comm, static_cast<uint32_t>(rank), &waiting)) {
+    comm->fail(why + ": " + wire::describeSlice(waiting) + " waits for its input");
+  }
   if (released > 0) observer_->memoryReleased(released);
   if (forgotten) observer_->communicatorClosed();
   if (last) {

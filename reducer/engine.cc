@@ -121,9 +121,10 @@ struct Engine::Shard {
   PendingMap pending;  // guarded by mu
 
   // Files `in` (mu held). Returns the node of a slice that is now complete, taken out of the
-  // map; *fail_reason is set when the input contradicts what other ranks sent (the slice is then
-  // dropped, and the caller fails the communicator after unlocking). *fold: a slice this thread
-  // now folds (foldLoop), its `folding` set.
+  // map; *fail_reason is set when the input contradicts what other ranks sent, or its slice
+  // lacks the input of a rank that said Bye (the slice is then dropped, and the caller fails the
+  // communicator after unlocking). *fold: a slice this thread now folds (foldLoop), its
+  // `folding` set.
   PendingMap::node_type fileLocked(SliceInput in, std::string* fail_reason,
                                    PendingMap::iterator* fold);
   // Folds the slice's arrived prefix until nothing more is in; returns its node once every rank
@@ -177,6 +178,22 @@ PendingMap::node_type Engine::Shard::fileLocked(SliceInput in, std::string* fail
     for (auto& [dropped_key, q] : freed) releaseAll(&q);
     observer->error(ServerError::kMismatch);
     return {};
+  }
+  if (comm.anyLeft()) {
+    // A rank that said Bye sends no more inputs: a slice without its input can never complete,
+    // and its call fails now rather than at every other rank's timeout (leave() checks the
+    // slices filed before the Bye).
+    for (uint32_t r = 0; r < comm.nranks; ++r) {
+      if (r == static_cast<uint32_t>(in.rank) || p.peers[r] || !comm.left(r)) continue;
+      *fail_reason = comm.leftReason(r) + ": " + wire::describeSlice(in.header) + " from rank " +
+                     std::to_string(in.rank) + " waits for its input";
+      in.data.reset();
+      in.peer->releaseCredit();
+      PendingMap freed;
+      dropLocked(it, &freed);
+      for (auto& [dropped_key, q] : freed) releaseAll(&q);
+      return {};
+    }
   }
   // Inputs are stamped before they are filed, so a later stamp can be filed first.
   p.first_arrival = std::min(p.first_arrival, in.arrived);
@@ -379,6 +396,20 @@ int Engine::shardOf(const wire::CommId& comm, uint32_t slice) const {
 }
 
 BufferPool& Engine::pool(int shard) { return *shards_[shard]->pool; }
+
+bool Engine::awaits(const Communicator& comm, uint32_t rank, wire::SliceHeader* slice) {
+  for (auto& s : shards_) {
+    std::lock_guard<std::mutex> lock(s->mu);
+    for (auto it = s->pending.lower_bound(Key{&comm, 0, 0});
+         it != s->pending.end() && it->first.comm == &comm; ++it) {
+      const Pending& p = it->second;
+      if (p.dropped || p.peers[rank]) continue;
+      *slice = p.header;
+      return true;
+    }
+  }
+  return false;
+}
 
 void Engine::dropCommunicator(const std::shared_ptr<Communicator>& comm) {
   const Communicator* key = comm.get();

@@ -321,6 +321,16 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // before any rank can have it. Not ok (nothing sent): the communicator has not formed, or
   // `rank` has used up its allowance (the reason names it; the caller fails the communicator).
   Status relay(int rank, wire::Relay msg, std::chrono::steady_clock::time_point now);
+  // Members that said Bye. One sends no more inputs, so a slice without its input can never
+  // complete: the engine fails the communicator with leftReason(rank) when such a slice is
+  // filed, and CommunicatorRegistry::leave when one is waiting at the Bye. The flags are set
+  // under mu_ before leave asks the engine, and read under a shard lock as each input is filed,
+  // so every such slice is seen by one of the two. Any thread, no lock.
+  bool anyLeft() const { return left_count_.load(std::memory_order_acquire) > 0; }
+  bool left(uint32_t rank) const { return left_[rank].load(std::memory_order_acquire); }
+  // Why a call that needs `rank` fails the communicator, naming it. Only once left(rank): it is
+  // written once, before that flag is set, and never again.
+  const std::string& leftReason(uint32_t rank) const { return left_why_[rank]; }
   // Checks a slice header against this communicator's slicing; the reason names the rank.
   Status checkSlice(const wire::SliceHeader& h, int rank) const;
   // The whole slice h belongs to (protocol/slicing.h), and `rank`'s part of h's window
@@ -361,6 +371,12 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   std::vector<std::shared_ptr<Member>> commit_to_;
   std::vector<RelayAllowance> relays_;  // by rank
   uint32_t decided_epoch_;              // the highest epoch rank 0 relayed a Decide for
+
+  // Graceful leaves (anyLeft): by rank, each flag and reason set once under mu_ (leave).
+  void markLeftLocked(uint32_t rank, const std::string& why);
+  std::unique_ptr<std::atomic<bool>[]> left_;
+  std::vector<std::string> left_why_;
+  std::atomic<uint32_t> left_count_{0};
 };
 
 // Communicators by id. Used on join and leave only, never per slice.
@@ -382,8 +398,10 @@ class CommunicatorRegistry {
   Status join(const std::shared_ptr<Member>& peer, const wire::Hello& hello,
               std::shared_ptr<Communicator>* out, bool* over_limit);
   // The member `rank` is gone: after Bye when `graceful`; otherwise its loss fails the
-  // communicator, with `why` and `scope` in the Error the others get. The last leave frees the
-  // communicator.
+  // communicator, with `why` and `scope` in the Error the others get. After a Bye, `why` is the
+  // reason any call that still needs the rank fails the communicator with (communicator scope):
+  // at once when the engine holds a slice that waits for its input, else when another rank
+  // files one (Communicator::anyLeft). The last leave frees the communicator.
   void leave(const std::shared_ptr<Communicator>& comm, int rank, bool graceful,
              const std::string& why, wire::ErrorScope scope = wire::ErrorScope::kCommunicator);
   // Server stop: forgets every communicator (and the member references they hold).
@@ -447,6 +465,9 @@ class Engine {
   void submit(int shard, SliceInput in);
   // Every shard forgets the communicator's buffered slices (after fail or the last leave).
   void dropCommunicator(const std::shared_ptr<Communicator>& comm);
+  // Whether a buffered slice of `comm` waits for `rank`'s input; *slice: the first such slice's
+  // header. Any thread; takes each shard's lock in turn.
+  bool awaits(const Communicator& comm, uint32_t rank, wire::SliceHeader* slice);
 
   struct Shard;
 

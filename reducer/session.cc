@@ -237,8 +237,10 @@ void reportEnd(ServerContext* ctx, const std::shared_ptr<Communicator>& comm, in
   if (comm && !stopping && e.dismissed) return reportDismissal(ctx, comm, rank, name, e);
   if (!e.graceful && !e.dismissed && !stopping && !e.counted) ctx->observer->error(causeOf(e));
   if (comm && !stopping) {
+    // After a Bye, the reason a call that still needs this rank fails with (leave()).
     const std::string why = "rank " + std::to_string(rank) + " (peer " + name + ") " +
-                            (e.status.isOk()    ? "left"
+                            (e.graceful ? "closed its communicator while the others' calls need it"
+                             : e.status.isOk()  ? "left"
                              : e.worker_aborted ? "gave up: " + e.status.message()
                              : e.recv_failed    ? "was lost: " + describeEnd(e.status)
                                                 : "was dropped: " + describeEnd(e.status));

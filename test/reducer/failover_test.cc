@@ -1,8 +1,10 @@
 // The reducer's half of failover (docs/failover.md), against a real ReducerServer with raw
 // members: Acks become Commits of every rank's minimum, Pings get their Pongs, a Dismiss or a
 // lost member fails the communicator on this reducer only (an Error of reducer scope) while
-// other causes fail it everywhere, and Hello's epoch. Each case runs over an event loop and
-// over threads. The books behind the Commits and the relay allowance are tested directly too.
+// other causes fail it everywhere, a call that needs a rank that said Bye fails it at once
+// (naming the rank) while a Bye after every call fails nothing, and Hello's epoch. Each case runs
+// over an event loop and over threads. The books behind the Commits and the relay allowance are
+// tested directly too.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -295,6 +297,119 @@ TEST_P(Failover, WorkerThatGaveUpFailsTheCommunicatorWithCommunicatorScope) {
   EXPECT_EQ(e.scope, wire::ErrorScope::kCommunicator);
   EXPECT_NE(e.reason.find("rank 0 (peer 127.0.0.1:"), std::string::npos) << e.reason;
   EXPECT_NE(e.reason.find("gave up: lost reducer 7"), std::string::npos) << e.reason;
+}
+
+// Rank `m`'s input of call `seq`: one slice of 1024 float32, all `value`.
+void sendInput(RawMember& m, uint64_t seq, float value) {
+  wire::SliceHeader h;
+  h.seq = seq;
+  h.count = kMemberSliceBytes / sizeof(float);
+  h.total_count = h.count;
+  std::vector<float> in(h.count, value);
+  ASSERT_TRUE(m.send(wire::encodeSlice(h)).isOk());
+  ASSERT_TRUE(transport::sendFrame(m.fd(), wire::kTagPayload, in.data(), kMemberSliceBytes,
+                                   kRawWaitMs, "reducer")
+                  .isOk());
+}
+
+// What a rank that said Bye costs the others: a call that needs its input fails the
+// communicator at once, naming it, not at the others' timeout.
+void expectLeftError(wire::ErrorScope scope, const std::string& reason, int who,
+                     const char* slice) {
+  EXPECT_EQ(scope, wire::ErrorScope::kCommunicator) << "rank " << who;
+  EXPECT_NE(reason.find("rank 1 (peer 127.0.0.1:"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("closed its communicator while the others' calls need it"),
+            std::string::npos)
+      << reason;
+  EXPECT_NE(reason.find(slice), std::string::npos) << reason;
+}
+
+// Rank 1 says Bye after every call; rank 0 then sends a call rank 1 never will.
+TEST_P(Failover, ASliceAfterAByeFailsTheCommunicatorNamingTheRank) {
+  startServer();
+  auto m = join(11, 3);
+  ASSERT_EQ(m.size(), 3u);
+  expectSum(m, 0);
+  ASSERT_TRUE(m[1]->send(wire::encodeBye()).isOk());
+  ASSERT_TRUE(m[1]->closedByReducer());  // the reducer has taken the Bye: no Error for it
+  EXPECT_EQ(observer_.communicator_failures.load(), 0u);
+  const auto sent = std::chrono::steady_clock::now();
+  sendInput(*m[0], 1, 1.0f);
+  for (int r : {0, 2}) {
+    const ErrorSeen e = awaitError(*m[r]);
+    expectLeftError(e.scope, e.reason, r, "call 1 slice 0");
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - sent, std::chrono::seconds(1));
+  EXPECT_EQ(observer_.communicator_failures.load(), 1u);
+}
+
+// Rank 0's slice is already waiting for rank 1's input when rank 1 says Bye.
+TEST_P(Failover, AByeWhileASliceWaitsForItFailsTheCommunicator) {
+  startServer();
+  auto m = join(12, 3);
+  ASSERT_EQ(m.size(), 3u);
+  sendInput(*m[0], 0, 1.0f);
+  sendInput(*m[2], 0, 3.0f);
+  ASSERT_TRUE(m[0]->sync(1).isOk());  // both inputs are with the engine
+  ASSERT_TRUE(m[2]->sync(2).isOk());
+  const auto sent = std::chrono::steady_clock::now();
+  ASSERT_TRUE(m[1]->send(wire::encodeBye()).isOk());
+  for (int r : {0, 2}) {
+    const ErrorSeen e = awaitError(*m[r]);
+    expectLeftError(e.scope, e.reason, r, "call 0 slice 0");
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - sent, std::chrono::seconds(1));
+  EXPECT_TRUE(m[1]->closedByReducer());  // it left: the Error is not its to hear
+  EXPECT_EQ(observer_.communicator_failures.load(), 1u);
+}
+
+// A slice that has the leaving rank's input can still complete; only the next call fails.
+TEST_P(Failover, ASliceWithTheLeavingRanksInputStillCompletes) {
+  startServer();
+  auto m = join(13, 3);
+  ASSERT_EQ(m.size(), 3u);
+  sendInput(*m[1], 0, 2.0f);
+  ASSERT_TRUE(m[1]->send(wire::encodeBye()).isOk());
+  ASSERT_TRUE(m[1]->closedByReducer());
+  sendInput(*m[0], 0, 1.0f);
+  sendInput(*m[2], 0, 3.0f);
+  for (int r : {0, 2}) {
+    Received got;
+    Status st = m[r]->expect(wire::MsgType::kResult, &got);
+    ASSERT_TRUE(st.isOk()) << "rank " << r << ": " << st.toString();
+    std::vector<float> out(kMemberSliceBytes / sizeof(float));
+    size_t bytes = 0;
+    ASSERT_TRUE(transport::recvFrame(m[r]->fd(), wire::kTagPayload, out.data(), kMemberSliceBytes,
+                                     &bytes, kRawWaitMs, "reducer")
+                    .isOk());
+    EXPECT_EQ(out[0], 6.0f) << "rank " << r;
+  }
+  EXPECT_EQ(observer_.communicator_failures.load(), 0u);
+  sendInput(*m[2], 1, 3.0f);
+  for (int r : {0, 2}) {
+    const ErrorSeen e = awaitError(*m[r]);
+    expectLeftError(e.scope, e.reason, r, "call 1 slice 0");
+  }
+}
+
+// A normal teardown: every rank says Bye once its calls are done. Nobody hears an Error, and
+// the communicator closes without failing.
+TEST_P(Failover, ByeAfterEveryCallFailsNothing) {
+  startServer();
+  auto m = join(14, 3);
+  ASSERT_EQ(m.size(), 3u);
+  expectSum(m, 0);
+  expectSum(m, 1);
+  ASSERT_TRUE(m[2]->send(wire::encodeBye()).isOk());
+  ASSERT_TRUE(m[2]->closedByReducer());
+  ASSERT_TRUE(m[0]->sync(1).isOk());  // a Ping after the Bye is answered, nothing before it
+  for (int r : {0, 1}) {
+    ASSERT_TRUE(m[r]->send(wire::encodeBye()).isOk());
+    EXPECT_TRUE(m[r]->closedByReducer()) << "rank " << r;
+  }
+  EXPECT_TRUE(waitUntil([&] { return observer_.communicators.load() == 0; }));
+  EXPECT_EQ(observer_.communicator_failures.load(), 0u);
+  EXPECT_EQ(observer_.totalErrors(), 0u);
 }
 
 // Hello's epoch: the ranks must agree on it, and a communicator that forms with one above 0 is

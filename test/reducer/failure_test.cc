@@ -144,16 +144,20 @@ TEST(CollFailureTest, LostRankFailsTheOthers) {
   opts.timeouts.io_ms = 2000;
   auto st = connectAll(std::vector<CollOptions>(2, opts), &clients);
   for (auto& s : st) ASSERT_TRUE(s.isOk()) << s.toString();
-  // Rank 1 closes (Bye) without joining the call; rank 0's call can then never complete. Its
-  // request must fail within the client's timeout, not hang.
+  // Rank 1 closes (Bye) without joining the call; rank 0's call can then never complete. The
+  // reducer knows why: the request fails well within the client's timeout, naming rank 1.
   clients[1]->close();
   std::vector<float> v(100, 1.0f);
   CollRequest req;
+  const auto start = Clock::now();
   ASSERT_TRUE(
       post(clients[0].get(), v.data(), v.data(), 100, DataType::kFloat32, ReduceOp::kSum, &req)
           .isOk());
   Status s = waitRequest(&req, nullptr, 15000);
-  EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.toString();
+  EXPECT_EQ(s.code(), StatusCode::kRemote) << s.toString();
+  EXPECT_NE(s.message().find("rank 1 (peer 127.0.0.1:"), std::string::npos) << s.toString();
+  EXPECT_NE(s.message().find("closed its communicator"), std::string::npos) << s.toString();
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(opts.timeouts.io_ms / 2));
   clients[0]->close();
 }
 
