@@ -103,38 +103,6 @@ void appendSlice(uint64_t seq, std::vector<uint8_t>* out) {
   out->insert(out->end(), kMemberSliceBytes, 0);
 }
 
-// One all-reduce of a single slice (1024 float32, call `seq`): rank r sends r + 1 everywhere and
-// must get exactly the sum back.
-void expectSum(const std::vector<std::unique_ptr<RawMember>>& members, uint64_t seq) {
-  wire::SliceHeader h;
-  h.seq = seq;
-  h.count = kMemberSliceBytes / sizeof(float);
-  h.total_count = h.count;
-  for (size_t r = 0; r < members.size(); ++r) {
-    std::vector<float> in(h.count, static_cast<float>(r + 1));
-    ASSERT_TRUE(members[r]->send(wire::encodeSlice(h)).isOk());
-    ASSERT_TRUE(transport::sendFrame(members[r]->fd(), wire::kTagPayload, in.data(),
-                                     kMemberSliceBytes, kWaitMs, "reducer")
-                    .isOk());
-  }
-  const float want = static_cast<float>(members.size() * (members.size() + 1) / 2);
-  for (size_t r = 0; r < members.size(); ++r) {
-    Received m;
-    Status st = members[r]->expect(wire::MsgType::kResult, &m);
-    ASSERT_TRUE(st.isOk()) << "call " << seq << ", rank " << r << ": " << st.toString();
-    wire::SliceHeader result;
-    ASSERT_TRUE(wire::decodeResult(m.bytes.data(), m.size, &result).isOk());
-    EXPECT_EQ(result.seq, seq);
-    std::vector<float> out(h.count);
-    size_t got = 0;
-    ASSERT_TRUE(transport::recvFrame(members[r]->fd(), wire::kTagPayload, out.data(),
-                                     kMemberSliceBytes, &got, kWaitMs, "reducer")
-                    .isOk());
-    ASSERT_EQ(got, kMemberSliceBytes);
-    for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], want) << "rank " << r << " at " << i;
-  }
-}
-
 class ControlFlood : public ::testing::TestWithParam<int> {
  protected:
   int streams() const { return GetParam(); }

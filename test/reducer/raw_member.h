@@ -96,6 +96,39 @@ class RawMember {
   std::vector<Fd> fds_;
 };
 
+// One all-reduce of a single slice (1024 float32, call `seq`): rank r sends r + 1 everywhere,
+// and every rank must get exactly the sum back.
+inline void expectSum(const std::vector<std::unique_ptr<RawMember>>& members, uint64_t seq) {
+  wire::SliceHeader h;
+  h.seq = seq;
+  h.count = kMemberSliceBytes / sizeof(float);
+  h.total_count = h.count;
+  for (size_t r = 0; r < members.size(); ++r) {
+    std::vector<float> in(h.count, static_cast<float>(r + 1));
+    ASSERT_TRUE(members[r]->send(wire::encodeSlice(h)).isOk());
+    ASSERT_TRUE(transport::sendFrame(members[r]->fd(), wire::kTagPayload, in.data(),
+                                     kMemberSliceBytes, kRawWaitMs, "reducer")
+                    .isOk());
+  }
+  const float want = static_cast<float>(members.size() * (members.size() + 1) / 2);
+  for (size_t r = 0; r < members.size(); ++r) {
+    Received m;
+    Status st = members[r]->expect(wire::MsgType::kResult, &m);
+    ASSERT_TRUE(st.isOk()) << "rank " << r << ": " << st.toString();
+    wire::SliceHeader result;
+    ASSERT_TRUE(wire::decodeResult(m.bytes.data(), m.size, &result).isOk());
+    EXPECT_EQ(result.seq, seq);
+    std::vector<float> out(h.count);
+    size_t got = 0;
+    ASSERT_TRUE(transport::recvFrame(members[r]->fd(), wire::kTagPayload, out.data(),
+                                     kMemberSliceBytes, &got, kRawWaitMs, "reducer")
+                    .isOk());
+    ASSERT_EQ(got, kMemberSliceBytes);
+    for (size_t i = 0; i < out.size(); ++i)
+      ASSERT_EQ(out[i], want) << "rank " << r << " at " << i;
+  }
+}
+
 // The server and its observer, over the event loop (1 stream) or threads (2).
 class MemberTest : public ::testing::TestWithParam<int> {
  protected:
@@ -134,39 +167,6 @@ class MemberTest : public ::testing::TestWithParam<int> {
       if (!st.isOk()) return {};
     }
     return members;
-  }
-
-  // One all-reduce of a single slice (1024 float32, call `seq`): rank r sends r + 1 everywhere,
-  // and every rank must get exactly the sum back.
-  void expectSum(const std::vector<std::unique_ptr<RawMember>>& members, uint64_t seq) {
-    wire::SliceHeader h;
-    h.seq = seq;
-    h.count = kMemberSliceBytes / sizeof(float);
-    h.total_count = h.count;
-    for (size_t r = 0; r < members.size(); ++r) {
-      std::vector<float> in(h.count, static_cast<float>(r + 1));
-      ASSERT_TRUE(members[r]->send(wire::encodeSlice(h)).isOk());
-      ASSERT_TRUE(transport::sendFrame(members[r]->fd(), wire::kTagPayload, in.data(),
-                                       kMemberSliceBytes, kRawWaitMs, "reducer")
-                      .isOk());
-    }
-    const float want = static_cast<float>(members.size() * (members.size() + 1) / 2);
-    for (size_t r = 0; r < members.size(); ++r) {
-      Received m;
-      Status st = members[r]->expect(wire::MsgType::kResult, &m);
-      ASSERT_TRUE(st.isOk()) << "rank " << r << ": " << st.toString();
-      wire::SliceHeader result;
-      ASSERT_TRUE(wire::decodeResult(m.bytes.data(), m.size, &result).isOk());
-      EXPECT_EQ(result.seq, seq);
-      std::vector<float> out(h.count);
-      size_t got = 0;
-      ASSERT_TRUE(transport::recvFrame(members[r]->fd(), wire::kTagPayload, out.data(),
-                                       kMemberSliceBytes, &got, kRawWaitMs, "reducer")
-                      .isOk());
-      ASSERT_EQ(got, kMemberSliceBytes);
-      for (size_t i = 0; i < out.size(); ++i)
-        ASSERT_EQ(out[i], want) << "rank " << r << " at " << i;
-    }
   }
 
   // The Error a member gets next (skipping nothing: it must be the next message).

@@ -251,6 +251,26 @@ class WireAttack : public ::testing::TestWithParam<CollProgress> {
     }
   }
 
+  // Two in-process reducers that require the job token `secret` and the fake after them, an
+  // insider that proves it too (it can do everything a reducer can, but make a rank's seal);
+  // three ranks joined with the token.
+  void formWithInsider(const std::string& secret) {
+    ASSERT_NO_FATAL_FAILURE(startTokenServers(2, secret));
+    nranks_ = 3;
+    FakeScript script;
+    script.job_token = secret;
+    Status st = FakeReducer::start(nranks_, script, &fake_);
+    ASSERT_TRUE(st.isOk()) << st.toString();
+    CollOptions o = optionsFor(servers_, 32 * 1024);
+    o.reducers.push_back(fake_->address());
+    o.progress = GetParam();
+    o.job_token = secret;
+    o.reducer_timeout_ms = 2000;
+    o.rejoin_interval_ms = 0;
+    const auto statuses = connectAll(std::vector<CollOptions>(nranks_, o), &clients_);
+    for (const Status& c : statuses) ASSERT_TRUE(c.isOk()) << c.toString();
+  }
+
   void expectNeverLost(const std::string& address) {
     EXPECT_TRUE(warningsWith({"reducer " + address + " (slot", ") lost: "}).empty());
   }
@@ -656,21 +676,7 @@ TEST_P(WireAttack, FailoverMessagesBeforeTheTokensAnswerAreRefused) {
 // rank drops the forger as epoch 1, and the calls go on exact over the real reducers, neither of
 // which is lost. Taken, the forged Decide would drop real reducer 0 on every rank.
 TEST_P(WireAttack, InsiderCannotForgeRankZerosMessages) {
-  const std::string secret(64, 'q');
-  ASSERT_NO_FATAL_FAILURE(startTokenServers(2, secret));
-  nranks_ = 3;
-  FakeScript script;
-  script.job_token = secret;
-  Status st = FakeReducer::start(nranks_, script, &fake_);
-  ASSERT_TRUE(st.isOk()) << st.toString();
-  CollOptions o = optionsFor(servers_, 32 * 1024);
-  o.reducers.push_back(fake_->address());
-  o.progress = GetParam();
-  o.job_token = secret;
-  o.reducer_timeout_ms = 2000;
-  o.rejoin_interval_ms = 0;
-  const auto statuses = connectAll(std::vector<CollOptions>(nranks_, o), &clients_);
-  for (const Status& s : statuses) ASSERT_TRUE(s.isOk()) << s.toString();
+  ASSERT_NO_FATAL_FAILURE(formWithInsider(std::string(64, 'q')));
   rounds(0, 1);
   std::vector<wire::Relay> forged(2, FakeReducer::forgedRelays(0)[2]);  // rank 0's, Lost slot 0
   forged[0].control.epoch = 1;
@@ -697,21 +703,7 @@ TEST_P(WireAttack, InsiderCannotForgeRankZerosMessages) {
 // on exact over the real reducers. Before, every copy cost an HMAC and a queue entry and the
 // insider was never dropped.
 TEST_P(WireAttack, InsiderFloodOfReplayedRelaysDropsIt) {
-  const std::string secret(64, 'r');
-  ASSERT_NO_FATAL_FAILURE(startTokenServers(2, secret));
-  nranks_ = 3;
-  FakeScript script;
-  script.job_token = secret;
-  Status st = FakeReducer::start(nranks_, script, &fake_);
-  ASSERT_TRUE(st.isOk()) << st.toString();
-  CollOptions o = optionsFor(servers_, 32 * 1024);
-  o.reducers.push_back(fake_->address());
-  o.progress = GetParam();
-  o.job_token = secret;
-  o.reducer_timeout_ms = 2000;
-  o.rejoin_interval_ms = 0;
-  const auto statuses = connectAll(std::vector<CollOptions>(nranks_, o), &clients_);
-  for (const Status& s : statuses) ASSERT_TRUE(s.isOk()) << s.toString();
+  ASSERT_NO_FATAL_FAILURE(formWithInsider(std::string(64, 'r')));
   // Real reducer 1 lost: epoch 1's messages pass through the fake, sealed by their ranks.
   roundsLosing(1, 0, 2);
   expectLostOnce(servers_[1]->address(), 1);
