@@ -61,14 +61,15 @@ void CollClientImpl::relayed(uint32_t slot, const wire::Relay& relay) {
     // replay genuine ones, each costing an HMAC and a queue entry. More than the ranks can have
     // sent since the last decision drops the reducer, and nothing more of its is queued.
     const uint32_t count = ++relays_since_decision_[slot];
+    const uint32_t limit = relayLimit();
     FailoverEvent ev;
     ev.slot = slot;
-    if (count <= relayLimit()) {
+    if (count <= limit) {
       ev.kind = FailoverEvent::Kind::kRelay;
       ev.relay = relay;
-    } else if (count == relayLimit() + 1) {
+    } else if (count == limit + 1) {
       ev.kind = FailoverEvent::Kind::kLinkLost;
-      ev.why = Status::remote("it relayed over " + std::to_string(relayLimit()) +
+      ev.why = Status::remote("it relayed over " + std::to_string(limit) +
                               " failover messages since epoch " +
                               std::to_string(relays_counted_from_) + " was decided: replays");
     } else {
@@ -92,11 +93,8 @@ void CollClientImpl::stopKeeper() {
 }
 
 bool CollClientImpl::changeUnderWay() const {
-  if (waiting_since_ns_ != 0 || (coordinator_ && coordinator_->roundOpen())) return true;
-  for (uint32_t s = 0; s < suspected_.size(); ++s) {
-    if (suspected_[s] && placement_.live(s)) return true;  // dropped, not decided yet
-  }
-  return false;
+  return waiting_since_ns_ != 0 || (coordinator_ && coordinator_->roundOpen()) ||
+         suspicionPending();
 }
 
 void CollClientImpl::keeperLoop() {

@@ -84,9 +84,7 @@ TEST_P(Heartbeat, AnIdleLinkIsPingedAtAQuarterOfTheTimeout) {
 INSTANTIATE_TEST_SUITE_P(Progress, Heartbeat,
                          ::testing::Values(CollProgress::kThread, CollProgress::kPoll,
                                            CollProgress::kLegacy),
-                         [](const ::testing::TestParamInfo<CollProgress>& p) {
-                           return progressLabel(p.param);
-                         });
+                         progressName);
 
 }  // namespace
 }  // namespace tally::reducer::test

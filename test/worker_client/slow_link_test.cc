@@ -84,9 +84,7 @@ TEST_P(SlowLink, AResultBodySlowerThanTheReducerTimeoutKeepsItsReducer) {
 INSTANTIATE_TEST_SUITE_P(Progress, SlowLink,
                          ::testing::Values(CollProgress::kThread, CollProgress::kPoll,
                                            CollProgress::kLegacy),
-                         [](const ::testing::TestParamInfo<CollProgress>& p) {
-                           return progressLabel(p.param);
-                         });
+                         progressName);
 
 }  // namespace
 }  // namespace tally::reducer::test
