@@ -40,18 +40,7 @@ RawLink::RawLink(CollClientImpl* client, uint32_t slot, std::string address, Fd 
   for (size_t i = frames_.size(); i > 0; --i) free_frames_.push_back(static_cast<uint32_t>(i - 1));
 }
 
-RawLink::~RawLink() {
-  if (!detached_.load(std::memory_order_acquire)) {
-    stopAndJoin();
-    return;
-  }
-  // Detached: the progress, shared with the other links, goes on without it.
-  closeConnection();
-  std::lock_guard<std::mutex> lock(mu_);
-  out_.clear();
-  control_.clear();
-  fd_.reset();
-}
+RawLink::~RawLink() { stopAndJoin(); }
 
 Status RawLink::start() {
   const CollOptions& o = client_->options();
@@ -317,7 +306,8 @@ void RawLink::closeConnection() {
 
 void RawLink::stopAndJoin() {
   closeConnection();
-  progress_->stop();
+  // A detached link's progress, shared with the other links, goes on without it.
+  if (!detached_.load(std::memory_order_acquire)) progress_->stop();
   std::lock_guard<std::mutex> lock(mu_);
   out_.clear();  // its bodies are the caller's buffers, which may go away now
   control_.clear();

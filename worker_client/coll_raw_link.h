@@ -26,7 +26,8 @@
 // the recv buffer) runs under the link's mu_ and only while the link is open. closeConnection
 // takes mu_ and marks the link closed (with zero-copy sends outstanding it first resets the
 // connection and waits briefly for their completions), so once it returns nobody touches
-// caller memory through this link; stopAndJoin also joins the progress thread.
+// caller memory through this link; stopAndJoin also joins the progress thread (unless the link
+// is detached: the other links still share it).
 //
 // Lock order: CollClientImpl::post_mu_ -> RawLink::mu_. Nobody holds a link's mu_ when calling
 // CollClientImpl::fail (which takes every link's mu_).
