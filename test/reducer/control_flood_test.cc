@@ -135,12 +135,7 @@ class ControlFlood : public ::testing::TestWithParam<int> {
       EXPECT_TRUE(m->send(wire::encodeHello(memberHello(comm, r, nranks))).isOk());
       members.push_back(std::move(m));
     }
-    for (auto& m : members) {
-      Received ready;
-      Status st = m->expect(wire::MsgType::kReady, &ready);
-      EXPECT_TRUE(st.isOk()) << st.toString();
-      if (!st.isOk()) return {};
-    }
+    if (!awaitReady(members)) return {};
     return members;
   }
 

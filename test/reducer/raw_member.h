@@ -96,6 +96,18 @@ class RawMember {
   std::vector<Fd> fds_;
 };
 
+// Every member's Ready, the next message each gets; false (and a test failure) at the first
+// that does not come.
+inline bool awaitReady(const std::vector<std::unique_ptr<RawMember>>& members) {
+  for (auto& m : members) {
+    Received ready;
+    Status st = m->expect(wire::MsgType::kReady, &ready);
+    EXPECT_TRUE(st.isOk()) << st.toString();
+    if (!st.isOk()) return false;
+  }
+  return true;
+}
+
 // One all-reduce of a single slice (1024 float32, call `seq`): rank r sends r + 1 everywhere,
 // and every rank must get exactly the sum back.
 inline void expectSum(const std::vector<std::unique_ptr<RawMember>>& members, uint64_t seq) {
@@ -160,12 +172,7 @@ class MemberTest : public ::testing::TestWithParam<int> {
       members.push_back(open(memberHello(comm, r, nranks, epoch)));
       if (!members.back()) return {};
     }
-    for (auto& m : members) {
-      Received ready;
-      Status st = m->expect(wire::MsgType::kReady, &ready);
-      EXPECT_TRUE(st.isOk()) << st.toString();
-      if (!st.isOk()) return {};
-    }
+    if (!awaitReady(members)) return {};
     return members;
   }
 
