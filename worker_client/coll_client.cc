@@ -15,6 +15,7 @@
 #include "worker_client/coll_client_impl.h"
 #include "worker_client/coll_connect.h"
 #include "worker_client/coll_formation.h"
+#include "worker_client/coll_handle.h"
 #include "worker_client/coll_link.h"
 #include "worker_client/coll_raw_link.h"
 #include "worker_client/coordinator.h"
@@ -58,165 +59,12 @@ Status formationOutcome(const CollOptions& options, const std::vector<FormedLink
   return Status(formed[lost.front()].status.code(), "CollNet connect: " + head + ": " + why);
 }
 
-// Handle layout (little-endian): magic u32 | version u16 | reserved u16 | comm id (hi u64, lo u64)
-// | config digest u64 | nreducers u32 | zeros up to kCollHandleBytes.
-constexpr uint32_t kHandleMagic = 0x48594c54;  // "TLYH"
-// 2: the relay seal's flag and key (relay_seal.h).
-constexpr uint16_t kHandleVersion = 2;
-constexpr size_t kHandleKeyOffset = 40;
-constexpr size_t kHandleUsedBytes = kHandleKeyOffset + RelaySeal::kKeyBytes;
-static_assert(kHandleUsedBytes <= kCollHandleBytes);
-constexpr uint32_t kHandleSealed = 1u << 0;
-
-struct HandleInfo {
-  wire::CommId comm;
-  uint64_t digest = 0;
-  uint32_t nreducers = 0;
-  bool sealed = false;  // the ranks seal their relays under `key` (they have a job token)
-  RelaySeal::Key key{};
-};
-
-void putLe(uint8_t* p, uint64_t v, int n) {
-  for (int i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint64_t getLe(const uint8_t* p, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
-
-// FNV-1a over what every rank must agree on: the reducer list (in order), the slice plan and
-// the checksum setting.
-uint64_t configDigest(const CollOptions& o) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto mix = [&h](const void* data, size_t n) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    for (size_t i = 0; i < n; ++i) {
-      h ^= p[i];
-      h *= 0x100000001b3ull;
-    }
-  };
-  for (const std::string& r : o.reducers) {
-    mix(r.data(), r.size());
-    mix(",", 1);
-  }
-  uint8_t slice[8];
-  putLe(slice, o.slice_bytes, 8);
-  mix(slice, sizeof(slice));
-  putLe(slice, o.slices_per_reducer, 8);
-  mix(slice, sizeof(slice));
-  putLe(slice, o.min_slice_bytes, 8);
-  mix(slice, sizeof(slice));
-  if (o.checksum) mix("+crc32c", 7);  // absent when off: digests from before it stay the same
-  return h;
-}
-
-// 128 bits from OpenSSL's CSPRNG: ids of other jobs on a shared reducer cannot be guessed, and
-// two communicators meet by accident with probability 2^-128. No weaker fallback.
-Status randomCommId(wire::CommId* out) {
-  uint8_t bytes[16];
-  TALLY_RETURN_IF_ERROR(auth::randomBytes(bytes, sizeof(bytes)));
-  out->hi = getLe(bytes, 8);
-  out->lo = getLe(bytes + 8, 8);
-  return Status::ok();
-}
-
-Status validateOptions(const CollOptions& o) {
-  if (o.reducers.empty()) return Status::invalidUsage("TALLY_REDUCERS is empty");
-  if (o.reducers.size() > wire::kMaxReducers) {
-    return Status::invalidUsage("TALLY_REDUCERS lists " + std::to_string(o.reducers.size()) +
-                                " reducers, at most " + std::to_string(wire::kMaxReducers));
-  }
-  if (o.slice_bytes < 1 || o.slice_bytes > wire::kMaxSliceBytes) {
-    return Status::invalidUsage("TALLY_SLICE_BYTES must be 1 to " +
-                                std::to_string(wire::kMaxSliceBytes) + ", not " +
-                                std::to_string(o.slice_bytes));
-  }
-  if (o.slices_per_reducer < 1 || o.slices_per_reducer > kMaxSlicesPerReducer) {
-    return Status::invalidUsage("TALLY_SLICES_PER_REDUCER must be 1 to " +
-                                std::to_string(kMaxSlicesPerReducer) + ", not " +
-                                std::to_string(o.slices_per_reducer));
-  }
-  if (o.min_slice_bytes < 1 || o.min_slice_bytes > wire::kMaxSliceBytes) {
-    return Status::invalidUsage("TALLY_MIN_SLICE_BYTES must be 1 to " +
-                                std::to_string(wire::kMaxSliceBytes) + ", not " +
-                                std::to_string(o.min_slice_bytes));
-  }
-  if (o.window < 1 || o.window > static_cast<int>(wire::kMaxWindow)) {
-    return Status::invalidUsage("TALLY_COLL_WINDOW must be 1 to " +
-                                std::to_string(wire::kMaxWindow) + ", not " +
-                                std::to_string(o.window));
-  }
-  if (o.max_requests < 1) {
-    return Status::invalidUsage("TALLY_COLL_MAX_REQUESTS must be at least 1, not " +
-                                std::to_string(o.max_requests));
-  }
-  return Status::ok();
-}
-
-Status decodeHandle(const void* handle, int rank, HandleInfo* out) {
-  if (handle == nullptr)
-    return Status::internal("rank " + std::to_string(rank) + "'s handle is null");
-  const auto* p = static_cast<const uint8_t*>(handle);
-  if (getLe(p, 4) != kHandleMagic || getLe(p + 4, 2) != kHandleVersion) {
-    return Status::invalidUsage("rank " + std::to_string(rank) +
-                                "'s CollNet handle is not from this version of Tally");
-  }
-  HandleInfo h;
-  h.comm.hi = getLe(p + 8, 8);
-  h.comm.lo = getLe(p + 16, 8);
-  h.digest = getLe(p + 24, 8);
-  h.nreducers = static_cast<uint32_t>(getLe(p + 32, 4));
-  h.sealed = (getLe(p + 36, 4) & kHandleSealed) != 0;
-  std::memcpy(h.key.data(), p + kHandleKeyOffset, h.key.size());
-  *out = h;
-  return Status::ok();
-}
-
-// The seal this rank puts on its relays and checks on the others' (relay_seal.h): rank 0's key
-// when the job has a token. Rank 0 and this rank must agree on having one.
-Status relaySealFor(const HandleInfo& rank0, const auth::JobToken& token, int rank,
-                    RelaySeal* out) {
-  if (rank0.sealed != !token.empty()) {
-    return Status::invalidUsage(
-        std::string("rank ") + std::to_string(rank) + " (this rank) " +
-        (token.empty() ? "has no job token and rank 0 has one"
-                       : "has a job token and rank 0 has none") +
-        " (TALLY_JOB_TOKEN or TALLY_JOB_TOKEN_FILE must be set alike on every rank)");
-  }
-  if (!rank0.sealed) return Status::ok();
-  Status why;
-  const hmac::HmacSha256* h = hmac::shared(&why);
-  if (h == nullptr) return why;
-  *out = RelaySeal(h, rank0.key, rank0.comm);
-  return Status::ok();
-}
-
 }  // namespace
 
 Status CollClient::makeHandle(const CollOptions& options, void* out) {
   if (out == nullptr) return Status::internal("makeHandle: null output");
   TALLY_RETURN_IF_ERROR(validateOptions(options));
-  wire::CommId id;
-  TALLY_RETURN_IF_ERROR(randomCommId(&id));
-  uint8_t h[kCollHandleBytes] = {};
-  putLe(h, kHandleMagic, 4);
-  putLe(h + 4, kHandleVersion, 2);
-  putLe(h + 8, id.hi, 8);
-  putLe(h + 16, id.lo, 8);
-  putLe(h + 24, configDigest(options), 8);
-  putLe(h + 32, options.reducers.size(), 4);
-  if (!options.job_token.empty() || !options.job_token_file.empty()) {
-    // Rank 0's key is the communicator's; the other ranks' go unused.
-    RelaySeal::Key key;
-    TALLY_RETURN_IF_ERROR(RelaySeal::newKey(&key));
-    putLe(h + 36, kHandleSealed, 4);
-    std::memcpy(h + kHandleKeyOffset, key.data(), key.size());
-    explicit_bzero(key.data(), key.size());
-  }
-  std::memcpy(out, h, sizeof(h));
-  explicit_bzero(h, sizeof(h));
-  return Status::ok();
+  return encodeHandle(options, out);
 }
 
 Status CollClient::connect(const CollOptions& options, const void* const* handles, int nranks,
@@ -229,22 +77,7 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
   }
   std::vector<HandleInfo> infos(nranks);
   for (int i = 0; i < nranks; ++i) TALLY_RETURN_IF_ERROR(decodeHandle(handles[i], i, &infos[i]));
-  for (int i = 1; i < nranks; ++i) {
-    if (infos[i].digest != infos[0].digest || infos[i].nreducers != infos[0].nreducers) {
-      return Status::invalidUsage("rank " + std::to_string(i) +
-                                  " has a different TALLY_REDUCERS, TALLY_CHECKSUM or slice plan "
-                                  "(TALLY_SLICE_BYTES, TALLY_SLICES_PER_REDUCER, "
-                                  "TALLY_MIN_SLICE_BYTES, or the link speed they follow) than "
-                                  "rank 0 (" +
-                                  std::to_string(infos[i].nreducers) + " vs " +
-                                  std::to_string(infos[0].nreducers) + " reducers)");
-    }
-  }
-  if (configDigest(options) != infos[0].digest) {
-    return Status::invalidUsage("rank " + std::to_string(rank) +
-                                " (this rank) has a different TALLY_REDUCERS, TALLY_CHECKSUM "
-                                "or slice plan than its handle or rank 0");
-  }
+  TALLY_RETURN_IF_ERROR(checkHandles(infos, options, rank));
   const wire::CommId comm = infos[0].comm;
   const auto deadline = Clock::now() + std::chrono::milliseconds(options.timeouts.connect_ms);
   const size_t nred = options.reducers.size();

@@ -49,6 +49,7 @@
 #include "worker_client/coll_client.h"
 #include "worker_client/coll_connect.h"
 #include "worker_client/ledger.h"
+#include "worker_client/link_owner.h"
 #include "worker_client/placement.h"
 #include "worker_client/relay_seal.h"
 #include "protocol/slicing.h"
@@ -81,7 +82,7 @@ struct LinkSettings {
   wire::Hello hello;  // this rank's Hello, for every reducer alike but the slot and epoch
 };
 
-class CollClientImpl final : public CollClient {
+class CollClientImpl final : public CollClient, public LinkOwner {
  public:
   CollClientImpl(const CollOptions& options, int rank, int nranks);
   ~CollClientImpl() override;
@@ -94,10 +95,10 @@ class CollClientImpl final : public CollClient {
                         ReduceOp op, CollRequest* req) override;
   void close() override;
   void abort(const Status& why) override;
-  int rank() const override { return rank_; }
+  int rank() const override { return rank_; }  // CollClient and LinkOwner
   int nranks() const override { return nranks_; }
   transport::ZerocopyCounts zerocopyCounts() const override;
-  const CollOptions& options() const { return options_; }
+  const CollOptions& options() const override { return options_; }
 
   // Links (and the progress thread RawLinks share, when there are any) are added by connect()
   // before start(), one per slot in slot order.
@@ -112,22 +113,18 @@ class CollClientImpl final : public CollClient {
   // Makes `st` the client's sticky error (the first one wins), after closing every connection.
   // Before closing, each reducer is sent an Error with the cause, waiting at most wait_ms (or
   // until abort() hurries) for them to go out.
-  void fail(const Status& st, int64_t wait_ms = kFailWaitMs);
-  // A link lost its reducer (any thread, no lock of the link held): the keeper handles it.
-  void linkLost(uint32_t slot, const Status& why);
-  // A link received a relayed failover message (any thread, no lock of the link held).
-  void relayed(uint32_t slot, const wire::Relay& relay);
-  bool closing() const { return closing_.load(std::memory_order_acquire); }
-  // Whether a reducer last heard at heard_ns has been silent so long that the keeper is about
-  // to drop it (half of TALLY_REDUCER_TIMEOUT_MS; never when that is 0). A link's own timeout
-  // for results (TALLY_TIMEOUT_MS, a stuck rank: fatal) then gives way: a silent reducer is
-  // lost, not a stuck rank.
-  bool silentTooLong(int64_t heard_ns, int64_t now_ns) const {
+  void fail(const Status& st, int64_t wait_ms);
+  // LinkOwner (link_owner.h), for the links. silentTooLong: half of TALLY_REDUCER_TIMEOUT_MS,
+  // never when that is 0.
+  void fail(const Status& st) override { fail(st, kFailWaitMs); }
+  void linkLost(uint32_t slot, const Status& why) override;
+  void relayed(uint32_t slot, const wire::Relay& relay) override;
+  bool closing() const override { return closing_.load(std::memory_order_acquire); }
+  bool silentTooLong(int64_t heard_ns, int64_t now_ns) const override {
     return options_.reducer_timeout_ms > 0 &&
            now_ns - heard_ns > options_.reducer_timeout_ms * 1000000 / 2;
   }
-  // abort() is under way: a fail() on a link thread stops waiting for its Error messages.
-  bool hurrying() const { return hurry_.load(std::memory_order_acquire); }
+  bool hurrying() const override { return hurry_.load(std::memory_order_acquire); }
 
   // fail()'s wait for the Error messages: found by a link thread (no NCCL thread waits on it),
   // and on the abort path (closeColl, deregMr), where NCCL's proxy thread waits.
@@ -135,7 +132,7 @@ class CollClientImpl final : public CollClient {
   static constexpr int64_t kAbortWaitMs = 5;
   // close() with no call in flight: how long the Bye may take to go out.
   static constexpr int64_t kByeWaitMs = 50;
-  const std::shared_ptr<Shared>& shared() const { return shared_; }
+  const std::shared_ptr<Shared>& shared() const override { return shared_; }
 
  private:
   const CollOptions options_;

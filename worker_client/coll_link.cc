@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "worker_client/coll_link.h"
+#include "worker_client/coll_connect.h"
 
 namespace tally::worker_client {
 namespace wire = protocol::wire;
@@ -20,7 +21,7 @@ constexpr size_t kMaxInflightSends = 64;
 
 }  // namespace
 
-ThreadedLink::ThreadedLink(CollClientImpl* client, uint32_t slot, std::string address,
+ThreadedLink::ThreadedLink(LinkOwner* client, uint32_t slot, std::string address,
                            std::unique_ptr<transport::Connection> conn, int window,
                            int64_t timeout_ms, const crc32c::Crc32c* crc)
     : client_(client),

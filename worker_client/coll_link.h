@@ -24,7 +24,7 @@
 
 #include "common/small_pool.h"
 #include "transport/transport.h"
-#include "worker_client/coll_client_impl.h"
+#include "worker_client/link_owner.h"
 #include "worker_client/link.h"
 
 namespace tally::worker_client {
@@ -32,7 +32,7 @@ namespace tally::worker_client {
 class ThreadedLink final : public Link {
  public:
   // `crc` (TALLY_CHECKSUM; null when off) checksums each slice sent and checks each result.
-  ThreadedLink(CollClientImpl* client, uint32_t slot, std::string address,
+  ThreadedLink(LinkOwner* client, uint32_t slot, std::string address,
                std::unique_ptr<transport::Connection> conn, int window, int64_t timeout_ms,
                const crc32c::Crc32c* crc);
   ~ThreadedLink() override;
@@ -85,7 +85,7 @@ class ThreadedLink final : public Link {
   // Queues an Ack when it covers newly landed slices (mu_ held); true when it did.
   bool ackLocked();
 
-  CollClientImpl* client_;
+  LinkOwner* client_;
   const uint32_t slot_;
   const std::string address_;
   std::unique_ptr<transport::Connection> conn_;

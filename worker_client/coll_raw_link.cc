@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "common/log.h"
+#include "worker_client/coll_connect.h"
 
 namespace tally::worker_client {
 namespace wire = protocol::wire;
@@ -24,7 +25,7 @@ constexpr int64_t kReleaseWaitMs = 20;
 
 }  // namespace
 
-RawLink::RawLink(CollClientImpl* client, uint32_t slot, std::string address, Fd fd,
+RawLink::RawLink(LinkOwner* client, uint32_t slot, std::string address, Fd fd,
                  Progress* progress, int window, int64_t timeout_ms, const crc32c::Crc32c* crc)
     : client_(client),
       slot_(slot),

@@ -30,7 +30,7 @@
 // is detached: the other links still share it).
 //
 // Lock order: CollClientImpl::post_mu_ -> RawLink::mu_. Nobody holds a link's mu_ when calling
-// CollClientImpl::fail (which takes every link's mu_).
+// LinkOwner::fail (which takes every link's mu_).
 #pragma once
 
 #include <array>
@@ -47,7 +47,7 @@
 
 #include "common/fd.h"
 #include "transport/raw_stream.h"
-#include "worker_client/coll_client_impl.h"
+#include "worker_client/link_owner.h"
 #include "worker_client/link.h"
 
 namespace tally::worker_client {
@@ -115,7 +115,7 @@ class RawLink final : public Link {
  public:
   // `fd`: the socket, after the opening (recvFrame read exactly up to Ready). `crc` as
   // ThreadedLink's.
-  RawLink(CollClientImpl* client, uint32_t slot, std::string address, Fd fd, Progress* progress,
+  RawLink(LinkOwner* client, uint32_t slot, std::string address, Fd fd, Progress* progress,
           int window, int64_t timeout_ms, const crc32c::Crc32c* crc);
   ~RawLink() override;
 
@@ -189,7 +189,7 @@ class RawLink final : public Link {
   // or with fatal_ set, the communicator's failure. No lock held.
   void reportFailure(const Status& st);
 
-  CollClientImpl* client_;
+  LinkOwner* client_;
   const uint32_t slot_;
   const std::string address_;
   Fd fd_;
