@@ -18,7 +18,6 @@
 #include "worker_client/coll_handle.h"
 #include "worker_client/coll_link.h"
 #include "worker_client/coll_raw_link.h"
-#include "worker_client/coordinator.h"
 #include "worker_client/dead_link.h"
 #include "worker_client/relay_seal.h"
 #include "protocol/slicing.h"
@@ -147,15 +146,17 @@ Status CollClient::connect(const CollOptions& options, const void* const* handle
     return st;  // `formed` closes what was opened
   }
   auto impl = std::make_unique<CollClientImpl>(options, rank, nranks);
-  impl->setCommunicator(comm);
-  impl->setRelaySeal(seal);
   {
-    LinkSettings settings;
-    settings.raw = raw;
-    settings.token = token;
-    settings.crc = crc;
-    settings.hello = hello;
-    impl->setLinkSettings(std::move(settings));
+    KeeperSettings settings;
+    settings.rank = rank;
+    settings.nranks = nranks;
+    settings.comm = comm;
+    settings.seal = seal;
+    settings.link.raw = raw;
+    settings.link.token = token;
+    settings.link.crc = crc;
+    settings.link.hello = hello;
+    impl->makeKeeper(std::move(settings));
   }
   auto fail = [&](const Status& st) {
     for (FormedLink& f : formed) {
@@ -257,32 +258,19 @@ CollClientImpl::CollClientImpl(const CollOptions& options, int rank, int nranks)
     : options_(options),
       rank_(rank),
       nranks_(nranks),
-      placement_(static_cast<uint32_t>(options.reducers.size())),
-      suspected_(options.reducers.size(), false),
-      lost_reasons_(options.reducers.size()),
-      joined_at_(options.reducers.size(), 0),
-      ping_sent_ns_(options.reducers.size(), 0),
-      addresses_(options.reducers),
-      offer_cursor_(options.reducers.size(), 0),
-      offer_after_ns_(options.reducers.size(), 0),
-      offer_backoff_ms_(options.reducers.size(), 0) {
-  relays_since_decision_.assign(options.reducers.size(), 0);
-  if (rank == 0) {
-    coordinator_ = std::make_unique<Coordinator>(nranks, options.reducers, options.min_reducers);
-  }
-}
+      placement_(static_cast<uint32_t>(options.reducers.size())) {}
 
 CollClientImpl::~CollClientImpl() { close(); }
 
 Status CollClientImpl::start() {
   for (auto& l : links_) TALLY_RETURN_IF_ERROR(l->start());
   if (progress_) TALLY_RETURN_IF_ERROR(progress_->start());
-  try {
-    keeper_ = std::thread([this] { keeperLoop(); });
-  } catch (const std::system_error& e) {
-    return Status::system(std::string("cannot start the CollNet keeper thread: ") + e.what());
-  }
-  return Status::ok();
+  return keeper_->start();
+}
+
+void CollClientImpl::makeKeeper(KeeperSettings settings) {
+  link_crc_ = settings.link.crc;
+  keeper_ = std::make_unique<Keeper>(options_, std::move(settings), shared_, this);
 }
 
 std::vector<std::shared_ptr<Link>> CollClientImpl::linkSnapshot() {
@@ -559,7 +547,7 @@ void CollClientImpl::abortLocked(const Status& why) {
   // out of the caller's buffers; joining the link threads (each may finish a CRC or a post
   // first) and taking each send_mu_ once more (an iallreduce caller's tryPostNow) leaves nobody
   // in them.
-  stopKeeper();
+  if (keeper_) keeper_->stop();
   for (auto& l : linkSnapshot()) l->stopAndJoin();
 }
 
@@ -583,7 +571,7 @@ void CollClientImpl::close() {
   closed_ = true;
   closing_.store(true, std::memory_order_release);
   hurry_.store(true, std::memory_order_release);
-  stopKeeper();
+  if (keeper_) keeper_->stop();
   if (options_.zerocopy != transport::ZerocopyMode::kOff) {
     // Whether TALLY_ZEROCOPY paid: "copied" sends gained nothing (loopback, veth).
     const transport::ZerocopyCounts zc = zerocopyCounts();

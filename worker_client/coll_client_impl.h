@@ -1,7 +1,7 @@
 // Inside CollClient (coll_client.h): the client object (coll_client.cc: handles, connect, posts,
-// close; coll_failover.cc: the keeper thread and membership changes) and its per-reducer links
-// (link.h), of two kinds: ThreadedLink (coll_link.h) and RawLink (coll_raw_link.h). Not a public
-// interface.
+// close; coll_posting.cc: what the keeper asks of posting), its keeper (keeper.h: membership)
+// and its per-reducer links (link.h), of two kinds: ThreadedLink (coll_link.h) and RawLink
+// (coll_raw_link.h). Not a public interface.
 //
 // Data flow: a post numbers the call (seq), cuts it into slices and queues each on the slot the
 // placement gives (placement.h), under post_mu_ so every link sees calls in seq order. A link
@@ -10,10 +10,11 @@
 // recv buffer. A call is done when every slice is committed: every rank has landed it
 // (docs/failover.md, "Commit before done").
 //
-// Failover: a link that loses its reducer tells the client (linkLost); the keeper thread, one per
-// client, runs the membership changes with the other ranks through the reducers (Relay), places
-// the lost reducer's slices again and, on rank 0, decides (coordinator.h). It also sends Pings
-// on silent links and drops a reducer silent for TALLY_REDUCER_TIMEOUT_MS.
+// Failover: a link that loses its reducer tells the client (linkLost), which passes it to the
+// keeper; the keeper runs the membership changes with the other ranks through the reducers
+// (Relay) and, on rank 0, decides (coordinator.h); it asks posting (posting.h) to hold calls, to
+// place the lost reducer's slices again, and to install a joined link. It also sends Pings on
+// silent links and drops a reducer silent for TALLY_REDUCER_TIMEOUT_MS.
 //
 // Errors stick: the first error that fails the communicator (an Error of communicator scope, a
 // timeout, too few reducers left) closes every connection (so nothing more is written into user
@@ -25,7 +26,7 @@
 // request reported done or failed.
 //
 // Lock order: post_mu_ -> links_mu_ -> a link's locks (ThreadedLink: send_mu_ -> mu_; RawLink:
-// mu_). inbox_mu_ and Shared::mu are leaves.
+// mu_). The keeper's inbox_mu_ and Shared::mu are leaves.
 #pragma once
 
 #include <array>
@@ -48,8 +49,10 @@
 #include "worker_client/call.h"
 #include "worker_client/coll_client.h"
 #include "worker_client/coll_connect.h"
+#include "worker_client/keeper.h"
 #include "worker_client/ledger.h"
 #include "worker_client/link_owner.h"
+#include "worker_client/posting.h"
 #include "worker_client/placement.h"
 #include "worker_client/relay_seal.h"
 #include "protocol/slicing.h"
@@ -62,27 +65,8 @@ using protocol::Span;
 
 class Link;
 class Progress;
-class Coordinator;
 
-// A failover event for the keeper thread.
-struct FailoverEvent {
-  enum class Kind { kLinkLost, kRelay, kJoined };
-  Kind kind = Kind::kLinkLost;
-  uint32_t slot = 0;  // the link it came from
-  Status why;         // kLinkLost; kJoined: how the join went
-  uint64_t join = 0;  // kJoined: which join (Join::id)
-  wire::Relay relay;  // kRelay
-};
-
-// How this client opens a link to a reducer taken in later (a Join): what connect() used.
-struct LinkSettings {
-  bool raw = false;  // RawLinks (TCP with TALLY_COLL_PROGRESS thread or poll)
-  auth::JobToken token;
-  const crc32c::Crc32c* crc = nullptr;
-  wire::Hello hello;  // this rank's Hello, for every reducer alike but the slot and epoch
-};
-
-class CollClientImpl final : public CollClient, public LinkOwner {
+class CollClientImpl final : public CollClient, public LinkOwner, public Posting {
  public:
   CollClientImpl(const CollOptions& options, int rank, int nranks);
   ~CollClientImpl() override;
@@ -104,10 +88,9 @@ class CollClientImpl final : public CollClient, public LinkOwner {
   // before start(), one per slot in slot order.
   void addLink(std::shared_ptr<Link> link) { links_.push_back(std::move(link)); }
   void setProgress(std::shared_ptr<Progress> progress);
-  void setCommunicator(const wire::CommId& comm) { comm_ = comm; }
-  // The seal on this communicator's relays (relay_seal.h); none unless the job has a token.
-  void setRelaySeal(const RelaySeal& seal) { relay_seal_ = seal; }
-  void setLinkSettings(LinkSettings settings) { link_settings_ = std::move(settings); }
+  // Sets up the keeper (before any link reports a loss: connect reports the reducers that could
+  // not be joined before start).
+  void makeKeeper(KeeperSettings settings);
   // Starts the links, the progress thread and the keeper; fails as Link::start does.
   Status start();
   // Makes `st` the client's sticky error (the first one wins), after closing every connection.
@@ -117,8 +100,11 @@ class CollClientImpl final : public CollClient, public LinkOwner {
   // LinkOwner (link_owner.h), for the links. silentTooLong: half of TALLY_REDUCER_TIMEOUT_MS,
   // never when that is 0.
   void fail(const Status& st) override { fail(st, kFailWaitMs); }
-  void linkLost(uint32_t slot, const Status& why) override;
-  void relayed(uint32_t slot, const wire::Relay& relay) override;
+  void linkLost(uint32_t slot, const Status& why) override { keeper_->linkLost(slot, why); }
+  void relayed(uint32_t slot, const wire::Relay& relay) override {
+    keeper_->relayed(slot, relay);
+  }
+  // LinkOwner and Posting.
   bool closing() const override { return closing_.load(std::memory_order_acquire); }
   bool silentTooLong(int64_t heard_ns, int64_t now_ns) const override {
     return options_.reducer_timeout_ms > 0 &&
@@ -134,11 +120,28 @@ class CollClientImpl final : public CollClient, public LinkOwner {
   static constexpr int64_t kByeWaitMs = 50;
   const std::shared_ptr<Shared>& shared() const override { return shared_; }
 
+  // Posting (posting.h), for the keeper: coll_posting.cc.
+  uint64_t holdCalls() override;
+  uint64_t nextCall() override;
+  void releaseCalls() override;
+  LossApplied applyLoss(const wire::Control& c, std::vector<LedgerEntry> orphans) override;
+  uint32_t installLink(const wire::Control& c, std::shared_ptr<Link> link) override;
+  bool live(uint32_t slot) const override { return placement_.live(slot); }
+  void compactPlacement() override;
+  void snapshotLinks(std::vector<std::shared_ptr<Link>>* out) override;
+  std::shared_ptr<Link> linkAt(uint32_t slot) override;
+  std::shared_ptr<Link> newLink(uint32_t slot, const std::string& address,
+                                std::unique_ptr<transport::Connection> conn, Fd fd,
+                                int window) override;
+  Status startLink(const std::shared_ptr<Link>& link) override;
+  void keepRetired(std::shared_ptr<Link> link) override;
+  void dropRetired() override;
+  void failCommunicator(const Status& st) override { fail(st); }
+
  private:
   const CollOptions options_;
   const int rank_;
   const int nranks_;
-  wire::CommId comm_;
   std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
   // Declared before links_: RawLinks stop it in their destructors. Shared with shared_->poller
   // in poll mode.
@@ -151,16 +154,11 @@ class CollClientImpl final : public CollClient, public LinkOwner {
   std::vector<std::shared_ptr<Link>> retired_;
   // Detaches `link` (retired, its books taken) into retired_ (links_mu_ held).
   void keepRetiredLocked(std::shared_ptr<Link> link);
-  // Drops the retired links nothing can reach any more (the keeper, each tick).
-  void dropRetired();
-  // Lets the placement forget the changes no live call depends on (the keeper, each tick, once
-  // there are more than a few).
-  void compactPlacement();
   // Replacing an entry of links_ (with post_mu_), fail()'s reading, and zerocopyCounts().
   mutable std::mutex links_mu_;
   std::vector<std::shared_ptr<Link>> linkSnapshot();
-  // The same into *out, reusing its room (the keeper's, every tick: nothing allocated).
-  void snapshotLinks(std::vector<std::shared_ptr<Link>>* out);
+  // The checksum new links use (TALLY_CHECKSUM; null when off).
+  const crc32c::Crc32c* link_crc_ = nullptr;
 
   // Posting (post_mu_).
   std::mutex post_mu_;
@@ -189,6 +187,11 @@ class CollClientImpl final : public CollClient, public LinkOwner {
   // Queues epoch `epoch`'s parked slices on their slots, in (call, slice) order; a slice whose
   // slot a later epoch lost waits for that epoch instead (post_mu_).
   void flushEpochLocked(uint32_t epoch);
+  // Whether an orphan of the epoch being applied is sent at once, not at the boundary: a slice
+  // of an early call below F (docs/failover.md, "Small calls"), the same set on every rank.
+  bool sentAtOnce(const SliceTask& t, uint64_t first_call) const;
+  // Sends those (post_mu_), sorted, on the placement of `epoch`, as its prompt recovery slices.
+  void sendPromptLocked(uint32_t epoch, std::vector<SliceTask> tasks);
   // Fails with `why`, then joins every link's threads (close_mu_ held).
   void abortLocked(const Status& why);
   std::mutex fail_mu_;
@@ -197,116 +200,8 @@ class CollClientImpl final : public CollClient, public LinkOwner {
   std::mutex close_mu_;
   bool closed_ = false;  // close() or abort() ran (guarded by close_mu_)
 
-  // The keeper thread (coll_failover.cc) and what it alone touches.
-  void keeperLoop();
-  void stopKeeper();
-  void handleEvent(FailoverEvent& ev);
-  void handleLinkLost(uint32_t slot, const Status& why);
-  void handleControl(uint32_t from, const wire::Control& c);
-  void onPropose(const wire::Control& c);
-  void onDecide(const wire::Control& c);
-  void onReport(uint32_t from, const wire::Control& c);
-  void applyLost(const wire::Control& c);
-  // Whether an orphan of the epoch being applied is sent at once, not at the boundary: a slice
-  // of an early call below F (docs/failover.md, "Small calls"), the same set on every rank.
-  bool sentAtOnce(const SliceTask& t, uint64_t first_call) const;
-  // Sends those (post_mu_), sorted, on the placement of `epoch`, as its prompt recovery slices.
-  void sendPromptLocked(uint32_t epoch, std::vector<SliceTask> tasks);
-  // Joins (coll_rejoin.cc): rank 0 looks for a reducer for an empty slot; every rank opens a
-  // link to it on a proposal (on a thread of the join's own), reports, and installs it on the
-  // decision.
-  void offerJoins(int64_t now_ns);
-  void startJoin(const wire::Control& c);
-  void onJoined(const FailoverEvent& ev);
-  void onJoinedFailed(const wire::Control& c, const std::string& why);
-  void applyJoin(const wire::Control& c);
-  // Lets go of the join under way without waiting for its thread: a thread still opening is
-  // kept in dropped_joins_ until it reports (the keeper must not stop for it: its heartbeats
-  // are what notice a frozen reducer meanwhile).
-  void dropJoin();
-  // After the keeper stopped: tells every join thread to give up and waits for it (each ends
-  // soon after, well before its deadline).
-  void endJoins();
-  // Rank 0: how a join of `slot` ended, for the wait before the next offer.
-  void joinOutcome(uint32_t slot, bool joined);
-  void heartbeat(int64_t now_ns);
-  void checkRounds(int64_t now_ns);
-  // Rank 0: sends the coordinator's next proposal, if one waits.
-  void proposeNext();
-  // Sends a failover message to rank 0 (from rank 0: handled here) or, from rank 0, to every
-  // rank (and handled here too), through every live link.
-  void sendToRankZero(const wire::Control& c);
-  void sendToAll(const wire::Control& c);
-  void broadcastRelay(const wire::Control& c);
-  // Fails the communicator for a failover reason, naming every reducer out of it now and why
-  // (lostText). When every reducer lost the same rank, that rank is the headline.
-  void failOver(const std::string& why);
-  // "address (why), ...": every slot's reducer that is out now (lost and not taken back since,
-  // or dropped by this rank and not yet decided), in slot order; "" when none.
-  std::string lostText() const;
-  uint32_t liveLinks();
-  // A membership change is being agreed (this rank dropped a reducer, reported, or, on rank 0,
-  // gathers reports).
-  bool changeUnderWay() const;
-
-  std::thread keeper_;
-  std::mutex inbox_mu_;
-  std::condition_variable inbox_cv_;
-  std::deque<FailoverEvent> inbox_;
-  bool keeper_stop_ = false;
-  // By slot (inbox_mu_): relays that came through it since this rank last applied a decision.
-  // More than the ranks can have sent meanwhile (relayLimit) is a reducer replaying or
-  // inventing them: it is dropped, and what it sends beyond is not queued.
-  std::vector<uint32_t> relays_since_decision_;
-  uint32_t relays_counted_from_ = 0;  // that decision's epoch (inbox_mu_)
-  uint32_t relayLimit() const;
-  // Keeper-thread state.
-  std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
-  uint32_t decided_epoch_ = 0;
-  uint32_t proposed_epoch_ = 0;  // the epoch of the proposal this rank reported on
-  int64_t waiting_since_ns_ = 0; // reported, waiting for the decision (0: not waiting)
-  // This rank dropped a reducer and waits for rank 0 to propose it: since its Suspect, or since
-  // the last proposal or decision while a Suspect of its is still pending (0: none pending).
-  int64_t suspect_since_ns_ = 0;
-  bool suspicionPending() const;
-  int64_t round_since_ns_ = 0;   // rank 0: the round under way began
-  std::vector<bool> suspected_;  // by slot: this rank dropped it, the decision is pending
-  std::vector<std::string> lost_reasons_;  // by slot: why this rank dropped it
-  // By slot: the epoch its reducer joined at (0: it formed with the communicator). A Suspect
-  // from before it is about the reducer that was there before (late, or replayed).
-  std::vector<uint32_t> joined_at_;
-  // The books of the slot the proposal under way loses, taken when this rank froze.
-  std::vector<LedgerEntry> orphans_;
-  log::RateLimitedLog warnings_;  // refused failover messages
-  std::vector<int64_t> ping_sent_ns_;  // by slot: the first Ping since the reducer was heard
-  uint64_t ping_token_ = 0;
-  std::vector<std::shared_ptr<Link>> keeper_links_;  // the keeper's copy of links_
-  LinkSettings link_settings_;
-  RelaySeal relay_seal_;
-  std::vector<std::string> addresses_;  // by slot: the reducer serving it now, or last
-  // A join under way on this rank: its thread opens the link, the keeper installs it.
-  struct Join {
-    uint64_t id = 0;  // which kJoined event is its own
-    uint32_t epoch = 0;
-    uint32_t slot = 0;
-    std::string address;
-    std::thread thread;
-    std::shared_ptr<Link> link;  // set by the thread when it joined
-    bool done = false;           // the thread ended (keeper's view, after kJoined)
-    Cancel cancel{false};        // set: the thread gives up its opening soon
-  };
-  // Waits for a join's thread (ended, or ending by its deadline) and retires the link it opened,
-  // saying why.
-  void closeJoin(Join& join, const char* why);
-  std::unique_ptr<Join> join_;
-  std::vector<std::unique_ptr<Join>> dropped_joins_;  // threads still opening, no longer wanted
-  uint64_t last_join_id_ = 0;
-  int64_t next_offer_ns_ = 0;            // rank 0: when to look for reducers again
-  std::vector<uint32_t> offer_cursor_;   // rank 0: by slot, which candidate is next
-  // Rank 0, by slot: no join is offered before offer_after_ns_; each join that did not happen
-  // doubles the wait, up to four intervals (offer_backoff.h).
-  std::vector<int64_t> offer_after_ns_;
-  std::vector<int64_t> offer_backoff_ms_;
+  // Declared last: it stops (stop(), or its destructor) before anything it asks of posting goes.
+  std::unique_ptr<Keeper> keeper_;
 };
 
 }  // namespace tally::worker_client

@@ -7,9 +7,9 @@
 // what lands (Ack), takes the reducer's Commits (which complete calls), answers nothing itself
 // but hands relayed failover messages and its own loss to the client. Errors come in two kinds
 // (docs/failover.md, "Detection"): the reducer is lost (the connection failed, the reducer broke
-// the protocol or said its Error is of reducer scope), reported with CollClientImpl::linkLost;
+// the protocol or said its Error is of reducer scope), reported with LinkOwner::linkLost;
 // or the communicator failed (an Error of communicator scope, a checksum mismatch, a call with
-// no result for TALLY_TIMEOUT_MS), reported with CollClientImpl::fail.
+// no result for TALLY_TIMEOUT_MS), reported with LinkOwner::fail.
 #pragma once
 
 #include <chrono>
@@ -52,8 +52,8 @@ class Link {
   // Best effort: tells the reducer why this worker gives up on the communicator (an Error
   // message), so the reducer can pass the cause on to the other ranks. postAbort posts it;
   // finishAbort waits until the deadline (with yield_to_abort, only until an abort() is under
-  // way, see CollClientImpl::hurrying) for it to be out, else closes the connection. Called by
-  // CollClientImpl::fail only, once.
+  // way, see LinkOwner::hurrying) for it to be out, else closes the connection. Called by
+  // the client's fail() only, once.
   virtual void postAbort(const std::string& reason) = 0;
   virtual void finishAbort(Clock::time_point deadline, bool yield_to_abort) = 0;
   // Closes the connection: pending transfers fail, the link's I/O ends soon. Any thread.

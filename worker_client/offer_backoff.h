@@ -1,4 +1,4 @@
-// How long rank 0 waits before it offers an empty slot's reducer a join again (coll_rejoin.cc,
+// How long rank 0 waits before it offers an empty slot's reducer a join again (keeper_join.cc,
 // docs/failover.md, "Join"). Pure arithmetic, tested on its own.
 #pragma once
 

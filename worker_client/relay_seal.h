@@ -9,7 +9,7 @@
 //
 // The sender's rank is in the MAC and the reducer stamps `from`, so a relay passed off as
 // another rank's does not open. Copies and replays of a sealed relay do open: the epochs make
-// them stale (coll_failover.cc). Only with a job token: without one any host may act as a
+// them stale (keeper.cc). Only with a job token: without one any host may act as a
 // reducer and sum wrongly, so a seal would buy nothing, and libcrypto may be absent.
 //
 // Threads: immutable after construction; any thread.

@@ -1,17 +1,14 @@
-// The CollClient's keeper thread: reducer failover (docs/failover.md). Links report a lost
-// reducer and relayed failover messages into the inbox; this thread alone runs the membership
-// changes: it drops the reducer, tells rank 0 (or, on rank 0, the coordinator), freezes and
-// reports on a proposal, applies decisions (placing the lost reducer's slices again), pings
-// silent reducers and drops the ones that stay silent.
+// The keeper (keeper.h): its thread, the losses, and the agreement on each change. Joins are in
+// keeper_join.cc.
+#include "worker_client/keeper.h"
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cinttypes>
 
 #include "common/log.h"
-#include "worker_client/coll_client_impl.h"
 #include "worker_client/coordinator.h"
-#include "worker_client/link.h"
 
 namespace tally::worker_client {
 namespace wire = protocol::wire;
@@ -31,44 +28,81 @@ int64_t tickMs(int64_t reducer_timeout_ms) {
 
 }  // namespace
 
-void CollClientImpl::linkLost(uint32_t slot, const Status& why) {
+Keeper::Keeper(const CollOptions& options, KeeperSettings settings,
+               std::shared_ptr<Shared> shared, Posting* posting)
+    : options_(options),
+      settings_(std::move(settings)),
+      rank_(settings_.rank),
+      shared_(std::move(shared)),
+      posting_(posting),
+      relays_since_decision_(options.reducers.size(), 0),
+      suspected_(options.reducers.size(), false),
+      lost_reasons_(options.reducers.size()),
+      joined_at_(options.reducers.size(), 0),
+      ping_sent_ns_(options.reducers.size(), 0),
+      addresses_(options.reducers),
+      offer_cursor_(options.reducers.size(), 0),
+      offer_after_ns_(options.reducers.size(), 0),
+      offer_backoff_ms_(options.reducers.size(), 0) {
+  if (rank_ == 0) {
+    coordinator_ =
+        std::make_unique<Coordinator>(settings_.nranks, options.reducers, options.min_reducers);
+  }
+}
+
+Keeper::~Keeper() { stop(); }
+
+Status Keeper::start() {
+  try {
+    thread_ = std::thread([this] { loop(); });
+  } catch (const std::system_error& e) {
+    return Status::system(std::string("cannot start the CollNet keeper thread: ") + e.what());
+  }
+  return Status::ok();
+}
+
+void Keeper::push(Event ev) {
   {
     std::lock_guard<std::mutex> lock(inbox_mu_);
-    if (keeper_stop_) return;
-    FailoverEvent ev;
-    ev.kind = FailoverEvent::Kind::kLinkLost;
-    ev.slot = slot;
-    ev.why = why;
+    if (stop_) return;
     inbox_.push_back(std::move(ev));
   }
   inbox_cv_.notify_one();
 }
 
-uint32_t CollClientImpl::relayLimit() const {
+void Keeper::linkLost(uint32_t slot, const Status& why) {
+  Event ev;
+  ev.kind = Event::Kind::kLinkLost;
+  ev.slot = slot;
+  ev.why = why;
+  push(std::move(ev));
+}
+
+uint32_t Keeper::relayLimit() const {
   // Between two decisions a slot carries to a rank at most: every rank's Suspect of each other
   // slot and its Report (to rank 0), rank 0's Propose, Decide and a join's Void, and late
   // copies of the epoch before; kept generous, as all it must do is bound a flood.
   const uint64_t slots = relays_since_decision_.size();
   return static_cast<uint32_t>(std::min<uint64_t>(
-      UINT32_MAX, static_cast<uint64_t>(nranks_) * (2 * slots + 8) + 64));
+      UINT32_MAX, static_cast<uint64_t>(settings_.nranks) * (2 * slots + 8) + 64));
 }
 
-void CollClientImpl::relayed(uint32_t slot, const wire::Relay& relay) {
+void Keeper::relayed(uint32_t slot, const wire::Relay& relay) {
   {
     std::lock_guard<std::mutex> lock(inbox_mu_);
-    if (keeper_stop_ || slot >= relays_since_decision_.size()) return;
+    if (stop_ || slot >= relays_since_decision_.size()) return;
     // Relays are sealed by the ranks (relay_seal.h), but a reducer that holds the job token can
     // replay genuine ones, each costing an HMAC and a queue entry. More than the ranks can have
     // sent since the last decision drops the reducer, and nothing more of its is queued.
     const uint32_t count = ++relays_since_decision_[slot];
     const uint32_t limit = relayLimit();
-    FailoverEvent ev;
+    Event ev;
     ev.slot = slot;
     if (count <= limit) {
-      ev.kind = FailoverEvent::Kind::kRelay;
+      ev.kind = Event::Kind::kRelay;
       ev.relay = relay;
     } else if (count == limit + 1) {
-      ev.kind = FailoverEvent::Kind::kLinkLost;
+      ev.kind = Event::Kind::kLinkLost;
       ev.why = Status::remote("it relayed over " + std::to_string(limit) +
                               " failover messages since epoch " +
                               std::to_string(relays_counted_from_) + " was decided: replays");
@@ -80,26 +114,26 @@ void CollClientImpl::relayed(uint32_t slot, const wire::Relay& relay) {
   inbox_cv_.notify_one();
 }
 
-void CollClientImpl::stopKeeper() {
+void Keeper::stop() {
   {
     std::lock_guard<std::mutex> lock(inbox_mu_);
-    keeper_stop_ = true;
+    stop_ = true;
   }
   inbox_cv_.notify_one();
-  if (keeper_.joinable() && keeper_.get_id() != std::this_thread::get_id()) {
-    keeper_.join();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
+    thread_.join();
     endJoins();  // the keeper's, now that it is gone: a join's thread must end before the client
   }
 }
 
-bool CollClientImpl::changeUnderWay() const {
+bool Keeper::changeUnderWay() const {
   return waiting_since_ns_ != 0 || (coordinator_ && coordinator_->roundOpen()) ||
          suspicionPending();
 }
 
-void CollClientImpl::keeperLoop() {
+void Keeper::loop() {
   const auto tick = std::chrono::milliseconds(tickMs(options_.reducer_timeout_ms));
-  std::deque<FailoverEvent> events;
+  std::deque<Event> events;
   for (;;) {
     {
       // With no progress thread, relayed messages are read only when someone polls: while a
@@ -107,12 +141,12 @@ void CollClientImpl::keeperLoop() {
       const bool fast = shared_->poller != nullptr && changeUnderWay();
       std::unique_lock<std::mutex> lock(inbox_mu_);
       inbox_cv_.wait_for(lock, fast ? std::chrono::milliseconds(1) : tick,
-                         [&] { return keeper_stop_ || !inbox_.empty(); });
-      if (keeper_stop_) return;
+                         [&] { return stop_ || !inbox_.empty(); });
+      if (stop_) return;
       events.swap(inbox_);
     }
-    const bool failed = shared_->failed.load(std::memory_order_acquire) || closing();
-    for (FailoverEvent& ev : events) {
+    const bool failed = shared_->failed.load(std::memory_order_acquire) || posting_->closing();
+    for (Event& ev : events) {
       if (!failed) handleEvent(ev);
     }
     events.clear();
@@ -120,8 +154,8 @@ void CollClientImpl::keeperLoop() {
     const int64_t now = nowNs();
     heartbeat(now);
     checkRounds(now);
-    dropRetired();
-    compactPlacement();
+    posting_->dropRetired();
+    posting_->compactPlacement();
     if (!shared_->failed.load(std::memory_order_acquire)) offerJoins(now);
     // With no progress thread, results (and a dead reducer's hang-up) are read only when NCCL
     // tests: an idle communicator must notice a lost reducer too.
@@ -129,12 +163,12 @@ void CollClientImpl::keeperLoop() {
   }
 }
 
-void CollClientImpl::handleEvent(FailoverEvent& ev) {
+void Keeper::handleEvent(Event& ev) {
   switch (ev.kind) {
-    case FailoverEvent::Kind::kLinkLost:
+    case Event::Kind::kLinkLost:
       return handleLinkLost(ev.slot, ev.why);
-    case FailoverEvent::Kind::kRelay:
-      if (!relay_seal_.opens(ev.relay)) {
+    case Event::Kind::kRelay:
+      if (!settings_.seal.opens(ev.relay)) {
         // No rank made it: the reducer that carried it forged or changed it. It is dropped
         // like a lost one, through the agreement; the message is not looked at.
         return handleLinkLost(
@@ -149,23 +183,23 @@ void CollClientImpl::handleEvent(FailoverEvent& ev) {
         return;
       }
       return handleControl(ev.relay.from, ev.relay.control);
-    case FailoverEvent::Kind::kJoined:
+    case Event::Kind::kJoined:
       return onJoined(ev);
   }
 }
 
-uint32_t CollClientImpl::liveLinks() {
+uint32_t Keeper::liveLinks() const {
   uint32_t n = 0;
   for (uint32_t s = 0; s < suspected_.size(); ++s) {
-    if (placement_.live(s) && !suspected_[s]) ++n;
+    if (posting_->live(s) && !suspected_[s]) ++n;
   }
   return n;
 }
 
-void CollClientImpl::handleLinkLost(uint32_t slot, const Status& why) {
-  if (slot >= links_.size() || suspected_[slot] || !placement_.live(slot)) return;
+void Keeper::handleLinkLost(uint32_t slot, const Status& why) {
+  if (slot >= slots() || suspected_[slot] || !posting_->live(slot)) return;
   suspected_[slot] = true;
-  std::shared_ptr<Link> link = linkSnapshot()[slot];
+  std::shared_ptr<Link> link = posting_->linkAt(slot);
   TALLY_INFO(log::kColl, "CollNet rank %d: reducer %s (slot %u) lost: %s", rank_,
              link->address().c_str(), slot, why.message().c_str());
   link->retire(why.message(), false);
@@ -182,55 +216,41 @@ void CollClientImpl::handleLinkLost(uint32_t slot, const Status& why) {
   sendToRankZero(c);
 }
 
-void CollClientImpl::compactPlacement() {
-  // The keeper alone changes the placement, so it may look without the lock.
-  constexpr size_t kFewChanges = 8;
-  if (placement_.changes().size() <= kFewChanges) return;
-  std::lock_guard<std::mutex> lock(post_mu_);
-  // The oldest call a slice may still be placed for: one whose record someone besides calls_
-  // holds (its request, a link's books, a parked or orphaned slice).
-  uint64_t first = next_seq_;
-  for (const std::shared_ptr<Call>& c : calls_) {
-    if (c.use_count() > 1) first = std::min(first, c->seq);
-  }
-  placement_.compact(first);
-}
-
-bool CollClientImpl::suspicionPending() const {
+bool Keeper::suspicionPending() const {
   for (uint32_t s = 0; s < suspected_.size(); ++s) {
-    if (suspected_[s] && placement_.live(s)) return true;
+    if (suspected_[s] && posting_->live(s)) return true;
   }
   return false;
 }
 
-void CollClientImpl::broadcastRelay(const wire::Control& c) {
+void Keeper::broadcastRelay(const wire::Control& c) {
   wire::Relay relay;
   relay.control = c;
-  if (Status st = relay_seal_.seal(static_cast<uint32_t>(rank_), &relay); !st.isOk()) {
+  if (Status st = settings_.seal.seal(static_cast<uint32_t>(rank_), &relay); !st.isOk()) {
     return failOver("cannot seal a failover message: " + st.message());
   }
   const wire::Frame frame = wire::encodeRelay(relay);
-  const std::vector<std::shared_ptr<Link>> links = linkSnapshot();
-  for (uint32_t s = 0; s < links.size(); ++s) {
-    if (suspected_[s] || !placement_.live(s) || links[s]->ended()) continue;
-    links[s]->sendControl(frame);
+  posting_->snapshotLinks(&links_);
+  for (uint32_t s = 0; s < links_.size(); ++s) {
+    if (suspected_[s] || !posting_->live(s) || links_[s]->ended()) continue;
+    links_[s]->sendControl(frame);
   }
 }
 
-void CollClientImpl::sendToRankZero(const wire::Control& c) {
+void Keeper::sendToRankZero(const wire::Control& c) {
   if (rank_ == 0) return handleControl(0, c);
   broadcastRelay(c);
 }
 
-void CollClientImpl::sendToAll(const wire::Control& c) {
+void Keeper::sendToAll(const wire::Control& c) {
   broadcastRelay(c);
   handleControl(0, c);
 }
 
-void CollClientImpl::handleControl(uint32_t from, const wire::Control& c) {
+void Keeper::handleControl(uint32_t from, const wire::Control& c) {
   switch (c.kind) {
     case wire::ControlKind::kSuspect:
-      if (rank_ != 0 || c.change != wire::Change::kLost || c.slot >= links_.size()) return;
+      if (rank_ != 0 || c.change != wire::Change::kLost || c.slot >= slots()) return;
       if (c.epoch < joined_at_[c.slot]) return;  // about the slot's reducer before this one
       coordinator_->suspect(c.slot, c.reason);
       if (coordinator_->joinRoundOpen()) {
@@ -257,7 +277,7 @@ void CollClientImpl::handleControl(uint32_t from, const wire::Control& c) {
   }
 }
 
-void CollClientImpl::proposeNext() {
+void Keeper::proposeNext() {
   if (rank_ != 0) return;
   std::optional<wire::Control> p = coordinator_->propose();
   if (!p) return;
@@ -265,7 +285,7 @@ void CollClientImpl::proposeNext() {
   sendToAll(*p);
 }
 
-void CollClientImpl::onReport(uint32_t from, const wire::Control& c) {
+void Keeper::onReport(uint32_t from, const wire::Control& c) {
   bool ignored = false;
   std::optional<wire::Control> d = coordinator_->report(from, c, &ignored);
   if (!d) return;
@@ -274,9 +294,9 @@ void CollClientImpl::onReport(uint32_t from, const wire::Control& c) {
   proposeNext();
 }
 
-void CollClientImpl::onPropose(const wire::Control& c) {
+void Keeper::onPropose(const wire::Control& c) {
   if (c.epoch <= decided_epoch_ || c.epoch == proposed_epoch_) return;  // stale, or a copy
-  if (c.epoch != decided_epoch_ + 1 || c.slot >= links_.size()) {
+  if (c.epoch != decided_epoch_ + 1 || c.slot >= slots()) {
     TALLY_WARN_LIMITED(warnings_, "CollNet rank %d: ignoring a proposal for epoch %u (slot %u); "
                        "epoch %u is the last decided", rank_, c.epoch, c.slot, decided_epoch_);
     return;
@@ -293,14 +313,10 @@ void CollClientImpl::onPropose(const wire::Control& c) {
   r.change = c.change;
   r.epoch = c.epoch;
   r.slot = c.slot;
-  {
-    // No call is posted until the decision: K is then past every rank's last call. First, so
-    // that no post puts a slice in the lost link's books after they are taken below.
-    std::lock_guard<std::mutex> lock(post_mu_);
-    hold_ = true;
-    r.next_call = next_seq_;
-  }
-  std::shared_ptr<Link> link = linkSnapshot()[c.slot];
+  // No call is posted until the decision: K is then past every rank's last call. First, so
+  // that no post puts a slice in the lost link's books after they are taken below.
+  r.next_call = posting_->holdCalls();
+  std::shared_ptr<Link> link = posting_->linkAt(c.slot);
   if (!suspected_[c.slot]) {
     // Another rank dropped it: this rank closes its connection too, so that nothing more comes
     // from it after this report.
@@ -314,9 +330,9 @@ void CollClientImpl::onPropose(const wire::Control& c) {
   sendToRankZero(r);
 }
 
-void CollClientImpl::onDecide(const wire::Control& c) {
+void Keeper::onDecide(const wire::Control& c) {
   if (c.epoch <= decided_epoch_) return;  // a copy
-  if (c.epoch != decided_epoch_ + 1 || c.epoch != proposed_epoch_ || c.slot >= links_.size()) {
+  if (c.epoch != decided_epoch_ + 1 || c.epoch != proposed_epoch_ || c.slot >= slots()) {
     TALLY_WARN_LIMITED(warnings_, "CollNet rank %d: ignoring a decision for epoch %u (slot %u); "
                        "epoch %u is the last decided, %u the last proposed", rank_, c.epoch,
                        c.slot, decided_epoch_, proposed_epoch_);
@@ -343,124 +359,40 @@ void CollClientImpl::onDecide(const wire::Control& c) {
       return applyJoin(c);
     case wire::Change::kVoid: {
       TALLY_INFO(log::kColl, "CollNet communicator %s: epoch %u passes without %s joining: %s",
-                 comm_.toString().c_str(), c.epoch, c.address.c_str(), c.reason.c_str());
+                 settings_.comm.toString().c_str(), c.epoch, c.address.c_str(), c.reason.c_str());
       joinOutcome(c.slot, false);
       // A join still opening finishes on its own thread and is reaped when it reports
       // (onJoined): waiting for it here could hold up a loss behind it.
       dropJoin();
-      std::lock_guard<std::mutex> lock(post_mu_);
-      hold_ = false;
+      posting_->releaseCalls();
       return;
     }
   }
 }
 
-void CollClientImpl::applyLost(const wire::Control& c) {
+void Keeper::applyLost(const wire::Control& c) {
   const std::string why = lost_reasons_[c.slot].empty() ? c.reason : lost_reasons_[c.slot];
-  const std::string address = linkSnapshot()[c.slot]->address();
+  const std::string address = posting_->linkAt(c.slot)->address();
   lost_reasons_[c.slot] = why;
-  std::string cannot;  // why this rank cannot go on, if it cannot
-  size_t again = 0;
-  std::vector<SliceTask> prompt;  // sent at once, not at the boundary
-  size_t at_once = 0;
-  uint32_t live = 0;
-  {
-    std::lock_guard<std::mutex> lock(post_mu_);
-    MembershipChange change;
-    change.kind = MembershipChange::Kind::kLost;
-    change.epoch = c.epoch;
-    change.slot = c.slot;
-    change.boundary = c.next_call;
-    if (!placement_.apply(change)) {
-      cannot = "epoch " + std::to_string(c.epoch) + " loses slot " + std::to_string(c.slot) +
-               ", which is not live here";
-    }
-    for (LedgerEntry& e : orphans_) {
-      const SliceTask& t = e.task;
-      const bool committed = t.epoch == 0 ? t.call->seq < c.commit.calls
-                                          : t.epoch <= c.commit.recovery_epoch;
-      if (committed) {
-        // Some rank had the lost reducer's Commit for it, so every rank has landed it.
-        if (!e.landed && cannot.empty()) {
-          cannot = "call " + std::to_string(t.call->seq) + " slice " + std::to_string(t.slice) +
-                   " was committed by the lost reducer but never reached this rank";
-        }
-        // An early call's slice was counted done when it landed.
-        if (!t.call->early) completeSlice(t.call.get());
-        continue;
-      }
-      // An early call is sent again from its copy: its input is intact however the result came.
-      if (e.touched && t.call->inPlace() && !t.call->early && cannot.empty()) {
-        cannot = "in-place call " + std::to_string(t.call->seq) + ": the result of slice " +
-                 std::to_string(t.slice) + " from lost reducer " + address +
-                 " had already overwritten this rank's input, so it cannot be summed again "
-                 "(in-place calls survive a reducer's loss only before its results arrive)";
-      }
-      SliceTask again_task = t;
-      again_task.epoch = 0;  // its class comes from the placement when it goes out
-      again_task.prompt = false;
-      // An early call that had this result is done, perhaps given back to the caller: the
-      // result that comes again is dropped.
-      if (t.call->early && e.landed) again_task.drop_result = true;
-      if (sentAtOnce(t, c.first_call)) {
-        prompt.push_back(std::move(again_task));
-      } else {
-        parked_[c.epoch].push_back(std::move(again_task));
-      }
-      ++again;
-    }
-    orphans_.clear();
-    boundaries_.push_back(Boundary{c.epoch, c.next_call});
-    catch_up_until_ = std::max(catch_up_until_, c.next_call);
-    hold_ = false;
-    live = placement_.liveCount();
-    if (cannot.empty()) {
-      at_once = prompt.size();
-      sendPromptLocked(c.epoch, std::move(prompt));
-      flushBoundariesLocked();
-    }
-  }
-  if (!cannot.empty()) return failOver(cannot);
+  const LossApplied done = posting_->applyLoss(c, std::move(orphans_));
+  orphans_.clear();
+  if (!done.cannot.empty()) return failOver(done.cannot);
   if (rank_ == 0) {
     // Its own address, restarted, is worth a look soon; backing off starts from here.
     offer_backoff_ms_[c.slot] = 0;
     offer_after_ns_[c.slot] = nowNs() + options_.rejoin_interval_ms * kNsPerMs;
   }
-  TALLY_WARN("CollNet communicator %s: reducer %s (slot %u) lost: %s; continues on %u of %zu "
+  TALLY_WARN("CollNet communicator %s: reducer %s (slot %u) lost: %s; continues on %u of %u "
              "reducers from call %" PRIu64 " (epoch %u; %zu slices summed again, %zu of them at "
              "once)",
-             comm_.toString().c_str(), address.c_str(), c.slot, why.c_str(), live, links_.size(),
-             c.next_call, c.epoch, again, at_once);
+             settings_.comm.toString().c_str(), address.c_str(), c.slot, why.c_str(), done.live,
+             slots(), c.next_call, c.epoch, done.again, done.at_once);
 }
 
-bool CollClientImpl::sentAtOnce(const SliceTask& t, uint64_t first_call) const {
-  // An early call's slice, below F: every rank posted the call. A normal slice, or one sent
-  // promptly before, is then in the lost reducer's books on every rank (unless committed, which
-  // P and RC tell alike); a recovery slice sent at its boundary is only once every rank reached
-  // that boundary.
-  if (!t.call->early || t.call->seq >= first_call) return false;
-  return t.epoch == 0 || t.prompt || placement_.boundaryOf(t.epoch) <= first_call;
-}
-
-void CollClientImpl::sendPromptLocked(uint32_t epoch, std::vector<SliceTask> tasks) {
-  sortForSending(&tasks);
-  for (SliceTask& t : tasks) {
-    const Placement p = placement_.place(t.call->seq, t.slice, epoch);
-    if (!p.placed) {
-      // Every slot is empty: the keeper is failing the communicator.
-      parked_[epoch].push_back(std::move(t));
-      continue;
-    }
-    t.epoch = epoch;
-    t.prompt = true;
-    links_[p.slot]->post(std::move(t));
-  }
-}
-
-std::string CollClientImpl::lostText() const {
+std::string Keeper::lostText() const {
   std::string text;
   for (uint32_t s = 0; s < suspected_.size(); ++s) {
-    if (placement_.live(s) && !suspected_[s]) continue;
+    if (posting_->live(s) && !suspected_[s]) continue;
     text += (text.empty() ? "" : ", ") + addresses_[s] + " (" +
             (lost_reasons_[s].empty() ? std::string("lost") : lost_reasons_[s]) + ")";
   }
@@ -488,7 +420,7 @@ int64_t rankLostIn(const std::string& reason) {
 
 }  // namespace
 
-void CollClientImpl::failOver(const std::string& why) {
+void Keeper::failOver(const std::string& why) {
   std::string headline = why;
   if (liveLinks() == 0) {
     // Every reducer lost the same rank: that rank is what failed (a worker that died, or its
@@ -496,7 +428,7 @@ void CollClientImpl::failOver(const std::string& why) {
     int64_t rank = -1;
     bool same = true;
     for (uint32_t s = 0; s < suspected_.size() && same; ++s) {
-      if (!placement_.live(s)) continue;  // lost before, for its own reason
+      if (!posting_->live(s)) continue;  // lost before, for its own reason
       const int64_t r = rankLostIn(lost_reasons_[s]);
       same = r >= 0 && (rank < 0 || r == rank);
       rank = r;
@@ -508,19 +440,20 @@ void CollClientImpl::failOver(const std::string& why) {
     }
   }
   const std::string lost = lostText();
-  fail(Status::remote("CollNet communicator " + comm_.toString() + " failed: " + headline +
-                      (lost.empty() ? "" : "; reducers lost: " + lost)));
+  posting_->failCommunicator(Status::remote("CollNet communicator " +
+                                            settings_.comm.toString() + " failed: " + headline +
+                                            (lost.empty() ? "" : "; reducers lost: " + lost)));
 }
 
-void CollClientImpl::heartbeat(int64_t now_ns) {
+void Keeper::heartbeat(int64_t now_ns) {
   // 0: only a failed connection drops a reducer, so silence needs no Ping.
   if (options_.reducer_timeout_ms == 0) return;
   const int64_t timeout_ns = options_.reducer_timeout_ms * kNsPerMs;
   const int64_t interval_ns = std::max<int64_t>(timeout_ns / 4, kNsPerMs);
-  snapshotLinks(&keeper_links_);
-  for (uint32_t s = 0; s < keeper_links_.size(); ++s) {
-    Link& link = *keeper_links_[s];
-    if (suspected_[s] || !placement_.live(s) || link.ended()) continue;
+  posting_->snapshotLinks(&links_);
+  for (uint32_t s = 0; s < links_.size(); ++s) {
+    Link& link = *links_[s];
+    if (suspected_[s] || !posting_->live(s) || link.ended()) continue;
     const int64_t heard = link.lastHeardNs();
     if (ping_sent_ns_[s] != 0 && ping_sent_ns_[s] <= heard) ping_sent_ns_[s] = 0;
     const int64_t silent = now_ns - heard;
@@ -537,7 +470,7 @@ void CollClientImpl::heartbeat(int64_t now_ns) {
   }
 }
 
-void CollClientImpl::checkRounds(int64_t now_ns) {
+void Keeper::checkRounds(int64_t now_ns) {
   const int64_t bound_ns = std::max<int64_t>(options_.reducer_timeout_ms, 1000) * kNsPerMs;
   // A join's reports wait for its opening (bounded by the same bound): a late one calls the
   // join off rather than the communicator.

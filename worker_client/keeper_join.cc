@@ -7,11 +7,9 @@
 #include <cinttypes>
 
 #include "common/log.h"
-#include "worker_client/coll_client_impl.h"
 #include "worker_client/coll_connect.h"
-#include "worker_client/coll_link.h"
-#include "worker_client/coll_raw_link.h"
 #include "worker_client/coordinator.h"
+#include "worker_client/keeper.h"
 #include "worker_client/offer_backoff.h"
 
 namespace tally::worker_client {
@@ -25,41 +23,41 @@ constexpr int64_t kNsPerMs = 1000000;
 
 }  // namespace
 
-void CollClientImpl::offerJoins(int64_t now_ns) {
+void Keeper::offerJoins(int64_t now_ns) {
   if (rank_ != 0 || options_.rejoin_interval_ms <= 0 || coordinator_->roundOpen() || join_ ||
       now_ns < next_offer_ns_) {
     return;
   }
   next_offer_ns_ = now_ns + options_.rejoin_interval_ms * kNsPerMs;
-  for (uint32_t s = 0; s < links_.size(); ++s) {
-    if (placement_.live(s) || !coordinator_->idle() || now_ns < offer_after_ns_[s]) continue;
+  for (uint32_t s = 0; s < slots(); ++s) {
+    if (posting_->live(s) || !coordinator_->idle() || now_ns < offer_after_ns_[s]) continue;
     // The slot's own reducer, restarted, or a spare that no live slot uses.
     std::vector<std::string> candidates{options_.reducers[s]};
     for (const std::string& spare : options_.spare_reducers) {
       bool used = false;
       for (uint32_t t = 0; t < addresses_.size(); ++t) {
-        used = used || (placement_.live(t) && addresses_[t] == spare);
+        used = used || (posting_->live(t) && addresses_[t] == spare);
       }
       if (!used && spare != options_.reducers[s]) candidates.push_back(spare);
     }
     const std::string& address = candidates[offer_cursor_[s]++ % candidates.size()];
     if (!acceptsConnections(address, kProbeMs)) continue;
     TALLY_INFO(log::kColl, "CollNet communicator %s: %s answers; proposing it for slot %u",
-               comm_.toString().c_str(), address.c_str(), s);
+               settings_.comm.toString().c_str(), address.c_str(), s);
     coordinator_->offerJoin(s, address);
     proposeNext();
     return;
   }
 }
 
-void CollClientImpl::joinOutcome(uint32_t slot, bool joined) {
+void Keeper::joinOutcome(uint32_t slot, bool joined) {
   if (rank_ != 0 || slot >= offer_backoff_ms_.size()) return;
   offer_backoff_ms_[slot] =
       nextOfferBackoffMs(offer_backoff_ms_[slot], options_.rejoin_interval_ms, joined);
   offer_after_ns_[slot] = nowNs() + offer_backoff_ms_[slot] * kNsPerMs;
 }
 
-void CollClientImpl::startJoin(const wire::Control& c) {
+void Keeper::startJoin(const wire::Control& c) {
   dropJoin();
   join_ = std::make_unique<Join>();
   join_->id = ++last_join_id_;
@@ -69,9 +67,9 @@ void CollClientImpl::startJoin(const wire::Control& c) {
   JoinRequest req;
   req.network = options_.network.get();
   req.address = c.address;
-  req.raw = link_settings_.raw;
-  req.token = &link_settings_.token;
-  req.hello = link_settings_.hello;
+  req.raw = settings_.link.raw;
+  req.token = &settings_.link.token;
+  req.hello = settings_.link.hello;
   req.hello.reducer_index = c.slot;
   req.hello.epoch = c.epoch;
   // Bounded like a report: a reducer that accepts but never answers (frozen) must not hold
@@ -89,23 +87,15 @@ void CollClientImpl::startJoin(const wire::Control& c) {
       int window = options_.window;
       Status st = joinReducer(req, &conn, &fd, &window);
       if (st.isOk()) {
-        window = std::min(options_.window, window);
-        if (fd.valid()) {
-          join->link = std::make_shared<RawLink>(this, join->slot, join->address, std::move(fd),
-                                                 progress_.get(), window, options_.timeouts.io_ms,
-                                                 link_settings_.crc);
-        } else {
-          join->link = std::make_shared<ThreadedLink>(this, join->slot, join->address,
-                                                      std::move(conn), window,
-                                                      options_.timeouts.io_ms,
-                                                      link_settings_.crc);
-        }
+        join->link = posting_->newLink(join->slot, join->address, std::move(conn),
+                                       std::move(fd), std::min(options_.window, window));
       }
-      FailoverEvent ev;
-      ev.kind = FailoverEvent::Kind::kJoined;
+      Event ev;
+      ev.kind = Event::Kind::kJoined;
       ev.slot = join->slot;
       ev.why = st;
       ev.join = join->id;
+      // Queued even once the keeper stopped: endJoins waits for this thread, not for the event.
       {
         std::lock_guard<std::mutex> lock(inbox_mu_);
         inbox_.push_back(std::move(ev));
@@ -118,7 +108,7 @@ void CollClientImpl::startJoin(const wire::Control& c) {
   }
 }
 
-void CollClientImpl::onJoinedFailed(const wire::Control& c, const std::string& why) {
+void Keeper::onJoinedFailed(const wire::Control& c, const std::string& why) {
   wire::Control r;
   r.kind = wire::ControlKind::kReport;
   r.change = wire::Change::kJoin;
@@ -126,15 +116,12 @@ void CollClientImpl::onJoinedFailed(const wire::Control& c, const std::string& w
   r.slot = c.slot;
   r.ok = false;
   r.reason = why;
-  {
-    std::lock_guard<std::mutex> lock(post_mu_);
-    r.next_call = next_seq_;
-  }
+  r.next_call = posting_->nextCall();
   waiting_since_ns_ = nowNs();
   sendToRankZero(r);
 }
 
-void CollClientImpl::onJoined(const FailoverEvent& ev) {
+void Keeper::onJoined(const Event& ev) {
   const Status& st = ev.why;
   for (auto it = dropped_joins_.begin(); it != dropped_joins_.end(); ++it) {
     if ((*it)->id != ev.join) continue;
@@ -166,17 +153,13 @@ void CollClientImpl::onJoined(const FailoverEvent& ev) {
   r.epoch = join_->epoch;
   r.slot = join_->slot;
   r.ok = true;
-  {
-    // Joined: no call is posted until the decision, so its boundary is past every rank's.
-    std::lock_guard<std::mutex> lock(post_mu_);
-    hold_ = true;
-    r.next_call = next_seq_;
-  }
+  // Joined: no call is posted until the decision, so its boundary is past every rank's.
+  r.next_call = posting_->holdCalls();
   waiting_since_ns_ = nowNs();
   sendToRankZero(r);
 }
 
-void CollClientImpl::dropJoin() {
+void Keeper::dropJoin() {
   if (!join_) return;
   if (!join_->done) {
     // Still opening: told to give up, its thread reports when it ends, and is reaped then
@@ -189,38 +172,16 @@ void CollClientImpl::dropJoin() {
   join_.reset();
 }
 
-void CollClientImpl::closeJoin(Join& join, const char* why) {
+void Keeper::closeJoin(Join& join, const char* why) {
   if (join.thread.joinable()) join.thread.join();
   if (join.link) {
     // Never started: closing it is enough.
     join.link->retire(why, false);
-    std::lock_guard<std::mutex> lock(links_mu_);
-    keepRetiredLocked(std::move(join.link));
+    posting_->keepRetired(std::move(join.link));
   }
 }
 
-void CollClientImpl::keepRetiredLocked(std::shared_ptr<Link> link) {
-  link->detach();
-  retired_.push_back(std::move(link));
-}
-
-void CollClientImpl::dropRetired() {
-  std::vector<std::shared_ptr<Link>> gone;
-  {
-    std::lock_guard<std::mutex> lock(links_mu_);
-    for (auto it = retired_.begin(); it != retired_.end();) {
-      if (!(*it)->detached()) {
-        ++it;
-        continue;
-      }
-      gone.push_back(std::move(*it));
-      it = retired_.erase(it);
-    }
-  }
-  // Dropped here, with no lock held (a link's end takes its own locks).
-}
-
-void CollClientImpl::endJoins() {
+void Keeper::endJoins() {
   // Every opening gives up at once (close() promises about 100 ms), not by its deadline.
   dropJoin();
   for (std::unique_ptr<Join>& dropped : dropped_joins_) {
@@ -232,52 +193,29 @@ void CollClientImpl::endJoins() {
   dropped_joins_.clear();
 }
 
-void CollClientImpl::applyJoin(const wire::Control& c) {
+void Keeper::applyJoin(const wire::Control& c) {
   if (!join_ || !join_->done || !join_->link || join_->epoch != c.epoch) {
     return failOver("epoch " + std::to_string(c.epoch) + " takes reducer " + c.address +
                     " into slot " + std::to_string(c.slot) + ", which this rank has not joined");
   }
   std::shared_ptr<Link> link = std::move(join_->link);
   join_.reset();
-  Status started = link->start();
-  if (started.isOk() && link_settings_.raw) {
-    started = progress_->add(static_cast<RawLink*>(link.get()),
-                             static_cast<RawLink*>(link.get())->fd());
-  }
+  Status started = posting_->startLink(link);
   if (!started.isOk()) {
     link->retire(started.message(), false);
-    std::lock_guard<std::mutex> lock(links_mu_);
-    keepRetiredLocked(std::move(link));
+    posting_->keepRetired(std::move(link));
     return failOver("cannot start the link to reducer " + c.address + ": " + started.message());
   }
-  uint32_t live = 0;
-  {
-    std::lock_guard<std::mutex> lock(post_mu_);
-    {
-      std::lock_guard<std::mutex> llock(links_mu_);
-      keepRetiredLocked(std::move(links_[c.slot]));  // its books went with the loss
-      links_[c.slot] = std::move(link);
-    }
-    MembershipChange change;
-    change.kind = MembershipChange::Kind::kJoin;
-    change.epoch = c.epoch;
-    change.slot = c.slot;
-    change.boundary = c.next_call;
-    (void)placement_.apply(change);
-    suspected_[c.slot] = false;
-    lost_reasons_[c.slot].clear();
-    joined_at_[c.slot] = c.epoch;
-    ping_sent_ns_[c.slot] = 0;
-    addresses_[c.slot] = c.address;
-    catch_up_until_ = std::max(catch_up_until_, c.next_call);
-    hold_ = false;
-    live = placement_.liveCount();
-    flushBoundariesLocked();
-  }
+  const uint32_t live = posting_->installLink(c, std::move(link));
+  suspected_[c.slot] = false;
+  lost_reasons_[c.slot].clear();
+  joined_at_[c.slot] = c.epoch;
+  ping_sent_ns_[c.slot] = 0;
+  addresses_[c.slot] = c.address;
   joinOutcome(c.slot, true);
-  TALLY_WARN("CollNet communicator %s: reducer %s joined as slot %u; continues on %u of %zu "
+  TALLY_WARN("CollNet communicator %s: reducer %s joined as slot %u; continues on %u of %u "
              "reducers from call %" PRIu64 " (epoch %u)",
-             comm_.toString().c_str(), c.address.c_str(), c.slot, live, links_.size(),
+             settings_.comm.toString().c_str(), c.address.c_str(), c.slot, live, slots(),
              c.next_call, c.epoch);
 }
 
