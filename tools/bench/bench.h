@@ -18,8 +18,9 @@
 // reduction server to ring (and to Gloo's best). docs/bench.md has the columns and the JSON.
 //
 // With faults (--fault), the run is different: the reduction server alone at one size, calls back
-// to back for a duration while reducers are killed, frozen, resumed and restarted at given times;
-// the output is a bandwidth timeline and the stall after each fault (bench_fault*.cc).
+// to back for a duration while reducers are killed, frozen, resumed and restarted, or their
+// emulated links slowed and healed, at given times; the output is a bandwidth timeline and the
+// stall after each fault (bench_fault*.cc).
 //
 // Cleanup: reducers, workers and Gloo ranks die with the bench (PR_SET_PDEATHSIG); the emulated
 // cluster and the scratch directory are removed on return and when SIGINT or SIGTERM arrives
@@ -68,6 +69,8 @@ enum class FaultKind {
   kStop,     // stop-reducer: SIGSTOP (a frozen reducer)
   kCont,     // cont-reducer: SIGCONT
   kRestart,  // restart-reducer (or restart): a new tally-reducer at the killed one's address
+  kSlow,     // slow-reducer: its emulated link, both ways, at the --emulate rate / --slow-factor
+  kHeal,     // heal-reducer: its emulated link back at the --emulate rate
 };
 struct Fault {
   FaultKind kind = FaultKind::kKill;
@@ -83,9 +86,13 @@ Status parseFaultTime(const std::string& text, int64_t* ms);
 // --fault LIST: a comma list of EVENT[:REDUCER]@TIME. The result is in time order (items of one
 // time in the order written), with every restart's reducer filled in (no index: the reducer last
 // killed before it). Fails, naming the bad item, on bad syntax, on a restart of a reducer not
-// dead, a cont of one not stopped, a stop of one not running and a kill of one already dead.
-// What depends on other flags (the reducer count, the duration, --algo) is checked by runBench.
+// dead, a cont of one not stopped, a stop of one not running, a kill of one already dead, a slow
+// of a link already slowed and a heal of one not slowed (a link's state is apart from its
+// reducer's: a killed reducer's node keeps its link). What depends on other flags (the reducer
+// count, the duration, --algo, --emulate for slow and heal) is checked by runBench.
 Status parseFaults(const std::string& text, std::vector<Fault>* out);
+// --slow-factor: a number above 1 (a decimal fraction allowed), such as 10 or 2.5.
+Status parseSlowFactor(const std::string& text, double* factor);
 // --duration when not given: the last fault's time plus 10 s, and at least 20 s.
 int64_t defaultFaultDuration(const std::vector<Fault>& faults);
 
@@ -134,6 +141,7 @@ struct BenchOptions {
   // instead of the table. Empty: the table.
   std::vector<Fault> faults;
   int64_t duration_ms = 0;  // --duration; 0: defaultFaultDuration(faults)
+  double slow_factor = 10;  // --slow-factor: a slow-reducer link runs at emulate / slow_factor
   // Test hook: the worker of this rank flips the low bit of byte 0 of every result before
   // checking it, so the --check path must report wrong elements. -1: off.
   int corrupt_rank = -1;

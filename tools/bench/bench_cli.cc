@@ -1,11 +1,14 @@
 // tally bench [-b 256K] [-e 64M] [-f 2] [-n 5] [-w 2] [-d float32] [-o sum] [-c 1]
 //             [--workers 4] [--reducers 2] [--algo rs,ring] [--emulate 1gbit]
 //             [--json FILE] [--plot FILE.png] [--plugin SO] [--reducer BIN]
-//             [--fault kill-reducer:1@5s,restart@15s [--duration 25s]] ...
+//             [--fault kill-reducer:1@5s,restart@15s [--duration 25s]]
+//             [--emulate 400mbit --fault slow-reducer:1@5s,heal-reducer:1@20s [--slow-factor 10]]
+//             ...
 // Exit status: 0 when every result is right, 1 when one is wrong or a run failed, 2 for bad
 // options or a failed setup (docs/bench.md).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -32,6 +35,7 @@ struct BenchFlags {
   std::string timeout = "600s";
   std::string faults;
   std::string duration;
+  std::string slow_factor;
   bool no_progress = false;
   std::string calls = "nccl";
   int channels = 2;
@@ -107,6 +111,13 @@ Status toOptions(const BenchFlags& f, BenchOptions* o) {
     Status s = parseFaultTime(f.duration, &o->duration_ms);
     if (!s.isOk()) return Status::invalidUsage("--duration: " + s.message());
     if (o->duration_ms <= 0) return Status::invalidUsage("--duration: must be positive");
+  }
+  if (!f.slow_factor.empty()) {
+    TALLY_RETURN_IF_ERROR(parseSlowFactor(f.slow_factor, &o->slow_factor));
+    const bool slows = std::any_of(o->faults.begin(), o->faults.end(), [](const Fault& fault) {
+      return fault.kind == FaultKind::kSlow;
+    });
+    if (!slows) return Status::invalidUsage("--slow-factor: only with a slow-reducer fault");
   }
   // "all" means every algorithm this build has: without tally-gloo-bench, Gloo is left out.
   const bool gloo_built = !o->gloo_bench.empty() && ::access(o->gloo_bench.c_str(), X_OK) == 0;
@@ -217,12 +228,16 @@ commands::Subcommand addBenchCommand(CLI::App& parent) {
       ->capture_default_str();
   cmd->add_option("--fault", f.faults,
                   "Faults to inject, a comma list of EVENT[:REDUCER]@TIME: kill-reducer, "
-                  "stop-reducer, cont-reducer, restart-reducer (or restart), e.g. "
-                  "kill-reducer:1@5s,restart@15s; prints a bandwidth timeline of rs at the "
-                  "largest size instead of the table");
+                  "stop-reducer, cont-reducer, restart-reducer (or restart), and with --emulate "
+                  "slow-reducer and heal-reducer (the reducer's link at RATE / --slow-factor, "
+                  "then back), e.g. kill-reducer:1@5s,restart@15s; prints a bandwidth timeline "
+                  "of rs at the largest size instead of the table");
   cmd->add_option("--duration", f.duration,
                   "With --fault: how long the calls run (default: the last fault + 10s, at "
                   "least 20s)");
+  cmd->add_option("--slow-factor", f.slow_factor,
+                  "With --fault slow-reducer: the slowed link runs at the --emulate rate divided "
+                  "by this, a number above 1 (default 10)");
   cmd->add_flag("--no-progress", f.no_progress, "No progress line on stderr");
   cmd->add_flag("--verbose", o.verbose, "Show the plugin's INFO lines");
   // Test hook, hidden from --help: this rank corrupts its results before checking them.

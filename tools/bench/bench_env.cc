@@ -102,9 +102,8 @@ driver::ReducerOptions BenchEnv::reducerOptions(int i, const std::string& listen
   const std::vector<std::string> extra = {"--threads", std::to_string(reducerThreadsFor(o_))};
   driver::ReducerOptions ro;
   ro.extra_args = extra;
-  // Reducer i's node comes after the workers' nodes.
   if (cluster_)
-    ro = driver::reducerInNode(cluster_->nodes()[static_cast<size_t>(o_.workers + i)], extra);
+    ro = driver::reducerInNode(cluster_->nodes()[static_cast<size_t>(reducerNode(i))], extra);
   if (!listen.empty()) ro.listen = listen;
   return ro;
 }
@@ -130,6 +129,11 @@ Status BenchEnv::restartReducer(int i) {
   guard_->addChild(r->pid());
   slot = std::move(r);
   return Status::ok();
+}
+
+Status BenchEnv::setReducerRate(int i, const std::string& rate) {
+  if (!cluster_) return Status::invalidUsage("changing a reducer's link rate needs --emulate");
+  return cluster_->setRate(reducerNode(i), rate);
 }
 
 Status BenchEnv::stopReducer(int i) {

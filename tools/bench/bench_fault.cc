@@ -1,7 +1,7 @@
 // runFaultBench: `tally bench --fault`. The setup is runBench's (BenchEnv); the workers run
-// runFaultWorker; a thread of the parent kills, freezes, resumes and restarts reducers at the
-// faults' times, counted from the start rank 0 writes; then the workers' completion times become
-// the timeline (bench_fault_report.cc).
+// runFaultWorker; a thread of the parent kills, freezes, resumes and restarts reducers, and slows
+// and heals their emulated links, at the faults' times, counted from the start rank 0 writes;
+// then the workers' completion times become the timeline (bench_fault_report.cc).
 #include <signal.h>
 
 #include <algorithm>
@@ -95,6 +95,12 @@ class FaultInjector {
           } else {
             done.error = s.toString();
           }
+          break;
+        }
+        case FaultKind::kSlow:
+        case FaultKind::kHeal: {
+          Status s = env_->setReducerRate(f.reducer, faultRate(o_, f));
+          if (!s.isOk()) done.error = s.toString();
           break;
         }
       }

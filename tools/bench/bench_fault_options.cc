@@ -1,5 +1,6 @@
-// --fault and --duration: the grammar of a fault list, the names the timeline prints, and the
-// checks that need the other flags (reducer count, duration, algorithms).
+// --fault, --duration and --slow-factor: the grammar of a fault list, the names the timeline
+// prints, and the checks that need the other flags (reducer count, duration, algorithms,
+// --emulate).
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -7,6 +8,7 @@
 #include "common/strings.h"
 #include "tools/bench/bench.h"
 #include "tools/bench/bench_internal.h"
+#include "tools/bench/link_rate.h"
 
 namespace tally::bench {
 namespace {
@@ -19,11 +21,24 @@ struct EventName {
   FaultKind kind;
 };
 // "restart" is the short form of restart-reducer; faultName() always writes the long one.
-constexpr EventName kEvents[] = {{"kill-reducer", FaultKind::kKill},
-                                 {"stop-reducer", FaultKind::kStop},
-                                 {"cont-reducer", FaultKind::kCont},
-                                 {"restart-reducer", FaultKind::kRestart},
-                                 {"restart", FaultKind::kRestart}};
+constexpr EventName kEvents[] = {
+    {"kill-reducer", FaultKind::kKill}, {"stop-reducer", FaultKind::kStop},
+    {"cont-reducer", FaultKind::kCont}, {"restart-reducer", FaultKind::kRestart},
+    {"restart", FaultKind::kRestart},   {"slow-reducer", FaultKind::kSlow},
+    {"heal-reducer", FaultKind::kHeal}};
+
+// The length of the number at the start of `text` (digits with at most one dot inside), or 0 when
+// it does not start with one or it runs past 12 characters.
+size_t numberPrefix(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    ++i;
+  const std::string number = text.substr(0, i);
+  const size_t dot = number.find('.');
+  const bool well_formed = !number.empty() && number.front() != '.' && number.back() != '.' &&
+                           (dot == std::string::npos || number.find('.', dot + 1) == number.npos);
+  return well_formed && number.size() <= 12 ? i : 0;
+}
 
 Status badItem(const std::string& item, const std::string& why) {
   return Status::invalidUsage("--fault: \"" + item + "\": " + why);
@@ -46,7 +61,7 @@ Status parseItem(const std::string& item, Fault* out) {
   if (!known) {
     return badItem(item, "unknown event \"" + event +
                              "\" (want kill-reducer, stop-reducer, cont-reducer, "
-                             "restart-reducer or restart)");
+                             "restart-reducer, restart, slow-reducer or heal-reducer)");
   }
   f.reducer = -1;
   if (colon != std::string::npos) {
@@ -82,15 +97,9 @@ std::string faultName(const Fault& f) {
 }
 
 Status parseFaultTime(const std::string& text, int64_t* ms) {
-  size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
-    ++i;
+  const size_t i = numberPrefix(text);
   const std::string number = text.substr(0, i), unit = text.substr(i);
-  const size_t dot = number.find('.');
-  const bool well_formed = !number.empty() && number.front() != '.' && number.back() != '.' &&
-                           (dot == std::string::npos || number.find('.', dot + 1) == number.npos);
-  if (!well_formed || number.size() > 12)
-    return Status::invalidUsage("time \"" + text + "\" is not a number with ms, s or m");
+  if (i == 0) return Status::invalidUsage("time \"" + text + "\" is not a number with ms, s or m");
   double scale = 0;
   if (unit == "ms") {
     scale = 1;
@@ -105,6 +114,17 @@ Status parseFaultTime(const std::string& text, int64_t* ms) {
   return Status::ok();
 }
 
+Status parseSlowFactor(const std::string& text, double* factor) {
+  const size_t n = numberPrefix(text);
+  const double value = n > 0 && n == text.size() ? std::stod(text) : 0;
+  if (!(value > 1)) {
+    return Status::invalidUsage(
+        "--slow-factor: expected a number above 1 such as 10 or 2.5, got \"" + text + "\"");
+  }
+  *factor = value;
+  return Status::ok();
+}
+
 Status parseFaults(const std::string& text, std::vector<Fault>* out) {
   std::vector<Fault> faults;
   for (const std::string& raw : split(text, ',')) {
@@ -116,9 +136,11 @@ Status parseFaults(const std::string& text, std::vector<Fault>* out) {
   }
   std::stable_sort(faults.begin(), faults.end(),
                    [](const Fault& a, const Fault& b) { return a.at_ms < b.at_ms; });
-  // Each reducer's state along the list, so that every event finds the reducer able to take it.
+  // Each reducer's state and its link's along the list, so that every event finds them able to
+  // take it.
   enum class State { kRunning, kStopped, kDead };
   std::vector<State> state;
+  std::vector<bool> slowed;  // each reducer's link, apart from its process
   int last_killed = -1;
   for (Fault& f : faults) {
     if (f.reducer < 0 && f.kind == FaultKind::kRestart) {
@@ -126,9 +148,12 @@ Status parseFaults(const std::string& text, std::vector<Fault>* out) {
       f.reducer = last_killed;
     }
     if (f.reducer < 0) f.reducer = 0;
-    if (state.size() <= static_cast<size_t>(f.reducer))
+    if (state.size() <= static_cast<size_t>(f.reducer)) {
       state.resize(static_cast<size_t>(f.reducer) + 1, State::kRunning);
-    State& st = state[static_cast<size_t>(f.reducer)];
+      slowed.resize(state.size(), false);
+    }
+    const size_t i = static_cast<size_t>(f.reducer);
+    State& st = state[i];
     const std::string r = "reducer " + std::to_string(f.reducer);
     switch (f.kind) {
       case FaultKind::kKill:
@@ -147,6 +172,14 @@ Status parseFaults(const std::string& text, std::vector<Fault>* out) {
       case FaultKind::kRestart:
         if (st != State::kDead) return badItem(f.given, r + " was not killed before it");
         st = State::kRunning;
+        break;
+      case FaultKind::kSlow:
+        if (slowed[i]) return badItem(f.given, r + "'s link is already slowed");
+        slowed[i] = true;
+        break;
+      case FaultKind::kHeal:
+        if (!slowed[i]) return badItem(f.given, r + "'s link is not slowed");
+        slowed[i] = false;
         break;
     }
   }
@@ -171,7 +204,12 @@ Status validateFaultOptions(const BenchOptions& o) {
     return Status::invalidUsage("--duration " + timeText(duration) + " is not below --timeout " +
                                 timeText(o.timeout_ms));
   }
+  if (!(o.slow_factor > 1)) return Status::invalidUsage("--slow-factor must be above 1");
   for (const Fault& f : o.faults) {
+    if ((f.kind == FaultKind::kSlow || f.kind == FaultKind::kHeal) && o.emulate.empty()) {
+      return badItem(f.given,
+                     "needs --emulate RATE (it changes the rate of the reducer's emulated link)");
+    }
     if (f.reducer >= o.reducers) {
       return badItem(f.given, "there is no reducer " + std::to_string(f.reducer) + " (--reducers " +
                                   std::to_string(o.reducers) + ")");
@@ -182,6 +220,12 @@ Status validateFaultOptions(const BenchOptions& o) {
     }
   }
   return Status::ok();
+}
+
+std::string faultRate(const BenchOptions& o, const Fault& f) {
+  if (f.kind == FaultKind::kSlow) return dividedRate(o.emulate, o.slow_factor);
+  if (f.kind == FaultKind::kHeal) return o.emulate;
+  return "";
 }
 
 BenchOptions faultRunOptions(const BenchOptions& given) {

@@ -204,12 +204,14 @@ Status writeFaultJson(const BenchOptions& o, const RunInfo& info, const FaultRun
   for (size_t i = 0; i < o.faults.size(); ++i) {
     const Fault& f = o.faults[i];
     const InjectedFault& done = d.injected[i];
+    const std::string rate = faultRate(o, f);
     faults.push_back(
         {{"name", faultName(f)},
          {"event", faultEventName(f.kind)},
          {"reducer", f.reducer},
          {"at_ms", f.at_ms},
          {"injected_ms", orNull(done.at_ms)},
+         {"rate", rate.empty() ? ordered_json(nullptr) : ordered_json(rate)},
          {"error", done.error.empty() ? ordered_json(nullptr) : ordered_json(done.error)}});
   }
   j["faults"] = faults;

@@ -48,8 +48,12 @@ inline bool has(const std::vector<Algo>& algos, Algo a) {
 // "5s" when whole seconds, else "1500ms".
 std::string timeText(int64_t ms);
 // The checks of --fault that need other flags: --algo includes rs, every reducer index is below
-// --reducers, every fault is before the end of the run.
+// --reducers, every fault is before the end of the run, slow and heal have --emulate, and
+// --slow-factor is above 1.
 Status validateFaultOptions(const BenchOptions& options);
+// The rate a slow or heal fault sets the reducer's link to (dividedRate of --emulate by
+// --slow-factor, or --emulate itself); empty for the other faults.
+std::string faultRate(const BenchOptions& options, const Fault& fault);
 // The options a fault run measures with: rs only, the first type and op, the largest size, the
 // duration filled in.
 BenchOptions faultRunOptions(const BenchOptions& given);
@@ -203,15 +207,19 @@ class BenchEnv {
   // restart: a new tally-reducer at the address reducer i had (in its node when emulating) in
   // its place, registered with the guard; the calling thread becomes its parent, and it dies when
   // that thread ends (PR_SET_PDEATHSIG), so that thread must outlive the run or stop it first
-  // (stopReducer).
+  // (stopReducer). setReducerRate: reducer i's link, both ways, at `rate`
+  // (EmulatedCluster::setRate); kInvalidUsage without an emulated cluster.
   void killReducer(int i);
   void signalReducer(int i, int sig);
   Status restartReducer(int i);
   Status stopReducer(int i);
+  Status setReducerRate(int i, const std::string& rate);
 
  private:
   explicit BenchEnv(const BenchOptions& options) : o_(options) {}
   driver::ReducerOptions reducerOptions(int i, const std::string& listen) const;
+  // Reducer i's node in the emulated cluster: the reducers' nodes come after the workers'.
+  int reducerNode(int i) const { return o_.workers + i; }
 
   const BenchOptions& o_;
   // Declared before guard_, so that it outlives the guard whose cleanup reads it.

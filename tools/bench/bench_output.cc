@@ -121,6 +121,7 @@ ordered_json optionsJson(const BenchOptions& o) {
     for (const Fault& f : o.faults) faults.push_back(faultName(f));
     j["faults"] = faults;
     j["duration_ms"] = o.duration_ms;
+    j["slow_factor"] = o.slow_factor;
   }
   return j;
 }

@@ -8,6 +8,7 @@
 #include "common/sizes.h"
 #include "tools/bench/bench_internal.h"
 #include "tools/bench/cpu_cost.h"
+#include "tools/bench/link_rate.h"
 
 namespace tally::bench {
 namespace {
@@ -166,6 +167,12 @@ void printHeader(const BenchOptions& o, const RunInfo& info) {
         "worker completed in a bucket / %s\n%sfaults: %s\n",
         p, o.warmup, formatBytes(o.sizes.front()).c_str(), timeText(o.duration_ms).c_str(),
         timeText(faultBucketMs(o.duration_ms)).c_str(), p, faults.c_str());
+    const bool slows = std::any_of(o.faults.begin(), o.faults.end(),
+                                   [](const Fault& f) { return f.kind == FaultKind::kSlow; });
+    if (slows) {
+      std::printf("%sa slowed reducer's link runs at %s each way (%s / --slow-factor %g)\n", p,
+                  dividedRate(o.emulate, o.slow_factor).c_str(), o.emulate.c_str(), o.slow_factor);
+    }
   } else {
     std::printf(
         "%s%d warm-up + %d timed iterations per size; time is the slowest worker's mean; "

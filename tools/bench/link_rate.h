@@ -1,10 +1,12 @@
-// A tc rate ("200mbit", "1gbit", "100mbps"): the one grammar --emulate accepts, and the Mb/s a
-// NIC of that rate would report, for TALLY_LINK_MBPS in an emulated cluster. Header-only, so its
+// A tc rate ("200mbit", "1gbit", "100mbps"): the one grammar --emulate accepts, the Mb/s a NIC
+// of that rate would report, for TALLY_LINK_MBPS in an emulated cluster, and the rate a
+// slow-reducer fault sets (a fraction of it). Header-only, so its
 // test needs no benchmark.
 #pragma once
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -51,6 +53,24 @@ inline int64_t rateMbps(const std::string& rate) {
   double bits = 0;
   if (!parseTcRate(rate, &bits)) return 0;
   return std::max<int64_t>(1, static_cast<int64_t>(bits / 1e6 + 0.5));
+}
+
+// `rate` divided by `factor`, in tc's syntax: whole bits a second (rounded, at least 1), in the
+// largest of gbit, mbit, kbit and bit that keeps them whole: "400mbit" / 10 is "40mbit", / 3
+// "133333333bit", "1gbit" / 2.5 "400mbit". Empty when parseTcRate() refuses `rate` or `factor`
+// is not above 0.
+inline std::string dividedRate(const std::string& rate, double factor) {
+  double bits = 0;
+  if (!parseTcRate(rate, &bits) || !(factor > 0)) return "";
+  const int64_t whole = std::max<int64_t>(1, std::llround(bits / factor));
+  static const struct {
+    const char* name;
+    int64_t bits;
+  } kUnits[] = {{"gbit", 1000000000}, {"mbit", 1000000}, {"kbit", 1000}};
+  for (const auto& u : kUnits) {
+    if (whole % u.bits == 0) return std::to_string(whole / u.bits) + u.name;
+  }
+  return std::to_string(whole) + "bit";
 }
 
 }  // namespace tally::bench

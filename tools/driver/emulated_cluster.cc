@@ -152,6 +152,16 @@ Status runCommand(const std::vector<std::string>& args, std::string* out = nullp
                         (stderr_text.empty() ? "" : ": " + stderr_text));
 }
 
+// The names of the run of `pid`: its switch namespace, node i's namespace, and the switch end of
+// node i's link.
+std::string switchNetnsName(pid_t pid) { return kPrefix + std::to_string(pid) + "-sw"; }
+std::string nodeNetnsName(pid_t pid, int i) {
+  return kPrefix + std::to_string(pid) + "-" + std::to_string(i);
+}
+std::string vethName(pid_t pid, int i) {
+  return "tlv" + std::to_string(pid) + "-" + std::to_string(i);
+}
+
 std::string nodeAddress(int i) {
   return "198.18." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1);
 }
@@ -312,7 +322,7 @@ Status EmulatedCluster::create(const EmulationOptions& options,
 
   std::unique_ptr<EmulatedCluster> cluster(new EmulatedCluster(options));
   cluster->owner_pid_ = pid;
-  cluster->switch_netns_ = kPrefix + std::to_string(pid) + "-sw";
+  cluster->switch_netns_ = switchNetnsName(pid);
   cluster->bridge_ = "tlybr" + std::to_string(pid);
   Status s = cluster->build();
   if (!s.isOk()) {
@@ -327,22 +337,38 @@ Status EmulatedCluster::create(const EmulationOptions& options,
   return Status::ok();
 }
 
+std::vector<std::vector<std::string>> EmulatedCluster::capCommands(
+    const std::string& verb, pid_t owner, int node, const std::string& rate,
+    const EmulationOptions& options) {
+  const std::vector<std::string> tbf = {"root",  "tbf",         "rate",    rate,
+                                        "burst", options.burst, "latency", options.latency};
+  std::vector<std::vector<std::string>> commands = {
+      {"tc", "-n", switchNetnsName(owner), "qdisc", verb, "dev", vethName(owner, node)},
+      {"tc", "-n", nodeNetnsName(owner, node), "qdisc", verb, "dev", "eth0"}};
+  for (auto& c : commands) c.insert(c.end(), tbf.begin(), tbf.end());
+  return commands;
+}
+
+Status EmulatedCluster::setRate(int node, const std::string& rate) {
+  if (node < 0 || node >= static_cast<int>(nodes_.size()))
+    return Status::invalidUsage("emulated cluster: no node " + std::to_string(node) + " (it has " +
+                                std::to_string(nodes_.size()) + ")");
+  for (const auto& command : capCommands("change", owner_pid_, node, rate, options_))
+    TALLY_RETURN_IF_ERROR(runCommand(command));
+  TALLY_INFO(log::kNet, "emulation: node %d now at %s", node, rate.c_str());
+  return Status::ok();
+}
+
 Status EmulatedCluster::build() {
   const std::string& sw = switch_netns_;
-  const std::string pid = std::to_string(owner_pid_);
-  const std::vector<std::string> tbf = {"root",  "tbf",          "rate",    options_.rate,
-                                        "burst", options_.burst, "latency", options_.latency};
-  auto withTbf = [&tbf](std::vector<std::string> head) {
-    head.insert(head.end(), tbf.begin(), tbf.end());
-    return head;
-  };
   if (!options_.tcp_congestion.empty()) allowCongestionControl(options_.tcp_congestion);
   TALLY_RETURN_IF_ERROR(runCommand({"ip", "netns", "add", sw}));
   TALLY_RETURN_IF_ERROR(runCommand({"ip", "-n", sw, "link", "add", bridge_, "type", "bridge"}));
   TALLY_RETURN_IF_ERROR(runCommand({"ip", "-n", sw, "link", "set", bridge_, "up"}));
   for (int i = 0; i < options_.nodes; ++i) {
-    EmulatedNode node{kPrefix + pid + "-" + std::to_string(i), nodeAddress(i)};
-    std::string veth = "tlv" + pid + "-" + std::to_string(i);
+    EmulatedNode node{nodeNetnsName(owner_pid_, i), nodeAddress(i)};
+    const std::string veth = vethName(owner_pid_, i);
+    const auto caps = capCommands("add", owner_pid_, i, options_.rate, options_);
     if (veth.size() >= IFNAMSIZ || bridge_.size() >= IFNAMSIZ)
       return Status::internal("interface name " + veth + " is longer than IFNAMSIZ allows");
     const std::string& ns = node.netns;
@@ -352,12 +378,12 @@ Status EmulatedCluster::build() {
                                       "name", "eth0", "netns", ns}));
     TALLY_RETURN_IF_ERROR(
         runCommand({"ip", "-n", sw, "link", "set", veth, "master", bridge_, "up"}));
-    TALLY_RETURN_IF_ERROR(runCommand(withTbf({"tc", "-n", sw, "qdisc", "add", "dev", veth})));
+    TALLY_RETURN_IF_ERROR(runCommand(caps[0]));  // traffic to the node
     TALLY_RETURN_IF_ERROR(
         runCommand({"ip", "-n", ns, "addr", "add", node.address + "/15", "dev", "eth0"}));
     TALLY_RETURN_IF_ERROR(runCommand({"ip", "-n", ns, "link", "set", "eth0", "up"}));
     TALLY_RETURN_IF_ERROR(runCommand({"ip", "-n", ns, "link", "set", "lo", "up"}));
-    TALLY_RETURN_IF_ERROR(runCommand(withTbf({"tc", "-n", ns, "qdisc", "add", "dev", "eth0"})));
+    TALLY_RETURN_IF_ERROR(runCommand(caps[1]));  // traffic from the node
     if (!options_.tcp_congestion.empty()) {
       Status cc = writeNamespaceSysctl(netnsPath(ns), "/proc/sys/net/ipv4/tcp_congestion_control",
                                        options_.tcp_congestion);

@@ -19,7 +19,8 @@
 //
 // Threads: create(), enter() and the accessors are for one thread; destroy() may be called from
 // any thread, also concurrently with itself (e.g. from a thread that waits for SIGINT/SIGTERM
-// while the main thread is inside the destructor). None of it is async-signal-safe except
+// while the main thread is inside the destructor); setRate() from any thread while the cluster
+// exists. None of it is async-signal-safe except
 // enterPath(); cleanUpOnSignals() wires destroy-on-signal up for callers that want it.
 #pragma once
 
@@ -70,6 +71,23 @@ class EmulatedCluster {
   const std::vector<EmulatedNode>& nodes() const { return nodes_; }
   const EmulationOptions& options() const { return options_; }
   const std::string& switchNetns() const { return switch_netns_; }
+
+  // Changes node `node`'s caps in both directions to `rate` (tc syntax), keeping the burst and
+  // latency they were created with: `tc qdisc change` on both ends of its link (capCommands).
+  // Processes inside keep their connections; what is queued drains at the new rate. kInvalidUsage
+  // for a node out of range; otherwise failures are kSystem (kTimeout when tc hangs), name the
+  // command and carry tc's stderr (a rate tc refuses fails the first command and changes
+  // nothing). Calls for one node must not overlap; after destroy() they fail.
+  Status setRate(int node, const std::string& rate);
+
+  // The tc commands that cap node `node` of the cluster process `owner` made, as argv lists:
+  // traffic to the node first (its link's switch end tlv<owner>-<node>), then traffic from it
+  // (eth0 inside the node), each `tc -n NETNS qdisc VERB dev DEV root tbf rate RATE burst BURST
+  // latency LATENCY` with `options`' burst and latency. VERB is "add" in create() and "change"
+  // in setRate(). Runs nothing.
+  static std::vector<std::vector<std::string>> capCommands(const std::string& verb, pid_t owner,
+                                                           int node, const std::string& rate,
+                                                           const EmulationOptions& options);
 
   // Removes every namespace (and so every veth, qdisc and the bridge) this object created.
   // Idempotent and thread-safe; a no-op in a forked child (only the creating process removes).

@@ -33,5 +33,26 @@ TEST(LinkRate, RefusesWhatTcWouldNot) {
   EXPECT_EQ(bits, 1.5e9);
 }
 
+// The rate of a slowed link (--fault slow-reducer, --slow-factor), as tc reads it back.
+TEST(LinkRate, DividedRatesInWholeBits) {
+  const struct {
+    const char* rate;
+    double factor;
+    const char* divided;
+  } cases[] = {
+      {"400mbit", 10, "40mbit"}, {"400mbit", 3, "133333333bit"}, {"1gbit", 2.5, "400mbit"},
+      {"1gbit", 1, "1gbit"},     {"200mbit", 8, "25mbit"},       {"100mbps", 10, "80mbit"},
+      {"500kbit", 4, "125kbit"}, {"1.5gbit", 1000, "1500kbit"},  {"10bit", 100, "1bit"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(dividedRate(c.rate, c.factor), c.divided) << c.rate << " / " << c.factor;
+    double bits = 0;
+    EXPECT_TRUE(parseTcRate(dividedRate(c.rate, c.factor), &bits)) << c.rate;
+  }
+  EXPECT_EQ(dividedRate("fast", 10), "");
+  EXPECT_EQ(dividedRate("400mbit", 0), "");
+  EXPECT_EQ(dividedRate("400mbit", -2), "");
+}
+
 }  // namespace
 }  // namespace tally::bench

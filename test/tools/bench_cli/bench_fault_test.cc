@@ -1,6 +1,7 @@
 // `tally bench --fault`: the fault list's grammar (good lists get past it, each kind of bad item
 // exits 2 naming it), a loopback run that kills a reducer and restarts it, one that freezes and
-// resumes a reducer, and a kill and restart on an emulated cluster (root only).
+// resumes a reducer, and on an emulated cluster (root only) a kill and restart and a slowed and
+// healed link.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -24,6 +25,11 @@ TEST(BenchFault, GoodListsPassTheParser) {
       {"--fault", "kill-reducer:0@1m, restart-reducer:0@90s"},
       {"--fault", "restart@3s,kill-reducer@1s"},  // sorted by time first
       {"--fault", "kill-reducer@1s,restart@2s,kill-reducer@3s,restart@4s", "--duration", "5s"},
+      {"--fault", "slow-reducer:1@2s,heal-reducer:1@4s", "--reducers", "2", "--emulate", "400mbit"},
+      {"--fault", "slow-reducer@1s,kill-reducer@2s,heal-reducer@3s,restart@4s", "--emulate",
+       "1gbit", "--slow-factor", "2.5"},
+      {"--fault", "slow-reducer@1s,heal-reducer@2s,slow-reducer@3s", "--emulate", "200mbit",
+       "--slow-factor", "100"},
   };
   for (const auto& list : lists) {
     std::vector<std::string> args = list;
@@ -42,6 +48,7 @@ TEST(BenchFault, BadItemsExitTwoNamingThem) {
   };
   const std::vector<Case> cases = {
       {{"--fault", "kill-reduce@5s"}, "\"kill-reduce@5s\": unknown event \"kill-reduce\""},
+      {{"--fault", "slow@5s"}, "restart, slow-reducer or heal-reducer)"},
       {{"--fault", "kill-reducer:x@5s"}, "\"kill-reducer:x@5s\": reducer \"x\" is not an index"},
       {{"--fault", "kill-reducer:-1@5s"}, "\"kill-reducer:-1@5s\": reducer \"-1\""},
       {{"--fault", "kill-reducer:1"}, "\"kill-reducer:1\": no time"},
@@ -64,6 +71,26 @@ TEST(BenchFault, BadItemsExitTwoNamingThem) {
       {{"--fault", "kill-reducer@1s", "--duration", "10"}, "--duration: time \"10\" needs a unit"},
       {{"--fault", "kill-reducer@1s", "--duration", "700s"}, "is not below --timeout"},
       {{"--duration", "10s"}, "--duration: only with --fault"},
+      {{"--fault", "slow-reducer:0@1s"},
+       "\"slow-reducer:0@1s\": needs --emulate RATE (it changes the rate of the reducer's "
+       "emulated link)"},
+      {{"--fault", "slow-reducer@1s,heal-reducer@2s"}, "\"slow-reducer@1s\": needs --emulate"},
+      {{"--fault", "heal-reducer@1s", "--emulate", "400mbit"},
+       "\"heal-reducer@1s\": reducer 0's link is not slowed"},
+      {{"--fault", "slow-reducer@1s,heal-reducer@2s,heal-reducer@3s", "--emulate", "400mbit"},
+       "\"heal-reducer@3s\": reducer 0's link is not slowed"},
+      {{"--fault", "slow-reducer@1s,slow-reducer@2s", "--emulate", "400mbit"},
+       "\"slow-reducer@2s\": reducer 0's link is already slowed"},
+      {{"--fault", "slow-reducer:3@1s", "--emulate", "400mbit"},
+       "\"slow-reducer:3@1s\": there is no reducer 3"},
+      {{"--fault", "slow-reducer@1s", "--emulate", "400mbit", "--slow-factor", "1"},
+       "--slow-factor: expected a number above 1 such as 10 or 2.5, got \"1\""},
+      {{"--fault", "slow-reducer@1s", "--emulate", "400mbit", "--slow-factor", "0.5"},
+       "--slow-factor: expected a number above 1"},
+      {{"--fault", "slow-reducer@1s", "--emulate", "400mbit", "--slow-factor", "10x"},
+       "--slow-factor: expected a number above 1 such as 10 or 2.5, got \"10x\""},
+      {{"--fault", "kill-reducer@1s", "--slow-factor", "4"},
+       "--slow-factor: only with a slow-reducer fault"},
   };
   for (const Case& c : cases) {
     TallyRun run = runTally(smallRun(c.args), 30);
@@ -202,6 +229,45 @@ TEST(BenchFault, EmulatedKillAndRestart) {
   expectSoundRun(j, 6000);
   const double restart = j["faults"][1]["injected_ms"];
   EXPECT_GT(callsBetween(j, restart, 1e12), 0) << run.out;
+  std::remove(path.c_str());
+}
+
+// A slowed link (200 Mbit/s / 8) carries calls slower than before it was slowed; healed, it
+// carries them again. Every call still completes right.
+TEST(BenchFault, EmulatedSlowAndHeal) {
+  const std::string why = cannotEmulate();
+  if (!why.empty()) GTEST_SKIP() << "emulated cluster unavailable: " << why;
+  const std::string path = tempPath("fault-slow.json");
+  TallyRun run =
+      runTally(smallRun({"--workers", "2", "--reducers", "2", "--sizes", "1M", "--emulate",
+                         "200mbit", "--fault", "slow-reducer:1@2s,heal-reducer:1@5s",
+                         "--slow-factor", "8", "--duration", "8s", "--json", path}),
+               90);
+  ASSERT_FALSE(run.timed_out) << run.out << run.err;
+  EXPECT_EQ(run.status, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("# faults: slow-reducer:1@2s, heal-reducer:1@5s"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("# a slowed reducer's link runs at 25mbit each way (200mbit / "
+                         "--slow-factor 8)"),
+            std::string::npos)
+      << run.out;
+  json j = json::parse(readFile(path), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << readFile(path);
+  expectSoundRun(j, 8000);
+  EXPECT_EQ(j["options"]["faults"], json({"slow-reducer:1@2s", "heal-reducer:1@5s"}));
+  EXPECT_EQ(j["options"]["slow_factor"], 8);
+  ASSERT_EQ(j["faults"].size(), 2u);
+  EXPECT_EQ(j["faults"][0]["event"], "slow-reducer");
+  EXPECT_EQ(j["faults"][0]["rate"], "25mbit");
+  EXPECT_EQ(j["faults"][1]["event"], "heal-reducer");
+  EXPECT_EQ(j["faults"][1]["rate"], "200mbit");
+  const double heal = j["faults"][1]["injected_ms"];
+  EXPECT_GT(callsBetween(j, heal, 1e12), 0) << run.out;
+  ASSERT_EQ(j["spans"].size(), 3u);
+  const json& before = j["spans"][0]["call_algbw_gbs"];
+  const json& during = j["spans"][1]["call_algbw_gbs"];
+  ASSERT_TRUE(before.is_number() && during.is_number()) << j["spans"];
+  EXPECT_LT(during.get<double>(), 0.7 * before.get<double>()) << j["spans"];
   std::remove(path.c_str());
 }
 

@@ -1,6 +1,7 @@
 // Creation, teardown and cleanup of the emulated cluster: what exists after create(), that
-// destroy() and a failed create() leave nothing, removeStale(), cleanup on SIGTERM, and the
-// refusal without root.
+// destroy() and a failed create() leave nothing, removeStale(), cleanup on SIGTERM, the refusal
+// without root, and the tc commands that set a node's caps (checked without root) and setRate()
+// changing them (as root).
 #include "tools/driver/emulated_cluster.h"
 
 #include <grp.h>
@@ -10,7 +11,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "test/tools/driver/emulation_test_util.h"
 
@@ -135,6 +138,64 @@ TEST_F(EmulationTest, CreatesNamedNodesAndDestroyRemovesEverything) {
   int wstatus = waitChild(child, 10000);
   ASSERT_TRUE(WIFEXITED(wstatus)) << "status " << wstatus;
   EXPECT_EQ(WEXITSTATUS(wstatus), 0) << "3: no eth0 in the node, 5: eth0 outlived destroy()";
+}
+
+// What create() and setRate() run on each end of a node's link, without running it.
+TEST(EmulatedClusterCommands, CapsOnBothEndsWithTheCreatedBurstAndLatency) {
+  EmulationOptions options;
+  options.rate = "400mbit";
+  options.burst = "64kb";
+  options.latency = "20ms";
+  using Argv = std::vector<std::string>;
+  const std::vector<Argv> change =
+      EmulatedCluster::capCommands("change", 1234, 3, "40mbit", options);
+  ASSERT_EQ(change.size(), 2u);
+  EXPECT_EQ(change[0], (Argv{"tc", "-n", "tly1234-sw", "qdisc", "change", "dev", "tlv1234-3",
+                             "root", "tbf", "rate", "40mbit", "burst", "64kb", "latency", "20ms"}));
+  EXPECT_EQ(change[1], (Argv{"tc", "-n", "tly1234-3", "qdisc", "change", "dev", "eth0", "root",
+                             "tbf", "rate", "40mbit", "burst", "64kb", "latency", "20ms"}));
+  const std::vector<Argv> add = EmulatedCluster::capCommands("add", 1234, 3, "400mbit", options);
+  ASSERT_EQ(add.size(), 2u);
+  EXPECT_EQ(add[0][4], "add");
+  EXPECT_EQ(add[0][10], "400mbit");
+  EXPECT_EQ(add[1][2], "tly1234-3");
+}
+
+TEST_F(EmulationTest, SetRateChangesOneNodeBothWays) {
+  EmulationOptions options;
+  options.nodes = 2;
+  options.rate = "500mbit";
+  std::unique_ptr<EmulatedCluster> cluster;
+  ASSERT_TRUE(EmulatedCluster::create(options, &cluster).isOk());
+  const pid_t me = ::getpid();
+  const std::string sw =
+      "tc -n " + cluster->switchNetns() + " qdisc show dev tlv" + std::to_string(me) + "-";
+  auto toNode = [&](int i) { return shell(sw + std::to_string(i)); };
+  auto fromNode = [&](int i) {
+    return shell("tc -n " + runPrefix(me) + std::to_string(i) + " qdisc show dev eth0");
+  };
+
+  Status s = cluster->setRate(1, "50mbit");
+  ASSERT_TRUE(s.isOk()) << s.toString();
+  for (const std::string& shown : {toNode(1), fromNode(1)}) {
+    EXPECT_NE(shown.find("rate 50Mbit"), std::string::npos) << shown;
+    EXPECT_NE(shown.find("burst 256Kb"), std::string::npos) << shown;  // as created
+  }
+  for (const std::string& shown : {toNode(0), fromNode(0)})
+    EXPECT_NE(shown.find("rate 500Mbit"), std::string::npos) << shown;  // untouched
+
+  ASSERT_TRUE(cluster->setRate(1, "500mbit").isOk());
+  EXPECT_NE(fromNode(1).find("rate 500Mbit"), std::string::npos) << fromNode(1);
+
+  EXPECT_EQ(cluster->setRate(2, "50mbit").code(), StatusCode::kInvalidUsage);
+  EXPECT_EQ(cluster->setRate(-1, "50mbit").code(), StatusCode::kInvalidUsage);
+  s = cluster->setRate(0, "notarate");
+  EXPECT_EQ(s.code(), StatusCode::kSystem);
+  EXPECT_NE(s.message().find("qdisc change"), std::string::npos) << s.toString();
+  EXPECT_NE(toNode(0).find("rate 500Mbit"), std::string::npos) << toNode(0);
+
+  ASSERT_TRUE(cluster->destroy().isOk());
+  EXPECT_FALSE(cluster->setRate(0, "50mbit").isOk());
 }
 
 TEST_F(EmulationTest, UnknownCongestionControlFailsAndLeavesNothing) {
