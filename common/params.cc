@@ -150,6 +150,11 @@ std::vector<ParamProblem> Params::problems() const {
   range("TALLY_COLL_MAX_REQUESTS", collMaxRequests, 1, kMaxCollMaxRequests);
   range("TALLY_REDUCER_TIMEOUT_MS", reducerTimeout, 0, kMaxReducerTimeoutMs);
   range("TALLY_MIN_REDUCERS", minReducers, 1, kMaxMinReducers);
+  if (slowReducerFactor != 0 &&
+      (slowReducerFactor < 2 || slowReducerFactor > kMaxSlowReducerFactor)) {
+    out.push_back({"TALLY_SLOW_REDUCER_FACTOR", std::to_string(slowReducerFactor),
+                   "expected 0 (off) or 2 to " + std::to_string(kMaxSlowReducerFactor)});
+  }
   return out;
 }
 

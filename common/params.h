@@ -124,6 +124,11 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
   X(kInt, minReducers, "TALLY_MIN_REDUCERS", "1",                                               \
     "Fewest reducers a CollNet communicator goes on with: losing more fails it, with an "       \
     "error naming every lost reducer and why.")                                                  \
+  X(kInt, slowReducerFactor, "TALLY_SLOW_REDUCER_FACTOR", "4",                                  \
+    "A reducer whose link is busy (slices out, results not landed) for nearly all of three "   \
+    "half-second windows in a row and this many times as long as its peers' is dropped as "    \
+    "slow, and taken back as a lost one is (docs/failover.md, \"A slow reducer\"). 0: never; "  \
+    "nor with TALLY_REDUCER_TIMEOUT_MS=0.")                                                      \
   X(kString, spareReducers, "TALLY_SPARE_REDUCERS", "",                                         \
     "Reducers, as `host:port,...`, that may take the place of a lost one when it does not "     \
     "come back at its own address. Every rank must list the same.")                             \
@@ -234,6 +239,7 @@ class MapParamSource : public ParamSource {
 inline constexpr int64_t kMaxSocketNsocks = 16;         // TALLY_SOCKET_NSOCKS
 inline constexpr int64_t kMaxIbQpsPerConnection = 16;   // TALLY_IB_QPS_PER_CONNECTION
 inline constexpr int64_t kMaxCollMaxRequests = 1 << 16;  // TALLY_COLL_MAX_REQUESTS
+inline constexpr int64_t kMaxSlowReducerFactor = 1000;  // TALLY_SLOW_REDUCER_FACTOR
 inline constexpr int64_t kMaxMinReducers = 4096;         // TALLY_MIN_REDUCERS (wire kMaxReducers)
 inline constexpr int64_t kMaxLinkMbps = 10000000;      // TALLY_LINK_MBPS: 10 Tbit/s
 inline constexpr int64_t kMaxLinkLatencyUs = 1000000;  // TALLY_LINK_LATENCY_US: 1 s

@@ -155,6 +155,7 @@ PluginState::PluginState(Params params, ClusterInput cluster,
   coll_options_.checksum = params_.checksum;
   coll_options_.reducer_timeout_ms = params_.reducerTimeout;
   coll_options_.min_reducers = static_cast<int>(params_.minReducers);
+  coll_options_.slow_reducer_factor = static_cast<int>(params_.slowReducerFactor);
   coll_options_.spare_reducers = splitList(params_.spareReducers);
   coll_options_.rejoin_interval_ms = params_.rejoinInterval;
   coll_options_.progress = params_.collProgress == "legacy" ? worker_client::CollProgress::kLegacy

@@ -3,7 +3,6 @@
 // buffer).
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <system_error>
 
 #include "common/log.h"
@@ -69,25 +68,39 @@ bool ThreadedLink::sendableLocked() const {
 bool ThreadedLink::tryPostNow(SliceTask& task) {
   std::unique_lock<std::mutex> send_lock(send_mu_, std::try_to_lock);
   if (!send_lock.owns_lock()) return false;  // the sender is posting: queue behind it
-  Status st = reapSends(false);
-  // Never wait for the transport on the caller's thread: with many sends still in flight, let
+  // Never wait for the transport on the caller's thread (it holds the client's post_mu_, which
+  // the keeper needs for any change): with a message parked or many sends still in flight, let
   // the sender thread do it.
-  if (!st.isOk() || sends_.size() + 2 > kMaxInflightSends) return false;
+  Status st = reapSends(false);
+  bool clear = false;
+  if (st.isOk()) st = finishParked(false, &clear);
+  if (!st.isOk() || !clear || sends_.size() + 2 > kMaxInflightSends) return false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_.load() || bye_ || !ledger_.queueEmpty() || outstanding_ >= window_) return false;
   }
-  st = sendControlLocked();
+  st = sendControlLocked(false);
+  if (!st.isOk()) {
+    reportFailure(st, false);
+    return false;  // the slice waits in the books, for the link that takes them
+  }
+  if (parked_sends_) return false;  // a control frame is left to the sender
   SliceTask sent;
   wire::AckPoint ack;
-  if (st.isOk()) {
+  const LedgerEntry* entry = nullptr;
+  {
     // Recorded before the send is posted: the result may come back before isend returns.
     std::lock_guard<std::mutex> lock(mu_);
-    sent = ledger_.record(std::move(task), false).task;
+    LedgerEntry& e = ledger_.record(std::move(task), false);
+    entry = &e;
+    sent = e.task;
     ack = dueAckLocked();
-    if (outstanding_++ == 0) last_progress_ns_.store(nowNs());
+    if (outstanding_++ == 0) {
+      last_progress_ns_.store(nowNs());
+      busy_.begin(nowNs());
+    }
   }
-  if (st.isOk()) st = sendSlice(sent, ack);
+  st = sendSlice(sent, ack, entry, false);
   if (!st.isOk()) reportFailure(st, false);
   return true;
 }
@@ -103,33 +116,90 @@ void ThreadedLink::sendControl(const wire::Frame& frame) {
     cv_.notify_all();  // the sender holds it, and sends control frames before the next slice
     return;
   }
-  Status st = sendControlLocked();
+  // Any thread, the keeper's too: what the transport has no room for now is the sender's.
+  bool clear = false;
+  Status st = finishParked(false, &clear);
+  if (st.isOk() && clear) st = sendControlLocked(false);
   send_lock.unlock();
+  if (!clear) cv_.notify_all();
   if (!st.isOk()) reportFailure(st, false);
 }
 
-Status ThreadedLink::sendHeaderOnly(const wire::Frame& frame) {
-  std::unique_ptr<Sent> sent;
-  if (spare_sends_.empty()) {
-    sent = std::make_unique<Sent>();
-  } else {
-    sent = std::move(spare_sends_.back());
-    spare_sends_.pop_back();
+std::unique_ptr<ThreadedLink::Sent> ThreadedLink::takeSpare() {
+  if (spare_sends_.empty()) return std::make_unique<Sent>();
+  std::unique_ptr<Sent> sent = std::move(spare_sends_.back());
+  spare_sends_.pop_back();
+  return sent;
+}
+
+bool ThreadedLink::sendsInFlight() const {
+  for (const auto& s : sends_) {
+    if (s->header_req || s->payload_req) return true;
   }
-  sent->header = frame;
-  for (;;) {
-    TALLY_RETURN_IF_ERROR(conn_->isend(sent->header.data(), sent->header.size, wire::kTagHeader,
-                                       nullptr, &sent->header_req));
-    if (sent->header_req) break;
-    if (sends_.empty()) return Status::internal("transport has no room for a send");
-    TALLY_RETURN_IF_ERROR(reapSends(true));
+  return false;
+}
+
+Status ThreadedLink::postSent(Sent& s, bool may_wait, bool* done) {
+  *done = false;
+  // The header, then the payload: between the two the transport may have no room, and then
+  // nothing else may go out before the payload.
+  for (int part = 0; part < 2; ++part) {
+    const bool header = part == 0;
+    if (header ? s.header_posted : (s.bytes == 0 || s.payload_posted)) continue;
+    std::unique_ptr<transport::Request>& req = header ? s.header_req : s.payload_req;
+    for (;;) {
+      TALLY_RETURN_IF_ERROR(
+          header ? conn_->isend(s.header.data(), s.header.size, wire::kTagHeader, nullptr, &req)
+                 : conn_->isend(s.payload, s.bytes, wire::kTagPayload, nullptr, &req));
+      if (req) break;
+      // No room: only the sender thread waits for the oldest send to make some.
+      if (!may_wait) return Status::ok();
+      if (!sendsInFlight()) return Status::internal("transport has no room for a send");
+      TALLY_RETURN_IF_ERROR(reapSends(true));
+    }
+    (header ? s.header_posted : s.payload_posted) = true;
   }
-  sends_.push_back(std::move(sent));
+  *done = true;
   return Status::ok();
 }
 
-Status ThreadedLink::sendControlLocked() {
-  for (;;) {
+Status ThreadedLink::pushSent(std::unique_ptr<Sent> sent, const LedgerEntry* entry, bool may_wait) {
+  Sent& s = *sent;
+  sends_.push_back(std::move(sent));  // before posting: reapSends waits on its header too
+  bool done = false;
+  TALLY_RETURN_IF_ERROR(postSent(s, may_wait, &done));
+  if (!done) parkLocked(entry);
+  return Status::ok();
+}
+
+void ThreadedLink::parkLocked(const LedgerEntry* entry) {
+  parked_sends_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    parked_ = true;
+    parked_entry_ = entry;
+  }
+  cv_.notify_all();
+}
+
+Status ThreadedLink::finishParked(bool may_wait, bool* clear) {
+  *clear = !parked_sends_;
+  if (*clear) return Status::ok();
+  bool done = false;
+  TALLY_RETURN_IF_ERROR(postSent(*sends_.back(), may_wait, &done));
+  if (!done) return Status::ok();
+  parked_sends_ = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    parked_ = false;
+    parked_entry_ = nullptr;
+  }
+  *clear = true;
+  return Status::ok();
+}
+
+Status ThreadedLink::sendControlLocked(bool may_wait) {
+  while (!parked_sends_) {
     wire::Frame frame;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -137,19 +207,18 @@ Status ThreadedLink::sendControlLocked() {
       frame = control_.front();
       control_.pop_front();
     }
-    TALLY_RETURN_IF_ERROR(sendHeaderOnly(frame));
+    std::unique_ptr<Sent> sent = takeSpare();
+    sent->header = frame;
+    sent->payload = nullptr;
+    sent->bytes = 0;
+    TALLY_RETURN_IF_ERROR(pushSent(std::move(sent), nullptr, may_wait));
   }
+  return Status::ok();
 }
 
 void ThreadedLink::reportFailure(const Status& st, bool fatal) {
-  if (client_->closing() || stop_.load()) return;
-  const Status why(st.code() == StatusCode::kTimeout ? StatusCode::kTimeout : StatusCode::kRemote,
-                   "reducer " + address_ + ": " + st.message());
-  if (fatal) {
-    client_->fail(why);
-  } else {
-    client_->linkLost(slot_, why);
-  }
+  if (stop_.load()) return;
+  reportLinkFailure(client_, slot_, address_, st, fatal);
 }
 
 void ThreadedLink::requestBye() {
@@ -170,15 +239,14 @@ void ThreadedLink::postAbort(const std::string& reason) {
   // its payload, and the reducer then reports a protocol error instead of the reason. The
   // communicator fails either way.
   std::lock_guard<std::mutex> lock(abort_mu_);
-  (void)postLastLocked(wire::encodeError(wire::Reason{reason}));
+  (void)postLastLocked(LastMessage::Kind::kAbort, reason);
 }
 
-bool ThreadedLink::postLastLocked(const wire::Frame& frame) {
-  if (stop_.load() || abort_posted_) return false;
-  abort_posted_ = true;
-  abort_frame_ = frame;  // never changed again while its send is out
-  (void)conn_->isend(abort_frame_.data(), abort_frame_.size, wire::kTagHeader, nullptr,
-                     &abort_req_);
+bool ThreadedLink::postLastLocked(LastMessage::Kind kind, const std::string& reason) {
+  if (stop_.load()) return false;
+  const wire::Frame* frame = last_.make(kind, reason);  // never changed again while it is out
+  if (frame == nullptr) return false;
+  (void)conn_->isend(frame->data(), frame->size, wire::kTagHeader, nullptr, &abort_req_);
   return abort_req_ != nullptr;
 }
 
@@ -212,7 +280,13 @@ void ThreadedLink::stopAndJoin() {
   if (receiver_.joinable()) receiver_.join();
   std::lock_guard<std::mutex> send_lock(send_mu_);
   sends_.clear();  // after close: the transport allows dropping pending requests now
+  parked_sends_ = false;
   spare_sends_.clear();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    parked_ = false;
+    parked_entry_ = nullptr;
+  }
   recv_req_.reset();
   std::lock_guard<std::mutex> abort_lock(abort_mu_);
   abort_req_.reset();  // after the close: the transport lets a pending request go then
@@ -222,7 +296,7 @@ void ThreadedLink::retire(const std::string& reason, bool dismiss) {
   if (dismiss) {
     // Like postAbort, without send_mu_ and with a moment's wait: best effort.
     std::lock_guard<std::mutex> lock(abort_mu_);
-    if (postLastLocked(wire::encodeDismiss(wire::Reason{reason}))) {
+    if (postLastLocked(LastMessage::Kind::kDismiss, reason)) {
       (void)abort_req_->wait(1, nullptr);
     }
   }
@@ -235,6 +309,7 @@ std::vector<LedgerEntry> ThreadedLink::takeOrphans(wire::AckPoint* committed) {
   std::lock_guard<std::mutex> lock(mu_);
   *committed = ledger_.committed();
   outstanding_ = 0;
+  busy_.end(nowNs());
   return ledger_.takeAll();
 }
 
@@ -269,18 +344,20 @@ Status ThreadedLink::waitBounded(transport::Request* req, size_t* size, bool* fa
 Status ThreadedLink::reapSends(bool block) {
   while (!sends_.empty()) {
     Sent& s = *sends_.front();
-    for (transport::Request* r : {s.header_req.get(), s.payload_req.get()}) {
-      if (r == nullptr) continue;
+    for (std::unique_ptr<transport::Request>* r : {&s.header_req, &s.payload_req}) {
+      if (!*r) continue;
       if (block) {
-        TALLY_RETURN_IF_ERROR(waitBounded(r, nullptr, nullptr));
+        TALLY_RETURN_IF_ERROR(waitBounded(r->get(), nullptr, nullptr));
       } else {
         bool done = false;
-        TALLY_RETURN_IF_ERROR(r->test(&done, nullptr));
+        TALLY_RETURN_IF_ERROR((*r)->test(&done, nullptr));
         if (!done) return Status::ok();
       }
+      r->reset();
     }
-    s.header_req.reset();
-    s.payload_req.reset();
+    if (!s.posted()) return Status::ok();  // parked: the rest is still to be posted
+    s.header_posted = false;
+    s.payload_posted = false;
     if (spare_sends_.size() < kMaxInflightSends) spare_sends_.push_back(std::move(sends_.front()));
     sends_.pop_front();
     block = false;
@@ -289,43 +366,20 @@ Status ThreadedLink::reapSends(bool block) {
 }
 
 wire::AckPoint ThreadedLink::dueAckLocked() {
-  const std::shared_ptr<Shared>& shared = client_->shared();
-  std::optional<wire::AckPoint> ack =
-      ledger_.nextAck(shared->posted_through.load(std::memory_order_acquire),
-                      shared->applied_epoch.load(std::memory_order_acquire));
+  std::optional<wire::AckPoint> ack = dueAck(&ledger_, *client_->shared(), false);
   return ack ? *ack : wire::AckPoint{};
 }
 
-Status ThreadedLink::sendSlice(const SliceTask& task, const wire::AckPoint& ack) {
-  std::unique_ptr<Sent> sent;
-  if (spare_sends_.empty()) {
-    sent = std::make_unique<Sent>();
-  } else {
-    sent = std::move(spare_sends_.back());
-    spare_sends_.pop_back();
-  }
+Status ThreadedLink::sendSlice(const SliceTask& task, const wire::AckPoint& ack,
+                               const LedgerEntry* entry, bool may_wait) {
+  std::unique_ptr<Sent> sent = takeSpare();
   OutgoingSlice out = outgoingSlice(task, crc_);
   out.header.ack = ack;  // the Ack this rank owes goes along: no message of its own
-  const void* payload = out.payload;
-  const size_t bytes = out.bytes;
   sent->header = wire::encodeSlice(out.header);
-  for (;;) {
-    TALLY_RETURN_IF_ERROR(conn_->isend(sent->header.data(), sent->header.size, wire::kTagHeader,
-                                       nullptr, &sent->header_req));
-    if (sent->header_req) break;
-    if (sends_.empty()) return Status::internal("transport has no room for a send");
-    TALLY_RETURN_IF_ERROR(reapSends(true));
-  }
-  // An empty piece (all-gather) is its header alone.
-  while (bytes > 0) {
-    TALLY_RETURN_IF_ERROR(
-        conn_->isend(payload, bytes, wire::kTagPayload, nullptr, &sent->payload_req));
-    if (sent->payload_req) break;
-    if (sends_.empty()) return Status::internal("transport has no room for a send");
-    TALLY_RETURN_IF_ERROR(reapSends(true));
-  }
-  sends_.push_back(std::move(sent));
-  if (sends_.size() > kMaxInflightSends) TALLY_RETURN_IF_ERROR(reapSends(true));
+  sent->payload = out.payload;
+  sent->bytes = out.bytes;  // an empty piece (all-gather) is its header alone
+  TALLY_RETURN_IF_ERROR(pushSent(std::move(sent), entry, may_wait));
+  if (may_wait && sends_.size() > kMaxInflightSends) TALLY_RETURN_IF_ERROR(reapSends(true));
   return Status::ok();
 }
 
@@ -335,38 +389,55 @@ void ThreadedLink::senderLoop() {
   while (!stop_.load(std::memory_order_acquire)) {
     SliceTask task;
     wire::AckPoint ack;
+    const LedgerEntry* entry = nullptr;
     bool have = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, std::chrono::milliseconds(kPollMs), [&] {
-        return stop_.load() || !control_.empty() || sendableLocked() ||
+        return stop_.load() || parked_ || !control_.empty() || sendableLocked() ||
                (bye_ && ledger_.queueEmpty() && ledger_.promptQueueEmpty());
       });
       if (stop_.load()) break;
     }
-    // Takes send_mu_ before mu_ (lock order); the queue is checked again under both.
+    // Takes send_mu_ before mu_ (lock order); the queue is checked again under both. What another
+    // thread left parked goes first.
     std::unique_lock<std::mutex> send_lock(send_mu_);
-    st = sendControlLocked();
+    bool clear = false;
+    st = finishParked(true, &clear);
+    if (st.isOk()) st = sendControlLocked(true);
     if (st.isOk()) {
       std::lock_guard<std::mutex> lock(mu_);
       if (sendableLocked()) {
         const bool prompt =
             !ledger_.promptQueueEmpty() && outstanding_ < window_ + wire::kPromptSlices;
-        task = ledger_.record(prompt ? ledger_.popPrompt() : ledger_.popQueued(), true).task;
+        LedgerEntry& e = ledger_.record(prompt ? ledger_.popPrompt() : ledger_.popQueued(), true);
+        entry = &e;
+        task = e.task;
         ack = dueAckLocked();
-        if (outstanding_++ == 0) last_progress_ns_.store(nowNs());
+        if (outstanding_++ == 0) {
+          last_progress_ns_.store(nowNs());
+          busy_.begin(nowNs());
+        }
         have = true;
       } else if (bye_ && ledger_.queueEmpty() && ledger_.promptQueueEmpty()) {
         send_bye = true;
       }
     }
-    if (st.isOk() && have) st = sendSlice(task, ack);
+    if (st.isOk() && have) st = sendSlice(task, ack, entry, true);
     if (st.isOk()) st = reapSends(false);
     if (!st.isOk() || send_bye) break;
   }
   std::unique_lock<std::mutex> send_lock(send_mu_);
   if (st.isOk() && send_bye) {
-    st = sendHeaderOnly(wire::encodeBye());  // dropped after the connection is closed
+    bool clear = false;
+    st = finishParked(true, &clear);  // a control frame another thread left since
+  }
+  if (st.isOk() && send_bye) {
+    std::unique_ptr<Sent> bye = takeSpare();  // dropped after the connection is closed
+    bye->header = wire::encodeBye();
+    bye->payload = nullptr;
+    bye->bytes = 0;
+    st = pushSent(std::move(bye), nullptr, true);
     while (st.isOk() && !sends_.empty()) st = reapSends(true);
   }
   send_lock.unlock();
@@ -379,10 +450,7 @@ void ThreadedLink::senderLoop() {
 }
 
 bool ThreadedLink::ackLocked() {
-  const std::shared_ptr<Shared>& shared = client_->shared();
-  std::optional<wire::AckPoint> ack =
-      ledger_.nextAck(shared->posted_through.load(std::memory_order_acquire),
-                      shared->applied_epoch.load(std::memory_order_acquire), true);
+  std::optional<wire::AckPoint> ack = dueAck(&ledger_, *client_->shared(), true);
   if (!ack) return false;
   control_.push_back(wire::encodeAck(*ack));
   return true;
@@ -398,51 +466,26 @@ void ThreadedLink::ackIfBehind() {
 
 Status ThreadedLink::receiveResult(const uint8_t* header, size_t size, bool* fatal) {
   wire::SliceHeader h;
-  TALLY_RETURN_IF_ERROR(wire::decodeResult(header, size, &h));
   LedgerEntry* entry = nullptr;
+  uint8_t* dst = nullptr;
   {
-    // A Commit carried along: for results before this one.
     std::lock_guard<std::mutex> lock(mu_);
-    if (h.ack.calls != 0 || h.ack.recovery_epoch != 0) {
-      TALLY_RETURN_IF_ERROR(ledger_.commit(h.ack, address_));
-    }
+    TALLY_RETURN_IF_ERROR(acceptResult(&ledger_, address_, header, size, &h, &entry));
+    // A parked slice has not left this rank whole: no result can answer it yet.
+    TALLY_RETURN_IF_ERROR(checkResult(h, *entry, entry != parked_entry_));
+    dst = resultDestination(h, *entry, &scratch_);
+    // From here the receive buffer may hold some of this result.
+    if (dst != nullptr) entry->touched = true;
   }
-  {
-    // The record stays put: only this thread erases records (a Commit), and takeOrphans runs
-    // after the thread is joined.
-    std::lock_guard<std::mutex> lock(mu_);
-    entry = ledger_.find(h.seq, h.slice);
-    if (entry == nullptr || entry->landed) {
-      return Status::remote("unexpected result for " + wire::describeSlice(h));
-    }
-  }
-  const SliceTask& task = entry->task;
-  const Call& call = *task.call;
-  if (h.offset != task.recv.offset || h.count != task.recv.count || h.total_count != call.count ||
-      h.type != call.type || h.op != call.op || h.kind != call.kind ||
-      h.rank_count != call.rank_count || h.window_offset != call.window_offset) {
-    return Status::remote("result " + wire::describeSlice(h) + " does not match the slice sent");
-  }
+  // The record stays put without mu_: only this thread takes Commits, and takeOrphans runs
+  // after the thread is joined.
   const size_t bytes = h.payloadBytes();
-  // An empty piece (reduce-scatter: none of this rank's part) is its header alone, and its
-  // offset may lie before recv_origin: no pointer is formed for it.
-  void* dst = nullptr;
-  if (bytes > 0) {
-    if (task.drop_result) {
-      // Sent again after its call was done (an early call): read, checked, dropped.
-      scratch_.resize(bytes);
-      dst = scratch_.data();
-    } else {
-      dst = call.recv + (task.recv.offset - call.recv_origin) * dataTypeSize(call.type);
-    }
+  if (dst != nullptr) {
+    void* data = dst;
     int tag = wire::kTagPayload;
     transport::MemoryRegion* mr = nullptr;
     std::unique_ptr<transport::Request> req;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      entry->touched = true;
-    }
-    TALLY_RETURN_IF_ERROR(conn_->irecv(1, &dst, &bytes, &tag, &mr, &req));
+    TALLY_RETURN_IF_ERROR(conn_->irecv(1, &data, &bytes, &tag, &mr, &req));
     if (!req) return Status::internal("transport has no room for a receive");
     size_t got = 0;
     Status st = waitBounded(req.get(), &got, fatal);
@@ -450,28 +493,15 @@ Status ThreadedLink::receiveResult(const uint8_t* header, size_t size, bool* fat
       conn_->close();  // the receive must not outlive an open connection
       return st;
     }
-    if (got != bytes) {
-      return Status::remote("result payload of " + std::to_string(got) + " bytes for " +
-                            wire::describeSlice(h) + ", expected " + std::to_string(bytes));
-    }
-  }
-  if (crc_ != nullptr && bytes > 0) {
-    // The bytes are in the user's buffer, but the call never completes: the error fails it.
-    const uint32_t crc = crc_->compute(dst, bytes);
-    if (crc != h.crc) {
-      char sums[64];
-      std::snprintf(sums, sizeof(sums), "CRC32C %08x, header says %08x", crc, h.crc);
-      *fatal = true;
-      return Status::remote("checksum mismatch: rank " + std::to_string(client_->rank()) +
-                            " got the result of " + wire::describeSlice(h) + " with payload " +
-                            sums + "; corrupted in transit");
-    }
+    TALLY_RETURN_IF_ERROR(checkPayloadFrame(h, wire::kTagPayload, got));
+    if (crc_ != nullptr) TALLY_RETURN_IF_ERROR(checkPayload(crc_, client_->rank(), h, dst, fatal));
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     ledger_.land(entry);
-    outstanding_--;
-    last_progress_ns_.store(nowNs());
+    const int64_t now = nowNs();
+    if (--outstanding_ == 0) busy_.end(now);
+    last_progress_ns_.store(now);
     ackLocked();
   }
   cv_.notify_all();
@@ -510,43 +540,12 @@ void ThreadedLink::receiverLoop() {
     st = wire::peekType(header.data(), got, &type);
     if (!st.isOk()) break;
     if (type == wire::MsgType::kResult) {
-      st = receiveResult(header.data(), got, &fatal);
+      st = receiveResult(header.data(), got, &fatal);  // wakes the sender for its Ack
       if (!st.isOk()) break;
-      bool ack;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        ack = !control_.empty();
-      }
-      if (ack) cv_.notify_all();  // the sender sends the Ack
-    } else if (type == wire::MsgType::kCommit) {
-      wire::AckPoint p;
-      st = wire::decodeCommit(header.data(), got, &p);
-      if (st.isOk()) {
-        std::lock_guard<std::mutex> lock(mu_);
-        st = ledger_.commit(p, address_);
-      }
-      if (!st.isOk()) break;
-    } else if (type == wire::MsgType::kPong) {
-      wire::Ping pong;
-      st = wire::decodePong(header.data(), got, &pong);
-      if (!st.isOk()) break;
-    } else if (type == wire::MsgType::kRelay) {
-      wire::Relay relay;
-      st = wire::decodeRelay(header.data(), got, &relay);
-      if (!st.isOk()) break;
-      client_->relayed(slot_, relay);
-    } else if (type == wire::MsgType::kError) {
-      wire::Reason reason;
-      wire::ErrorScope scope = wire::ErrorScope::kCommunicator;
-      st = wire::decodeError(header.data(), got, &reason, &scope);
-      if (st.isOk()) {
-        st = Status::remote(reason.text);
-        fatal = scope == wire::ErrorScope::kCommunicator;
-      }
-      break;
     } else {
-      st = Status::remote(std::string("unexpected ") + wire::msgTypeName(type) + " message");
-      break;
+      std::lock_guard<std::mutex> lock(mu_);
+      st = onLinkMessage(&ledger_, client_, slot_, address_, type, header.data(), got, &fatal);
+      if (!st.isOk()) break;
     }
   }
   if (!st.isOk()) reportFailure(st, fatal);

@@ -60,6 +60,9 @@ struct CollOptions {
   // often rank 0 looks for a reducer for an empty slot (0: never).
   int64_t reducer_timeout_ms = paramDefaultNumber("TALLY_REDUCER_TIMEOUT_MS");
   int min_reducers = paramDefaultNumber("TALLY_MIN_REDUCERS");
+  // TALLY_SLOW_REDUCER_FACTOR: a reducer this many times slower than its peers is dropped
+  // (slow_reducers.h); 0: never.
+  int slow_reducer_factor = paramDefaultNumber("TALLY_SLOW_REDUCER_FACTOR");
   std::vector<std::string> spare_reducers;
   int64_t rejoin_interval_ms = paramDefaultNumber("TALLY_REJOIN_INTERVAL_MS");
   // The transport the reducers are reached over (the plugin's, from TALLY_TRANSPORT). Null: the

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 
 #include "common/log.h"
 #include "worker_client/coll_connect.h"
@@ -72,13 +71,7 @@ void RawLink::reportFailure(const Status& st) {
     if (closed_) return;  // closed on purpose: what fails now is the close's doing
     fatal = fatal_;
   }
-  const Status why(st.code() == StatusCode::kTimeout ? StatusCode::kTimeout : StatusCode::kRemote,
-                   "reducer " + address_ + ": " + st.message());
-  if (fatal) {
-    client_->fail(why);
-  } else {
-    client_->linkLost(slot_, why);
-  }
+  reportLinkFailure(client_, slot_, address_, st, fatal);
 }
 
 void RawLink::pushSliceLocked(SliceTask task, bool from_queue) {
@@ -86,10 +79,7 @@ void RawLink::pushSliceLocked(SliceTask task, bool from_queue) {
   // The Ack this rank owes goes along (no message of its own): recorded first, so that it
   // never speaks for this very slice.
   LedgerEntry& e = ledger_.record(std::move(task), from_queue);
-  const std::shared_ptr<Shared>& shared = client_->shared();
-  if (std::optional<wire::AckPoint> ack =
-          ledger_.nextAck(shared->posted_through.load(std::memory_order_acquire),
-                          shared->applied_epoch.load(std::memory_order_acquire))) {
+  if (std::optional<wire::AckPoint> ack = dueAck(&ledger_, *client_->shared(), false)) {
     out.header.ack = *ack;
     landed_ = false;
   }
@@ -109,7 +99,10 @@ void RawLink::pushSliceLocked(SliceTask task, bool from_queue) {
     ++messages_pushed_;
   }
   e.last_message = messages_pushed_;
-  if (outstanding_++ == 0) last_progress_ns_.store(nowNs());
+  if (outstanding_++ == 0) {
+    last_progress_ns_.store(nowNs());
+    busy_.begin(nowNs());
+  }
 }
 
 void RawLink::pushControlLocked(const wire::Frame& frame) {
@@ -209,7 +202,7 @@ void RawLink::sendControl(const wire::Frame& frame) {
   Status st;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (closed_ || abort_posted_) return;
+    if (closed_ || last_.made()) return;
     pushControlLocked(frame);
     if (!out_armed_) st = flushLocked();
   }
@@ -262,13 +255,17 @@ bool RawLink::waitSenderDone(int64_t timeout_ms) {
 
 void RawLink::postAbort(const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (closed_ || abort_posted_) return;
-  abort_posted_ = true;
-  // Slices not yet begun on the wire are dropped: the Error follows the message in progress at
-  // once, where the reducer can read it.
+  postLastLocked(LastMessage::Kind::kAbort, reason);
+}
+
+void RawLink::postLastLocked(LastMessage::Kind kind, const std::string& reason) {
+  if (closed_) return;
+  const wire::Frame* frame = last_.make(kind, reason);
+  if (frame == nullptr) return;
+  // Slices not yet begun on the wire are dropped (they stay in the books): the last message
+  // follows the message in progress at once, where the reducer can read it.
   out_.dropUnstarted(wire::kTagPayload);  // a slice begun goes out whole
-  abort_frame_ = wire::encodeError(wire::Reason{reason});
-  out_.push(wire::kTagHeader, abort_frame_.data(), abort_frame_.size);
+  out_.push(wire::kTagHeader, frame->data(), frame->size);
   (void)flushLocked();
 }
 
@@ -278,7 +275,7 @@ void RawLink::finishAbort(Clock::time_point deadline, bool yield_to_abort) {
     short wait_for = POLLOUT;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (closed_ || !abort_posted_) return;
+      if (closed_ || !last_.made()) return;
       bool drained = false;
       if (!drainLocked(&drained, &wait_for).isOk()) break;
       if (drained) return;
@@ -316,17 +313,10 @@ void RawLink::stopAndJoin() {
 }
 
 void RawLink::retire(const std::string& reason, bool dismiss) {
-  {
+  if (dismiss) {
+    // Best effort and without waiting: whatever is part-way out finishes first.
     std::lock_guard<std::mutex> lock(mu_);
-    if (!closed_ && dismiss && !abort_posted_) {
-      // Best effort and without waiting: whatever is part-way out finishes first, the slices
-      // not begun are dropped (they are in the books, to be placed again).
-      abort_posted_ = true;
-      out_.dropUnstarted(wire::kTagPayload);  // a slice begun goes out whole
-      abort_frame_ = wire::encodeDismiss(wire::Reason{reason});
-      out_.push(wire::kTagHeader, abort_frame_.data(), abort_frame_.size);
-      (void)flushLocked();
-    }
+    postLastLocked(LastMessage::Kind::kDismiss, reason);
   }
   // Every read into and write from caller memory runs under mu_ while the link is open, so once
   // closed nothing touches it; the descriptor stays open until the client ends (the progress
@@ -363,6 +353,7 @@ std::vector<LedgerEntry> RawLink::takeOrphans(wire::AckPoint* committed) {
   std::lock_guard<std::mutex> lock(mu_);
   *committed = ledger_.committed();
   outstanding_ = 0;
+  busy_.end(nowNs());
   return ledger_.takeAll();
 }
 
@@ -422,10 +413,7 @@ void RawLink::onEvents(bool readable, bool writable, bool error) {
 
 bool RawLink::ackLocked() {
   landed_ = false;
-  const std::shared_ptr<Shared>& shared = client_->shared();
-  std::optional<wire::AckPoint> ack =
-      ledger_.nextAck(shared->posted_through.load(std::memory_order_acquire),
-                      shared->applied_epoch.load(std::memory_order_acquire), true);
+  std::optional<wire::AckPoint> ack = dueAck(&ledger_, *client_->shared(), true);
   if (!ack) return false;
   pushControlLocked(wire::encodeAck(*ack));
   return true;
@@ -473,12 +461,7 @@ Status RawLink::readAll() {
 Status RawLink::onHeaderLocked() {
   const transport::FrameHeader& h = reader_.header();
   if (phase_ == Phase::kPayload) {
-    const size_t bytes = result_.payloadBytes();
-    if (h.tag != wire::kTagPayload || h.size != bytes) {
-      return Status::remote("result payload of " + std::to_string(h.size) + " bytes with tag " +
-                            std::to_string(h.tag) + " for " + wire::describeSlice(result_) +
-                            ", expected " + std::to_string(bytes));
-    }
+    TALLY_RETURN_IF_ERROR(checkPayloadFrame(result_, h.tag, h.size));
     current_->touched = true;  // from here the receive buffer holds some of this result
     reader_.setBody(dst_);
     return Status::ok();
@@ -494,73 +477,23 @@ Status RawLink::onHeaderLocked() {
 Status RawLink::onMessageLocked(const uint8_t* header, size_t size) {
   wire::MsgType type;
   TALLY_RETURN_IF_ERROR(wire::peekType(header, size, &type));
-  switch (type) {
-    case wire::MsgType::kResult:
-      return onResultLocked(header, size);
-    case wire::MsgType::kCommit: {
-      wire::AckPoint p;
-      TALLY_RETURN_IF_ERROR(wire::decodeCommit(header, size, &p));
-      return ledger_.commit(p, address_);
-    }
-    case wire::MsgType::kPong: {
-      wire::Ping pong;
-      return wire::decodePong(header, size, &pong);
-    }
-    case wire::MsgType::kRelay: {
-      wire::Relay relay;
-      TALLY_RETURN_IF_ERROR(wire::decodeRelay(header, size, &relay));
-      client_->relayed(slot_, relay);  // queued for the keeper: takes no lock of this link
-      return Status::ok();
-    }
-    case wire::MsgType::kError: {
-      wire::Reason reason;
-      wire::ErrorScope scope = wire::ErrorScope::kCommunicator;
-      TALLY_RETURN_IF_ERROR(wire::decodeError(header, size, &reason, &scope));
-      fatal_ = scope == wire::ErrorScope::kCommunicator;
-      return Status::remote(reason.text);
-    }
-    default:
-      return Status::remote(std::string("unexpected ") + wire::msgTypeName(type) + " message");
-  }
+  if (type == wire::MsgType::kResult) return onResultLocked(header, size);
+  return onLinkMessage(&ledger_, client_, slot_, address_, type, header, size, &fatal_);
 }
 
 Status RawLink::onResultLocked(const uint8_t* header, size_t size) {
   wire::SliceHeader h;
-  TALLY_RETURN_IF_ERROR(wire::decodeResult(header, size, &h));
-  // A Commit carried along: for results before this one.
-  if (h.ack.calls != 0 || h.ack.recovery_epoch != 0) {
-    TALLY_RETURN_IF_ERROR(ledger_.commit(h.ack, address_));
-  }
-  LedgerEntry* entry = ledger_.find(h.seq, h.slice);
-  if (entry == nullptr || entry->landed) {
-    return Status::remote("unexpected result for " + wire::describeSlice(h));
-  }
-  // A result before the slice was fully sent breaks the protocol, and would let the call complete
-  // (and its send buffer go) while the socket still reads from it.
-  if (entry->last_message > writtenLocked()) {
-    return Status::remote("result for " + wire::describeSlice(h) + " before the slice was sent");
-  }
-  const SliceTask& task = entry->task;
-  const Call& call = *task.call;
-  if (h.offset != task.recv.offset || h.count != task.recv.count || h.total_count != call.count ||
-      h.type != call.type || h.op != call.op || h.kind != call.kind ||
-      h.rank_count != call.rank_count || h.window_offset != call.window_offset) {
-    return Status::remote("result " + wire::describeSlice(h) + " does not match the slice sent");
-  }
+  LedgerEntry* entry = nullptr;
+  TALLY_RETURN_IF_ERROR(acceptResult(&ledger_, address_, header, size, &h, &entry));
+  // Its payload must have left the socket: a result before that would let the call complete (and
+  // its send buffer go) while the socket still reads from it.
+  TALLY_RETURN_IF_ERROR(checkResult(h, *entry, entry->last_message <= writtenLocked()));
   result_ = h;
   current_ = entry;
-  // An empty piece (reduce-scatter: none of this rank's part) is its header alone, and its
-  // offset may lie before recv_origin: no pointer is formed for it.
-  if (h.payloadBytes() == 0) {
-    landedLocked();
+  dst_ = resultDestination(h, *entry, &scratch_);
+  if (dst_ == nullptr) {
+    landedLocked();  // an empty piece: its header alone
     return Status::ok();
-  }
-  if (task.drop_result) {
-    // Sent again after its call was done (an early call): read, checked, dropped.
-    scratch_.resize(h.payloadBytes());
-    dst_ = scratch_.data();
-  } else {
-    dst_ = call.recv + (task.recv.offset - call.recv_origin) * dataTypeSize(call.type);
   }
   phase_ = Phase::kPayload;
   return Status::ok();
@@ -568,18 +501,9 @@ Status RawLink::onResultLocked(const uint8_t* header, size_t size) {
 
 Status RawLink::onPayloadLocked() {
   phase_ = Phase::kResultHeader;
-  const size_t bytes = result_.payloadBytes();
+  // The bytes are in the caller's buffer; with a checksum mismatch the call never completes.
   if (crc_ != nullptr) {
-    // The bytes are in the user's buffer, but the call never completes: the error fails it.
-    const uint32_t crc = crc_->compute(dst_, bytes);
-    if (crc != result_.crc) {
-      char sums[64];
-      std::snprintf(sums, sizeof(sums), "CRC32C %08x, header says %08x", crc, result_.crc);
-      fatal_ = true;
-      return Status::remote("checksum mismatch: rank " + std::to_string(client_->rank()) +
-                            " got the result of " + wire::describeSlice(result_) +
-                            " with payload " + sums + "; corrupted in transit");
-    }
+    TALLY_RETURN_IF_ERROR(checkPayload(crc_, client_->rank(), result_, dst_, &fatal_));
   }
   landedLocked();
   return Status::ok();
@@ -589,8 +513,9 @@ void RawLink::landedLocked() {
   ledger_.land(current_);
   landed_ = true;
   current_ = nullptr;
-  outstanding_--;
-  last_progress_ns_.store(nowNs());
+  const int64_t now = nowNs();
+  if (--outstanding_ == 0) busy_.end(now);
+  last_progress_ns_.store(now);
   // The freed credit goes to the next queued slice; readAll writes once the socket is drained.
   pushQueuedLocked();
 }

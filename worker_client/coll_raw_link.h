@@ -12,7 +12,8 @@
 //     queued slice itself.
 //   - receives: the progress thread drains every readable socket: a result header, then its
 //     payload read straight into the user's recv buffer at the slice's offset; a call completes
-//     when its last slice lands.
+//     when its last slice lands. The protocol steps (what a result must match, where it lands,
+//     Commits, Pongs, Relays and Errors) are link_session.h's.
 //   - zero-copy (TALLY_ZEROCOPY): the kernel's completions come as EPOLLERR and release the
 //     written messages; a committed slice completes only once released (ledger.h).
 //   - every kPollMs it checks each link for timeout_ms without a result while slices are
@@ -48,7 +49,9 @@
 #include "common/fd.h"
 #include "transport/raw_stream.h"
 #include "worker_client/link_owner.h"
+#include "worker_client/busy_clock.h"
 #include "worker_client/link.h"
+#include "worker_client/link_session.h"
 
 namespace tally::worker_client {
 namespace wire = protocol::wire;
@@ -137,6 +140,7 @@ class RawLink final : public Link {
   std::vector<LedgerEntry> takeOrphans(wire::AckPoint* committed) override;
   bool ended() const override;
   int64_t lastHeardNs() const override;
+  int64_t busyNs(int64_t now_ns) const override { return busy_.total(now_ns); }
   const std::string& address() const override { return address_; }
   uint32_t slot() const override { return slot_; }
 
@@ -188,6 +192,10 @@ class RawLink final : public Link {
   // Reports an error of this link to the client (unless it is closing anyway): lost reducer,
   // or with fatal_ set, the communicator's failure. No lock held.
   void reportFailure(const Status& st);
+  // Queues the link's last message (unless one was, or the link is closed) after the message
+  // in progress, dropping the slices not begun (they stay in the books), and writes it (mu_
+  // held).
+  void postLastLocked(LastMessage::Kind kind, const std::string& reason);
 
   LinkOwner* client_;
   const uint32_t slot_;
@@ -210,9 +218,9 @@ class RawLink final : public Link {
   bool landed_ = false;  // a result landed since the last Ack was considered
   bool fatal_ = false;  // the error being reported fails the communicator, not just this link
   bool out_armed_ = false;  // EPOLLOUT is watched
-  bool abort_posted_ = false;
   SliceLedger ledger_;
   int outstanding_ = 0;  // slices sent whose results have not landed (credits in use)
+  BusyClock busy_;       // the time outstanding_ was above 0
   std::atomic<int64_t> last_progress_ns_{0};
   transport::FrameQueue out_;
   uint64_t messages_pushed_ = 0;
@@ -229,7 +237,7 @@ class RawLink final : public Link {
   std::deque<std::pair<uint64_t, wire::Frame>, PoolAllocator<std::pair<uint64_t, wire::Frame>>>
       control_;
   wire::Frame bye_frame_;
-  wire::Frame abort_frame_;
+  LastMessage last_;  // an Error (postAbort) or a Dismiss (retire)
 
   // The progress thread's receive state (mu_ held while it changes).
   transport::FrameReader reader_;

@@ -40,6 +40,7 @@ class DeadLink final : public Link {
   }
   bool ended() const override { return true; }
   int64_t lastHeardNs() const override { return 0; }
+  int64_t busyNs(int64_t) const override { return 0; }
   const std::string& address() const override { return address_; }
   uint32_t slot() const override { return slot_; }
 

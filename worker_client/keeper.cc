@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "worker_client/coordinator.h"
+#include "worker_client/offer_backoff.h"
 
 namespace tally::worker_client {
 namespace wire = protocol::wire;
@@ -24,6 +25,17 @@ constexpr int64_t kNsPerMs = 1000000;
 int64_t tickMs(int64_t reducer_timeout_ms) {
   if (reducer_timeout_ms == 0) return 100;
   return std::clamp<int64_t>(reducer_timeout_ms / 8, 5, 100);
+}
+
+// What a reducer dropped as slow has as its reason's start (slow_reducers.cc), so that rank 0
+// tells such a loss from others when it plans the next offer.
+constexpr const char kSlowerThanPeers[] = "slower than its peers";
+
+SlowReducers::Settings slowSettings(const CollOptions& options) {
+  SlowReducers::Settings s;
+  // With a reducer timeout of 0 only a failed connection drops a reducer.
+  s.factor = options.reducer_timeout_ms > 0 ? options.slow_reducer_factor : 0;
+  return s;
 }
 
 }  // namespace
@@ -43,7 +55,11 @@ Keeper::Keeper(const CollOptions& options, KeeperSettings settings,
       addresses_(options.reducers),
       offer_cursor_(options.reducers.size(), 0),
       offer_after_ns_(options.reducers.size(), 0),
-      offer_backoff_ms_(options.reducers.size(), 0) {
+      offer_backoff_ms_(options.reducers.size(), 0),
+      slow_(slowSettings(options)),
+      slow_samples_(options.reducers.size()),
+      slow_wait_ms_(options.reducers.size(), 0),
+      joined_ns_(options.reducers.size(), 0) {
   if (rank_ == 0) {
     coordinator_ =
         std::make_unique<Coordinator>(settings_.nranks, options.reducers, options.min_reducers);
@@ -153,6 +169,7 @@ void Keeper::loop() {
     if (failed) continue;
     const int64_t now = nowNs();
     heartbeat(now);
+    checkSlow(now);
     checkRounds(now);
     posting_->dropRetired();
     posting_->compactPlacement();
@@ -346,6 +363,9 @@ void Keeper::onDecide(const wire::Control& c) {
     std::fill(relays_since_decision_.begin(), relays_since_decision_.end(), 0);
     relays_counted_from_ = c.epoch;
   }
+  // The load moves with every change (a slot that takes a lost one's slices is busier for a
+  // while): slowness is measured afresh.
+  slow_.restart();
   switch (c.change) {
     case wire::Change::kLost:
       return applyLost(c);
@@ -378,9 +398,19 @@ void Keeper::applyLost(const wire::Control& c) {
   orphans_.clear();
   if (!done.cannot.empty()) return failOver(done.cannot);
   if (rank_ == 0) {
-    // Its own address, restarted, is worth a look soon; backing off starts from here.
+    // Its own address, restarted, is worth a look soon; backing off starts from here. One
+    // dropped as slow still answers: taken back at once, it would be dropped again.
+    const int64_t now = nowNs();
     offer_backoff_ms_[c.slot] = 0;
-    offer_after_ns_[c.slot] = nowNs() + options_.rejoin_interval_ms * kNsPerMs;
+    int64_t wait_ms = options_.rejoin_interval_ms;
+    if (why.compare(0, sizeof(kSlowerThanPeers) - 1, kSlowerThanPeers) == 0) {
+      const bool again = joined_ns_[c.slot] != 0 &&
+                         now - joined_ns_[c.slot] < slow_wait_ms_[c.slot] * kNsPerMs;
+      slow_wait_ms_[c.slot] =
+          nextSlowOfferWaitMs(slow_wait_ms_[c.slot], options_.rejoin_interval_ms, again);
+      wait_ms = slow_wait_ms_[c.slot];
+    }
+    offer_after_ns_[c.slot] = now + wait_ms * kNsPerMs;
   }
   TALLY_WARN("CollNet communicator %s: reducer %s (slot %u) lost: %s; continues on %u of %u "
              "reducers from call %" PRIu64 " (epoch %u; %zu slices summed again, %zu of them at "
@@ -468,6 +498,20 @@ void Keeper::heartbeat(int64_t now_ns) {
       link.sendControl(wire::encodePing(wire::Ping{++ping_token_}));
     }
   }
+}
+
+void Keeper::checkSlow(int64_t now_ns) {
+  // The links as heartbeat() just copied them.
+  if (links_.size() != slow_samples_.size()) return;
+  for (uint32_t s = 0; s < slow_samples_.size(); ++s) {
+    Link& link = *links_[s];
+    slow_samples_[s].live = !suspected_[s] && posting_->live(s) && !link.ended();
+    slow_samples_[s].busy_ns = link.busyNs(now_ns);
+    slow_samples_[s].heard = now_ns - link.lastHeardNs() < SlowReducers::Settings().window_ns;
+  }
+  const SlowReducers::Verdict v = slow_.sample(now_ns, slow_samples_);
+  if (v.slot < 0) return;
+  handleLinkLost(static_cast<uint32_t>(v.slot), Status::timeout(v.why));
 }
 
 void Keeper::checkRounds(int64_t now_ns) {

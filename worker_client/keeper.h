@@ -6,7 +6,8 @@
 // silent reducers and drops the ones that stay silent, and takes reducers back (keeper_join.cc).
 // Not a public interface.
 //
-// Threads: linkLost and relayed from any thread (no lock of a link held); start and stop from
+// Threads: linkLost from any thread (no lock of a link held), relayed from any thread (a link
+// may hold its own lock: it only queues, under inbox_mu_); start and stop from
 // the client's owner; everything else on the keeper thread, which alone touches the members
 // below the inbox. Locks: inbox_mu_ is a leaf; the keeper calls Posting with none of its own
 // held.
@@ -34,6 +35,7 @@
 #include "worker_client/link.h"
 #include "worker_client/posting.h"
 #include "worker_client/relay_seal.h"
+#include "worker_client/slow_reducers.h"
 
 namespace tally::worker_client {
 namespace wire = protocol::wire;
@@ -74,7 +76,7 @@ class Keeper {
 
   // A link lost its reducer. Any thread, no lock of the link held.
   void linkLost(uint32_t slot, const Status& why);
-  // A link received a relayed failover message. Any thread, no lock of the link held.
+  // A link received a relayed failover message. Any thread; the link's own lock may be held.
   void relayed(uint32_t slot, const wire::Relay& relay);
 
  private:
@@ -128,6 +130,8 @@ class Keeper {
   // Rank 0: how a join of `slot` ended, for the wait before the next offer.
   void joinOutcome(uint32_t slot, bool joined);
   void heartbeat(int64_t now_ns);
+  // Drops a reducer far slower than its peers (slow_reducers.h).
+  void checkSlow(int64_t now_ns);
   void checkRounds(int64_t now_ns);
   // Rank 0: sends the coordinator's next proposal, if one waits.
   void proposeNext();
@@ -197,6 +201,12 @@ class Keeper {
   // doubles the wait, up to four intervals (offer_backoff.h).
   std::vector<int64_t> offer_after_ns_;
   std::vector<int64_t> offer_backoff_ms_;
+  // Slow reducers: the detector and its samples (every tick: room kept); rank 0, by slot, the
+  // wait before its last offer after a drop as slow, and when its reducer last joined.
+  SlowReducers slow_;
+  std::vector<SlowReducers::Sample> slow_samples_;
+  std::vector<int64_t> slow_wait_ms_;
+  std::vector<int64_t> joined_ns_;
 };
 
 }  // namespace tally::worker_client

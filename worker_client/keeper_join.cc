@@ -212,6 +212,7 @@ void Keeper::applyJoin(const wire::Control& c) {
   joined_at_[c.slot] = c.epoch;
   ping_sent_ns_[c.slot] = 0;
   addresses_[c.slot] = c.address;
+  joined_ns_[c.slot] = nowNs();
   joinOutcome(c.slot, true);
   TALLY_WARN("CollNet communicator %s: reducer %s joined as slot %u; continues on %u of %u "
              "reducers from call %" PRIu64 " (epoch %u)",

@@ -79,6 +79,9 @@ class Link {
   // When the reducer was last heard (steady clock, ns): a message of any kind, or bytes of one
   // still coming in (a large result's body), where the transport can tell.
   virtual int64_t lastHeardNs() const = 0;
+  // How long, in all, the link has had slices out whose results had not landed, up to now_ns
+  // (steady clock): what SlowReducers (slow_reducers.h) compares between reducers. Any thread.
+  virtual int64_t busyNs(int64_t now_ns) const = 0;
 
   virtual const std::string& address() const = 0;
   virtual uint32_t slot() const = 0;

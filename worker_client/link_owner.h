@@ -34,8 +34,9 @@ class LinkOwner {
   virtual void fail(const Status& st) = 0;
   // The link lost its reducer: the keeper drops it. Any thread, no lock of the link held.
   virtual void linkLost(uint32_t slot, const Status& why) = 0;
-  // A relayed failover message came through the link, for the keeper. Any thread, no lock of
-  // the link held.
+  // A relayed failover message came through the link, for the keeper. Any thread; it only
+  // queues the message (under a leaf lock), so a link calls it with its own mu_ held
+  // (link_session.h, onLinkMessage).
   virtual void relayed(uint32_t slot, const protocol::wire::Relay& relay) = 0;
 
  protected:

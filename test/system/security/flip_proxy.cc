@@ -130,6 +130,10 @@ void FlipProxy::throttle(Direction dir, uint64_t bytes_per_second) {
   throttle_rate_[dir == Direction::kToServer ? 0 : 1].store(std::max<uint64_t>(100, bytes_per_second));
 }
 
+void FlipProxy::unthrottle(Direction dir) {
+  throttle_rate_[dir == Direction::kToServer ? 0 : 1].store(0);
+}
+
 void FlipProxy::forward(int client, int server) {
   std::vector<uint8_t> buf(256 * 1024);
   std::vector<uint8_t> tails[2];

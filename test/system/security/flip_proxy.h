@@ -30,6 +30,8 @@ class FlipProxy {
   bool flipped() const { return flipped_.load(); }
   // Forwards `dir` at about `bytes_per_second` (at least 100) on every connection from now on.
   void throttle(Direction dir, uint64_t bytes_per_second);
+  // Forwards `dir` as fast as it comes again.
+  void unthrottle(Direction dir);
 
  private:
   FlipProxy() = default;
