@@ -31,6 +31,9 @@ int64_t tickMs(int64_t reducer_timeout_ms) {
 // tells such a loss from others when it plans the next offer.
 constexpr const char kSlowerThanPeers[] = "slower than its peers";
 
+// How long after a reducer dropped as slow is taken back one slow window drops it again.
+constexpr int64_t kSlowProbationNs = 10000 * kNsPerMs;
+
 SlowReducers::Settings slowSettings(const CollOptions& options) {
   SlowReducers::Settings s;
   // With a reducer timeout of 0 only a failed connection drops a reducer.
@@ -59,7 +62,8 @@ Keeper::Keeper(const CollOptions& options, KeeperSettings settings,
       slow_(slowSettings(options)),
       slow_samples_(options.reducers.size()),
       slow_wait_ms_(options.reducers.size(), 0),
-      joined_ns_(options.reducers.size(), 0) {
+      joined_ns_(options.reducers.size(), 0),
+      slow_lost_(options.reducers.size(), false) {
   if (rank_ == 0) {
     coordinator_ =
         std::make_unique<Coordinator>(settings_.nranks, options.reducers, options.min_reducers);
@@ -397,13 +401,14 @@ void Keeper::applyLost(const wire::Control& c) {
   const LossApplied done = posting_->applyLoss(c, std::move(orphans_));
   orphans_.clear();
   if (!done.cannot.empty()) return failOver(done.cannot);
+  slow_lost_[c.slot] = why.compare(0, sizeof(kSlowerThanPeers) - 1, kSlowerThanPeers) == 0;
   if (rank_ == 0) {
     // Its own address, restarted, is worth a look soon; backing off starts from here. One
     // dropped as slow still answers: taken back at once, it would be dropped again.
     const int64_t now = nowNs();
     offer_backoff_ms_[c.slot] = 0;
     int64_t wait_ms = options_.rejoin_interval_ms;
-    if (why.compare(0, sizeof(kSlowerThanPeers) - 1, kSlowerThanPeers) == 0) {
+    if (slow_lost_[c.slot]) {
       const bool again = joined_ns_[c.slot] != 0 &&
                          now - joined_ns_[c.slot] < slow_wait_ms_[c.slot] * kNsPerMs;
       slow_wait_ms_[c.slot] =
@@ -508,6 +513,7 @@ void Keeper::checkSlow(int64_t now_ns) {
     slow_samples_[s].live = !suspected_[s] && posting_->live(s) && !link.ended();
     slow_samples_[s].busy_ns = link.busyNs(now_ns);
     slow_samples_[s].heard = now_ns - link.lastHeardNs() < SlowReducers::Settings().window_ns;
+    slow_samples_[s].probation = slow_lost_[s] && now_ns - joined_ns_[s] < kSlowProbationNs;
   }
   const SlowReducers::Verdict v = slow_.sample(now_ns, slow_samples_);
   if (v.slot < 0) return;

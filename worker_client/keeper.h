@@ -207,6 +207,7 @@ class Keeper {
   std::vector<SlowReducers::Sample> slow_samples_;
   std::vector<int64_t> slow_wait_ms_;
   std::vector<int64_t> joined_ns_;
+  std::vector<bool> slow_lost_;  // by slot: its last loss was a drop as slow
 };
 
 }  // namespace tally::worker_client

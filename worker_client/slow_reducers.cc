@@ -73,7 +73,7 @@ SlowReducers::Verdict SlowReducers::sample(int64_t now_ns, const std::vector<Sam
   run_busy_ns_ += top_busy;
   run_peers_ns_ += median;
   run_span_ns_ += window;
-  if (in_a_row_ < settings_.windows) return v;
+  if (in_a_row_ < (samples[top].probation ? 1 : settings_.windows)) return v;
   v.slot = top;
   char text[200];
   if (run_peers_ns_ > 0) {

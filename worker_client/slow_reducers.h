@@ -36,6 +36,9 @@ class SlowReducers {
     // Heard from within the last window. A silent reducer (frozen, unreachable) is not slow
     // but gone, and TALLY_REDUCER_TIMEOUT_MS is its bound: it is never named here.
     bool heard = true;
+    // Taken back lately after a drop as slow: one window decides, so that a reducer still slow
+    // costs the calls a short stall each time it is tried again.
+    bool probation = false;
   };
   struct Verdict {
     int64_t slot = -1;  // the slow slot, or -1
