@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -81,10 +82,61 @@ std::string WorkerExit::describe() const {
   return s + "exit " + std::to_string(exit_code);
 }
 
-Status runWorkers(int nworkers, const std::function<int(int rank)>& body, int64_t timeout_ms,
-                  std::vector<WorkerExit>* exits, const WorkerHooks& hooks) {
-  std::fflush(nullptr);
-  pid_t parent = ::getpid();
+namespace {
+
+// argv and envp for execve, built in the parent before fork: between fork and exec the child of
+// a multi-threaded parent must not allocate. The environment is the parent's with `env` added.
+class ExecImage {
+ public:
+  ExecImage(const std::string& binary, const std::vector<std::string>& args,
+            const std::vector<std::pair<std::string, std::string>>& env)
+      : binary_(binary) {
+    args_.push_back(binary);
+    args_.insert(args_.end(), args.begin(), args.end());
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string entry = *e;
+      const std::string name = entry.substr(0, entry.find('='));
+      bool replaced = false;
+      for (const auto& [k, v] : env) replaced = replaced || k == name;
+      if (!replaced) env_.push_back(std::move(entry));
+    }
+    for (const auto& [k, v] : env) env_.push_back(k + "=" + v);
+    // The strings are final: their buffers stay where they are from here on.
+    for (auto& a : args_) argv_.push_back(a.data());
+    argv_.push_back(nullptr);
+    for (auto& e : env_) envp_.push_back(e.data());
+    envp_.push_back(nullptr);
+    failed_ = "exec " + binary + " failed: errno ";
+  }
+  ExecImage(const ExecImage&) = delete;
+  ExecImage& operator=(const ExecImage&) = delete;
+
+  // In the child: execs, or says why not on stderr (write() and to_chars, which neither
+  // allocate nor lock) and _exits 127.
+  [[noreturn]] void exec() {
+    ::execve(binary_.c_str(), argv_.data(), envp_.data());
+    char line[32];
+    char* end = std::to_chars(line, line + sizeof(line) - 1, errno).ptr;
+    *end++ = '\n';
+    ssize_t ignored = ::write(STDERR_FILENO, failed_.data(), failed_.size());
+    ignored = ::write(STDERR_FILENO, line, static_cast<size_t>(end - line));
+    (void)ignored;
+    ::_exit(127);
+  }
+
+ private:
+  std::string binary_;
+  std::vector<std::string> args_;
+  std::vector<std::string> env_;
+  std::vector<char*> argv_;
+  std::vector<char*> envp_;
+  std::string failed_;
+};
+
+// Starts child `rank` for every rank with start(rank) (its pid, or -1 with errno set), then
+// waits for them as runWorkers says. A failed start kills and reaps the children started so far.
+Status startAndWait(int nworkers, const std::function<pid_t(int rank)>& start, int64_t timeout_ms,
+                    std::vector<WorkerExit>* exits, const WorkerHooks& hooks) {
   std::vector<pid_t> pids;
   std::vector<WorkerExit> result(static_cast<size_t>(nworkers));
   auto reaped = [&](pid_t pid) {
@@ -92,7 +144,7 @@ Status runWorkers(int nworkers, const std::function<int(int rank)>& body, int64_
   };
   for (int rank = 0; rank < nworkers; ++rank) {
     result[static_cast<size_t>(rank)].rank = rank;
-    pid_t pid = ::fork();
+    const pid_t pid = start(rank);
     if (pid < 0) {
       int err = errno;
       for (pid_t p : pids) ::kill(p, SIGKILL);
@@ -101,14 +153,6 @@ Status runWorkers(int nworkers, const std::function<int(int rank)>& body, int64_
         reaped(p);
       }
       return Status::fromErrno("fork worker " + std::to_string(rank), err);
-    }
-    if (pid == 0) {
-      if (hooks.default_signals) {
-        ::signal(SIGINT, SIG_DFL);
-        ::signal(SIGTERM, SIG_DFL);
-      }
-      dieWithParent(parent);
-      runChildBody(body, rank, "worker");
     }
     if (hooks.started) hooks.started(pid);
     pids.push_back(pid);
@@ -159,6 +203,53 @@ Status runWorkers(int nworkers, const std::function<int(int rank)>& body, int64_
   return Status::ok();
 }
 
+}  // namespace
+
+Status runWorkers(int nworkers, const std::function<int(int rank)>& body, int64_t timeout_ms,
+                  std::vector<WorkerExit>* exits, const WorkerHooks& hooks) {
+  std::fflush(nullptr);
+  const pid_t parent = ::getpid();
+  return startAndWait(
+      nworkers,
+      [&](int rank) -> pid_t {
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+          if (hooks.default_signals) {
+            ::signal(SIGINT, SIG_DFL);
+            ::signal(SIGTERM, SIG_DFL);
+          }
+          dieWithParent(parent);
+          runChildBody(body, rank, "worker");
+        }
+        return pid;
+      },
+      timeout_ms, exits, hooks);
+}
+
+Status runExecWorkers(int nworkers, const std::function<WorkerProgram(int rank)>& program,
+                      int64_t timeout_ms, std::vector<WorkerExit>* exits,
+                      const WorkerHooks& hooks) {
+  std::vector<std::unique_ptr<ExecImage>> images;
+  for (int rank = 0; rank < nworkers; ++rank) {
+    const WorkerProgram p = program(rank);
+    images.push_back(std::make_unique<ExecImage>(p.binary, p.args, p.env));
+  }
+  std::fflush(nullptr);
+  const pid_t parent = ::getpid();
+  return startAndWait(
+      nworkers,
+      [&](int rank) -> pid_t {
+        ExecImage* image = images[static_cast<size_t>(rank)].get();
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+          dieWithParent(parent);
+          image->exec();
+        }
+        return pid;
+      },
+      timeout_ms, exits, hooks);
+}
+
 bool allWorkersOk(const std::vector<WorkerExit>& exits, std::string* why) {
   bool ok = true;
   for (const auto& e : exits) {
@@ -192,24 +283,7 @@ Status ReducerProcess::start(const std::string& binary, const std::vector<std::s
 }
 
 Status spawnReducer(const std::string& binary, const ReducerSpawn& spawn, SpawnedReducer* out) {
-  // Built before fork: the child of a multi-threaded parent should not allocate.
-  std::vector<std::string> args = {binary};
-  args.insert(args.end(), spawn.args.begin(), spawn.args.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string entry = *e;
-    std::string name = entry.substr(0, entry.find('='));
-    bool replaced = false;
-    for (const auto& [k, v] : spawn.env) replaced = replaced || k == name;
-    if (!replaced) env.push_back(std::move(entry));
-  }
-  for (const auto& [k, v] : spawn.env) env.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  ExecImage image(binary, spawn.args, spawn.env);
   const std::string netns_path = spawn.netns.empty() ? "" : EmulatedCluster::netnsPath(spawn.netns);
 
   int fds[2];
@@ -236,9 +310,7 @@ Status spawnReducer(const std::string& binary, const ReducerSpawn& spawn, Spawne
       }
     }
     if (spawn.in_child) spawn.in_child();
-    ::execve(binary.c_str(), argv.data(), envp.data());
-    std::fprintf(stderr, "exec %s: %s\n", binary.c_str(), std::strerror(errno));
-    ::_exit(127);
+    image.exec();
   }
   ::close(fds[1]);
   out->pid = pid;
@@ -370,11 +442,16 @@ std::string reducerList(const std::vector<std::unique_ptr<ReducerProcess>>& redu
   return list;
 }
 
-std::string selfDirectory() {
+std::string selfPath() {
   char buf[4096];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  std::string path(buf, static_cast<size_t>(n));
+  if (n <= 0) return "";
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+std::string selfDirectory() {
+  const std::string path = selfPath();
+  if (path.empty()) return ".";
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }

@@ -1,5 +1,6 @@
-// Process helpers for the demo and the functional tests: forked worker processes standing in for
-// the ranks of an NCCL job, and tally-reducer processes started with fork/exec.
+// Process helpers for the demo and the functional tests: worker processes standing in for the
+// ranks of an NCCL job (forked, or forked and exec'd as a fresh program), and tally-reducer
+// processes started with fork/exec.
 //
 // Every wait is bounded. Children ask the kernel to kill them when the parent dies
 // (PR_SET_PDEATHSIG), so a crashed test leaves no orphans behind. Not thread-safe: call from one
@@ -52,6 +53,24 @@ struct WorkerHooks {
 // exits holds one entry per rank in rank order.
 Status runWorkers(int nworkers, const std::function<int(int rank)>& body, int64_t timeout_ms,
                   std::vector<WorkerExit>* exits, const WorkerHooks& hooks = {});
+
+// One exec'd worker: the program, its arguments (argv[1] on), and variables added to the
+// environment it inherits from the parent (replacing one of the same name).
+struct WorkerProgram {
+  std::string binary;
+  std::vector<std::string> args;
+  std::vector<std::pair<std::string, std::string>> env;
+};
+
+// runWorkers with a fresh program in every child: child `rank` dies with the parent and execs
+// program(rank) at once, so none of the parent's code or state runs in it and the parent may
+// have threads of its own while its workers run. (ThreadSanitizer instruments an exec'd child
+// fully; a forked child of a multi-threaded parent it ignores, or dies in.) A child whose exec
+// fails exits 127. hooks.default_signals does nothing here: exec resets caught signals to their
+// defaults. Otherwise as runWorkers: every wait bounded, one entry per rank in *exits.
+Status runExecWorkers(int nworkers, const std::function<WorkerProgram(int rank)>& program,
+                      int64_t timeout_ms, std::vector<WorkerExit>* exits,
+                      const WorkerHooks& hooks = {});
 
 // The end of a forked child: runs body(index), reports an exception escaping it on stderr as
 // "<what> <index>: exception: ...", flushes stdio and _exits with body's return value (70 when it
@@ -139,6 +158,8 @@ Status startReducers(const std::string& binary, const std::vector<ReducerOptions
 // "a:1,b:2" from the reducers' addresses, the TALLY_REDUCERS syntax.
 std::string reducerList(const std::vector<std::unique_ptr<ReducerProcess>>& reducers);
 
+// Path of the running executable (/proc/self/exe); "" when it cannot be read.
+std::string selfPath();
 // Directory of the running executable (/proc/self/exe), without a trailing slash.
 std::string selfDirectory();
 

@@ -11,10 +11,13 @@
 
 #include "common/status.h"
 #include "test/support/cluster.h"
+#include "test/support/sanitizer_build.h"
 #include "tools/driver/coll_driver.h"
 #include "tools/driver/process.h"
 
 namespace tally::reliability {
+
+using test::kThreadSanitizer;
 
 // The plugin's no-progress timeout in these tests, and the slack allowed on top of it for a
 // loaded two-core machine.
