@@ -31,7 +31,7 @@ int64_t tickMs(int64_t reducer_timeout_ms) {
 // tells such a loss from others when it plans the next offer.
 constexpr const char kSlowerThanPeers[] = "slower than its peers";
 
-// How long after a reducer dropped as slow is taken back one slow window drops it again.
+// How long after a reducer dropped as slow is taken back two slow windows drop it again.
 constexpr int64_t kSlowProbationNs = 10000 * kNsPerMs;
 
 SlowReducers::Settings slowSettings(const CollOptions& options) {

@@ -22,10 +22,10 @@ inline int64_t nextOfferBackoffMs(int64_t previous_ms, int64_t interval_ms, bool
 
 // A reducer dropped as slow (slow_reducers.h) still answers, so a join would take it back at
 // once, only for it to be dropped again a couple of seconds later, each round costing every call
-// a stall. Its first offer waits four intervals; a reducer dropped as slow again within its wait
+// a stall. Its first offer waits eight intervals; a reducer dropped as slow again within its wait
 // of being taken back waits twice as long, up to 32 intervals (32 s by default): a reducer that
 // stays slow costs a stall every half minute or so, and one that recovered is back within that.
-inline constexpr int64_t kMinSlowOfferIntervals = 4;
+inline constexpr int64_t kMinSlowOfferIntervals = 8;
 inline constexpr int64_t kMaxSlowOfferIntervals = 32;
 
 // `previous_ms`: the wait before its last join (0: none); `again`: dropped as slow again within

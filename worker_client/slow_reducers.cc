@@ -7,6 +7,9 @@ namespace tally::worker_client {
 
 namespace {
 constexpr int64_t kNsPerMs = 1000000;
+// On probation: two windows, so that a reducer just taken back, whose first calls may be slow
+// (cold buffers, a TCP window to open), is not dropped for its first window alone.
+constexpr int kProbationWindows = 2;
 }  // namespace
 
 void SlowReducers::restart() {
@@ -73,7 +76,7 @@ SlowReducers::Verdict SlowReducers::sample(int64_t now_ns, const std::vector<Sam
   run_busy_ns_ += top_busy;
   run_peers_ns_ += median;
   run_span_ns_ += window;
-  if (in_a_row_ < (samples[top].probation ? 1 : settings_.windows)) return v;
+  if (in_a_row_ < (samples[top].probation ? kProbationWindows : settings_.windows)) return v;
   v.slot = top;
   char text[200];
   if (run_peers_ns_ > 0) {

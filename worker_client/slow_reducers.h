@@ -36,8 +36,8 @@ class SlowReducers {
     // Heard from within the last window. A silent reducer (frozen, unreachable) is not slow
     // but gone, and TALLY_REDUCER_TIMEOUT_MS is its bound: it is never named here.
     bool heard = true;
-    // Taken back lately after a drop as slow: one window decides, so that a reducer still slow
-    // costs the calls a short stall each time it is tried again.
+    // Taken back lately after a drop as slow: two windows decide, not three, so that a reducer
+    // still slow costs the calls a short stall each time it is tried again.
     bool probation = false;
   };
   struct Verdict {

@@ -1,6 +1,6 @@
 // A reducer far slower than its peers (docs/failover.md, "A slow reducer"): the link to one of
-// three reducers runs through a proxy that forwards about 2 MB/s each way while the others run
-// at loopback speed, so every call waits for that one. Every rank must see it dropped as slow,
+// three reducers runs through a proxy that forwards about 2 MB/s each way (0.5 under TSan) while
+// the others run at loopback speed, so every call waits for that one. Every rank must see it dropped as slow,
 // well before TALLY_REDUCER_TIMEOUT_MS (it is never silent), every call exact; once its link is
 // fast again it is taken back. Reducers all alike slow drop nobody. In every progress mode.
 #include <gtest/gtest.h>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "test/support/harness.h"
+#include "test/support/sanitizer_build.h"
 #include "test/support/warnings.h"
 #include "test/system/security/flip_proxy.h"
 
@@ -26,7 +27,14 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kRanks = 2;
 constexpr int kReducers = 3;
-constexpr uint64_t kSlowBytesPerSecond = 2 * 1000 * 1000;
+// Under TSan every rank's own work between calls (filling and checking 3 MiB) takes long enough
+// to leave the slow link idle for more than a tenth of each call at 2 MB/s: slower there, so that
+// it is still busy nearly all the time.
+constexpr uint64_t kSlowBytesPerSecond = (::tally::test::kThreadSanitizer ? 500 : 2000) * 1000;
+// The reducer timeout the ranks run with, and the bound on the drop, which must come before it
+// (TSan: a window in which the rank's own work left the link idle starts the count over).
+constexpr int64_t kReducerTimeoutMs = ::tally::test::kThreadSanitizer ? 30000 : 10000;
+constexpr int64_t kDropBoundMs = kReducerTimeoutMs - 500;
 // One 1 MiB slice per reducer and call.
 constexpr size_t kCount = kReducers * (1 << 20) / 4;
 
@@ -61,7 +69,7 @@ class SlowReducer : public ::testing::TestWithParam<CollProgress> {
     o.slices_per_reducer = 1;
     o.progress = GetParam();
     // Long: a drop within it is the slowness check's, not the silence timeout's.
-    o.reducer_timeout_ms = 10000;
+    o.reducer_timeout_ms = kReducerTimeoutMs;
     o.rejoin_interval_ms = 200;
     o.timeouts.io_ms = 30000;
     for (const Status& s : connectAll(std::vector<CollOptions>(kRanks, o), &clients_)) {
@@ -142,11 +150,13 @@ TEST_P(SlowReducer, IsDroppedWithinSecondsAndTakenBackOnceFast) {
   proxies_[0]->throttle(FlipProxy::Direction::kToServer, kSlowBytesPerSecond);
   proxies_[0]->throttle(FlipProxy::Direction::kToClient, kSlowBytesPerSecond);
   const std::vector<std::string> dropped{"reducer " + slow + " (slot 2) lost: slower than its peers"};
-  EXPECT_EQ(callUntil([&] { return countLines(dropped) >= kRanks; }, 15000, &waited), "");
+  EXPECT_EQ(callUntil([&] { return countLines(dropped) >= kRanks; }, kReducerTimeoutMs + 5000,
+                      &waited),
+            "");
   // Three half-second windows, the agreement, and a slow call or two in flight meanwhile (about
-  // 2.5 s; slack for a loaded machine), before the reducer timeout (10 s) could run out.
+  // 2.5 s; slack for a loaded machine), before the reducer timeout could run out.
   EXPECT_GE(waited, 1500);
-  EXPECT_LT(waited, 9500) << "the slow reducer was not dropped on every rank in time";
+  EXPECT_LT(waited, kDropBoundMs) << "the slow reducer was not dropped on every rank in time";
   EXPECT_EQ(countLines({"not even a Pong"}), 0u);
   // Fast again: taken back after its wait (four rejoin intervals).
   proxies_[0]->unthrottle(FlipProxy::Direction::kToServer);

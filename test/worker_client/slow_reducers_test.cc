@@ -124,12 +124,12 @@ TEST(SlowReducers, ASilentReducerIsLeftToTheTimeout) {
   EXPECT_EQ(r.ticks(40, {0, 100, 0}).slot, 1);
 }
 
-TEST(SlowReducers, OnProbationOneWindowDecides) {
+TEST(SlowReducers, OnProbationTwoWindowsDecide) {
   Feed r(3);
   r.samples[1].probation = true;
   int at = -1;
   EXPECT_EQ(r.ticks(40, {10, 100, 10}, &at).slot, 1);
-  EXPECT_EQ(at, 5);  // the start, then one window
+  EXPECT_EQ(at, 10);  // the start, then two windows
 }
 
 TEST(SlowReducers, FactorZeroIsOff) {
