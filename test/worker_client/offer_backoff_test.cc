@@ -33,5 +33,16 @@ TEST(OfferBackoff, FollowsTheInterval) {
   EXPECT_EQ(nextOfferBackoffMs(30000, 1000, false), 4000);
 }
 
+TEST(SlowOfferWait, StartsAtEightIntervalsAndDoublesOnlyWhenDroppedAgainSoon) {
+  EXPECT_EQ(nextSlowOfferWaitMs(0, 1000, false), 8000);
+  EXPECT_EQ(nextSlowOfferWaitMs(0, 1000, true), 8000);  // no wait before: the first
+  EXPECT_EQ(nextSlowOfferWaitMs(8000, 1000, true), 16000);
+  EXPECT_EQ(nextSlowOfferWaitMs(16000, 1000, true), 32000);
+  EXPECT_EQ(nextSlowOfferWaitMs(32000, 1000, true), 32000);  // at most 32 intervals
+  // Dropped as slow long after it joined: a new episode, back to the first wait.
+  EXPECT_EQ(nextSlowOfferWaitMs(32000, 1000, false), 8000);
+  EXPECT_EQ(nextSlowOfferWaitMs(400, 200, true), 1600);
+}
+
 }  // namespace
 }  // namespace tally::worker_client
