@@ -67,6 +67,7 @@ class SlowReducer : public ::testing::TestWithParam<CollProgress> {
       o.reducers.push_back(proxies_.back()->address());
     }
     o.slices_per_reducer = 1;
+    o.slow_reducer_factor = paramDefaultNumber("TALLY_SLOW_REDUCER_FACTOR");  // off in optionsFor
     o.progress = GetParam();
     // Long: a drop within it is the slowness check's, not the silence timeout's.
     o.reducer_timeout_ms = kReducerTimeoutMs;
