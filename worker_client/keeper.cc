@@ -512,7 +512,7 @@ void Keeper::checkSlow(int64_t now_ns) {
     Link& link = *links_[s];
     slow_samples_[s].live = !suspected_[s] && posting_->live(s) && !link.ended();
     slow_samples_[s].busy_ns = link.busyNs(now_ns);
-    slow_samples_[s].heard = now_ns - link.lastHeardNs() < SlowReducers::Settings().window_ns;
+    slow_samples_[s].heard = now_ns - link.lastHeardNs() < slow_.windowNs();
     slow_samples_[s].probation = slow_lost_[s] && now_ns - joined_ns_[s] < kSlowProbationNs;
   }
   const SlowReducers::Verdict v = slow_.sample(now_ns, slow_samples_);

@@ -46,6 +46,7 @@ class SlowReducers {
   };
 
   explicit SlowReducers(Settings settings) : settings_(settings) {}
+  int64_t windowNs() const { return settings_.window_ns; }
 
   // Starts over from the next sample (a membership change).
   void restart();
