@@ -313,6 +313,11 @@ std::vector<LedgerEntry> ThreadedLink::takeOrphans(wire::AckPoint* committed) {
   return ledger_.takeAll();
 }
 
+InPlaceOut ThreadedLink::inPlaceOut() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ledger_.inPlaceOut();
+}
+
 Status ThreadedLink::waitBounded(transport::Request* req, size_t* size, bool* fatal) {
   size_t sizes[transport::kMaxRecvs] = {};
   for (;;) {

@@ -57,6 +57,7 @@ class ThreadedLink final : public Link {
   void stopAndJoin() override;
   void retire(const std::string& reason, bool dismiss) override;
   std::vector<LedgerEntry> takeOrphans(wire::AckPoint* committed) override;
+  InPlaceOut inPlaceOut() const override;
   bool ended() const override { return stop_.load(std::memory_order_acquire); }
   int64_t lastHeardNs() const override;
   int64_t busyNs(int64_t now_ns) const override { return busy_.total(now_ns); }
@@ -141,7 +142,7 @@ class ThreadedLink final : public Link {
   mutable std::atomic<uint64_t> bytes_seen_{0};
 
   std::mutex send_mu_;  // held while posting sends and reaping sends_
-  std::mutex mu_;       // the books and the members below it, up to stop_ (link_session.h)
+  mutable std::mutex mu_;  // the books and the members below it, up to stop_ (link_session.h)
   std::condition_variable cv_;
   SliceLedger ledger_;  // queued, sent, landed: until committed (ledger.h)
   int outstanding_ = 0;  // slices sent whose results have not landed (credits in use)

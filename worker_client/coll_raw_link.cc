@@ -357,6 +357,11 @@ std::vector<LedgerEntry> RawLink::takeOrphans(wire::AckPoint* committed) {
   return ledger_.takeAll();
 }
 
+InPlaceOut RawLink::inPlaceOut() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ledger_.inPlaceOut();
+}
+
 void RawLink::checkTimeout(int64_t now_ns) {
   int outstanding;
   size_t held;  // committed slices whose zero-copy sends the kernel has not released

@@ -138,6 +138,7 @@ class RawLink final : public Link {
   void detach() override;
   bool detached() const override;
   std::vector<LedgerEntry> takeOrphans(wire::AckPoint* committed) override;
+  InPlaceOut inPlaceOut() const override;
   bool ended() const override;
   int64_t lastHeardNs() const override;
   int64_t busyNs(int64_t now_ns) const override { return busy_.total(now_ns); }

@@ -38,6 +38,7 @@ class DeadLink final : public Link {
     *committed = wire::AckPoint{};
     return ledger_.takeAll();
   }
+  InPlaceOut inPlaceOut() const override { return {}; }
   bool ended() const override { return true; }
   int64_t lastHeardNs() const override { return 0; }
   int64_t busyNs(int64_t) const override { return 0; }

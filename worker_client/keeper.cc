@@ -27,10 +27,6 @@ int64_t tickMs(int64_t reducer_timeout_ms) {
   return std::clamp<int64_t>(reducer_timeout_ms / 8, 5, 100);
 }
 
-// What a reducer dropped as slow has as its reason's start (slow_reducers.cc), so that rank 0
-// tells such a loss from others when it plans the next offer.
-constexpr const char kSlowerThanPeers[] = "slower than its peers";
-
 // How long after a reducer dropped as slow is taken back two slow windows drop it again.
 constexpr int64_t kSlowProbationNs = 10000 * kNsPerMs;
 
@@ -54,6 +50,7 @@ Keeper::Keeper(const CollOptions& options, KeeperSettings settings,
       suspected_(options.reducers.size(), false),
       lost_reasons_(options.reducers.size()),
       joined_at_(options.reducers.size(), 0),
+      running_(options.reducers.size(), false),
       ping_sent_ns_(options.reducers.size(), 0),
       addresses_(options.reducers),
       offer_cursor_(options.reducers.size(), 0),
@@ -174,6 +171,7 @@ void Keeper::loop() {
     const int64_t now = nowNs();
     heartbeat(now);
     checkSlow(now);
+    checkDrain(now);
     checkRounds(now);
     posting_->dropRetired();
     posting_->compactPlacement();
@@ -217,13 +215,14 @@ uint32_t Keeper::liveLinks() const {
   return n;
 }
 
-void Keeper::handleLinkLost(uint32_t slot, const Status& why) {
+void Keeper::handleLinkLost(uint32_t slot, const Status& why, bool retire) {
   if (slot >= slots() || suspected_[slot] || !posting_->live(slot)) return;
   suspected_[slot] = true;
   std::shared_ptr<Link> link = posting_->linkAt(slot);
   TALLY_INFO(log::kColl, "CollNet rank %d: reducer %s (slot %u) lost: %s", rank_,
              link->address().c_str(), slot, why.message().c_str());
-  link->retire(why.message(), false);
+  running_[slot] = !retire;
+  if (retire) link->retire(why.message(), false);
   lost_reasons_[slot] = why.message();
   if (liveLinks() == 0) return failOver("no reducer is left");
   wire::Control c;
@@ -324,31 +323,12 @@ void Keeper::onPropose(const wire::Control& c) {
   }
   proposed_epoch_ = c.epoch;
   if (suspect_since_ns_ != 0) suspect_since_ns_ = nowNs();  // rank 0 goes on: count afresh
+  waiting_since_ns_ = nowNs();
   if (c.change == wire::Change::kJoin) {
     // Posting goes on while this rank opens the link; it reports once joined (onJoined).
-    waiting_since_ns_ = nowNs();
     return startJoin(c);
   }
-  wire::Control r;
-  r.kind = wire::ControlKind::kReport;
-  r.change = c.change;
-  r.epoch = c.epoch;
-  r.slot = c.slot;
-  // No call is posted until the decision: K is then past every rank's last call. First, so
-  // that no post puts a slice in the lost link's books after they are taken below.
-  r.next_call = posting_->holdCalls();
-  std::shared_ptr<Link> link = posting_->linkAt(c.slot);
-  if (!suspected_[c.slot]) {
-    // Another rank dropped it: this rank closes its connection too, so that nothing more comes
-    // from it after this report.
-    suspected_[c.slot] = true;
-    lost_reasons_[c.slot] = c.reason;
-    link->retire("dismissed: " + c.reason, true);
-  }
-  orphans_.clear();
-  orphans_ = link->takeOrphans(&r.commit);
-  waiting_since_ns_ = nowNs();
-  sendToRankZero(r);
+  reportOnLoss(c);
 }
 
 void Keeper::onDecide(const wire::Control& c) {
@@ -401,7 +381,7 @@ void Keeper::applyLost(const wire::Control& c) {
   const LossApplied done = posting_->applyLoss(c, std::move(orphans_));
   orphans_.clear();
   if (!done.cannot.empty()) return failOver(done.cannot);
-  slow_lost_[c.slot] = why.compare(0, sizeof(kSlowerThanPeers) - 1, kSlowerThanPeers) == 0;
+  slow_lost_[c.slot] = droppedAsSlow(why);
   if (rank_ == 0) {
     // Its own address, restarted, is worth a look soon; backing off starts from here. One
     // dropped as slow still answers: taken back at once, it would be dropped again.
@@ -517,7 +497,7 @@ void Keeper::checkSlow(int64_t now_ns) {
   }
   const SlowReducers::Verdict v = slow_.sample(now_ns, slow_samples_);
   if (v.slot < 0) return;
-  handleLinkLost(static_cast<uint32_t>(v.slot), Status::timeout(v.why));
+  handleLinkLost(static_cast<uint32_t>(v.slot), Status::timeout(v.why), false);
 }
 
 void Keeper::checkRounds(int64_t now_ns) {

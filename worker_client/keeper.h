@@ -19,6 +19,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -104,9 +105,16 @@ class Keeper {
   void loop();
   void push(Event ev);
   void handleEvent(Event& ev);
-  void handleLinkLost(uint32_t slot, const Status& why);
+  // Suspects slot's reducer. With retire, its link ends now (it failed, or went silent);
+  // without (a drop as slow), it runs on until the proposal, which lets it finish its in-place
+  // slices first (keeper_drain.cc).
+  void handleLinkLost(uint32_t slot, const Status& why, bool retire = true);
   void handleControl(uint32_t from, const wire::Control& c);
   void onPropose(const wire::Control& c);
+  // keeper_drain.cc: this rank's report on a proposed loss, once the link may end.
+  void reportOnLoss(const wire::Control& c);
+  void checkDrain(int64_t now_ns);
+  void sendLossReport(wire::Control r);
   void onDecide(const wire::Control& c);
   void onReport(uint32_t from, const wire::Control& c);
   void applyLost(const wire::Control& c);
@@ -187,6 +195,15 @@ class Keeper {
   std::vector<uint32_t> joined_at_;
   // The books of the slot the proposal under way loses, taken when this rank froze.
   std::vector<LedgerEntry> orphans_;
+  // A proposed drop as slow whose report waits: the reducer still answers, so its link first
+  // lets the in-place slices it holds finish (keeper_drain.cc).
+  struct Drain {
+    wire::Control report;
+    std::string why;  // the link's retirement
+    int64_t since_ns = 0;
+  };
+  std::optional<Drain> drain_;
+  std::vector<bool> running_;  // by slot: suspected as slow, its link not retired yet
   log::RateLimitedLog warnings_;  // refused failover messages
   std::vector<int64_t> ping_sent_ns_;  // by slot: the first Ping since the reducer was heard
   uint64_t ping_token_ = 0;

@@ -205,6 +205,16 @@ wire::AckPoint SliceLedger::ackPoint(uint64_t posted_through, uint32_t applied_e
   return p;
 }
 
+InPlaceOut SliceLedger::inPlaceOut() const {
+  InPlaceOut out;
+  for (const auto& [key, e] : entries_) {
+    if (e.task.call->early || !e.task.call->inPlace()) continue;
+    ++out.sent;
+    if (e.touched) ++out.touched;
+  }
+  return out;
+}
+
 std::vector<LedgerEntry> SliceLedger::takeAll() {
   std::vector<LedgerEntry> out;
   out.reserve(prompt_.size() + queue_.size() + entries_.size());

@@ -33,6 +33,14 @@ struct LedgerEntry {
   uint64_t last_message = 0;
 };
 
+// The slices sent for in-place calls that are done only once committed (call.h): their input
+// is in the receive buffer, which their results overwrite as they land. A loss that must sum such
+// a slice again after its result began to land fails the communicator (docs/failover.md).
+struct InPlaceOut {
+  uint32_t sent = 0;     // sent and not committed
+  uint32_t touched = 0;  // of those, some of the result is in the receive buffer
+};
+
 class SliceLedger {
  public:
   using Key = std::pair<uint64_t, uint32_t>;  // (call seq, slice)
@@ -93,6 +101,7 @@ class SliceLedger {
   // leaving them empty: the link is lost and they are placed again.
   std::vector<LedgerEntry> takeAll();
   size_t recorded() const { return entries_.size(); }
+  InPlaceOut inPlaceOut() const;
   bool empty() const { return queue_.empty() && prompt_.empty() && entries_.empty(); }
 
  private:

@@ -74,6 +74,8 @@ class Link {
   virtual bool detached() const { return true; }
   // After retire: every slice in its books (ledger.h takeAll), and the last Commit it took.
   virtual std::vector<LedgerEntry> takeOrphans(wire::AckPoint* committed) = 0;
+  // Its books' slices of in-place calls (ledger.h), for a drop that can wait for them. Any thread.
+  virtual InPlaceOut inPlaceOut() const = 0;
   // The link has ended (retired, failed or closed).
   virtual bool ended() const = 0;
   // When the reducer was last heard (steady clock, ns): a message of any kind, or bytes of one

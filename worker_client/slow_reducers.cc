@@ -81,16 +81,16 @@ SlowReducers::Verdict SlowReducers::sample(int64_t now_ns, const std::vector<Sam
   char text[200];
   if (run_peers_ns_ > 0) {
     std::snprintf(text, sizeof(text),
-                  "slower than its peers: its link was busy %lld of %lld ms, %.1f times their "
-                  "median (%lld ms)",
+                  "%s: its link was busy %lld of %lld ms, %.1f times their median (%lld ms)",
+                  kSlowerThanPeers,
                   static_cast<long long>(run_busy_ns_ / kNsPerMs),
                   static_cast<long long>(run_span_ns_ / kNsPerMs),
                   static_cast<double>(run_busy_ns_) / static_cast<double>(run_peers_ns_),
                   static_cast<long long>(run_peers_ns_ / kNsPerMs));
   } else {
     std::snprintf(text, sizeof(text),
-                  "slower than its peers: its link was busy %lld of %lld ms while theirs were "
-                  "idle",
+                  "%s: its link was busy %lld of %lld ms while theirs were idle",
+                  kSlowerThanPeers,
                   static_cast<long long>(run_busy_ns_ / kNsPerMs),
                   static_cast<long long>(run_span_ns_ / kNsPerMs));
   }

@@ -21,6 +21,13 @@
 
 namespace tally::worker_client {
 
+// How a drop as slow's reason starts (SlowReducers::Verdict::why), so that the keeper tells such a
+// loss from others.
+inline constexpr char kSlowerThanPeers[] = "slower than its peers";
+inline bool droppedAsSlow(const std::string& reason) {
+  return reason.compare(0, sizeof(kSlowerThanPeers) - 1, kSlowerThanPeers) == 0;
+}
+
 class SlowReducers {
  public:
   struct Settings {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -80,9 +81,10 @@ class SlowReducer : public ::testing::TestWithParam<CollProgress> {
 
   // Runs exact int32 all-reduces on every rank until `until` (asked on the test's thread every
   // 20 ms) holds or timeout_ms passes; the ranks stop after the same call. Returns "" or the
-  // first failure; *waited: how long until `until` held (-1: never).
+  // first failure; *waited: how long until `until` held (-1: never). With in_place, each call's
+  // result lands over its input.
   std::string callUntil(const std::function<bool()>& until, int64_t timeout_ms,
-                        int64_t* waited) {
+                        int64_t* waited, bool in_place = false) {
     std::atomic<uint64_t> last{UINT64_MAX};
     std::vector<std::atomic<uint64_t>> done(kRanks);
     for (auto& d : done) d.store(0);
@@ -94,10 +96,14 @@ class SlowReducer : public ::testing::TestWithParam<CollProgress> {
           for (size_t i = 0; i < kCount; ++i) {
             in[i] = static_cast<int32_t>((i + call) % 1000 + r * 7);
           }
-          std::fill(out.begin(), out.end(), -1);
+          if (in_place) {
+            out = in;
+          } else {
+            std::fill(out.begin(), out.end(), -1);
+          }
           CollRequest req;
-          TALLY_RETURN_IF_ERROR(post(clients_[r].get(), in.data(), out.data(), kCount,
-                                     DataType::kInt32, ReduceOp::kSum, &req));
+          TALLY_RETURN_IF_ERROR(post(clients_[r].get(), in_place ? out.data() : in.data(),
+                                     out.data(), kCount, DataType::kInt32, ReduceOp::kSum, &req));
           TALLY_RETURN_IF_ERROR(waitRequest(&req, nullptr, 30000));
           for (size_t i = 0; i < kCount; ++i) {
             const int32_t want = static_cast<int32_t>(2 * ((i + call) % 1000) + 7);
@@ -168,6 +174,38 @@ TEST_P(SlowReducer, IsDroppedWithinSecondsAndTakenBackOnceFast) {
   // It sums slices again, exact, and stays.
   EXPECT_EQ(callUntil([] { return false; }, 1500, &waited), "");
   EXPECT_EQ(countLines({"lost: slower than its peers"}), static_cast<size_t>(kRanks));
+}
+
+// In-place calls larger than a copy kept aside: a result from the slow reducer that has started
+// to land overwrites the input that the loss would sum again elsewhere. A drop as slow is the
+// keeper's choice, made while that reducer still answers: the ranks first let what it has in
+// hand for such calls finish, and no call fails.
+TEST_P(SlowReducer, InPlaceCallsSurviveTheDrop) {
+  form({2});
+  ASSERT_FALSE(HasFailure());
+  // INFO too: each rank says how its link to the reducer dropped as slow ended.
+  ::tally::test::WarningLog::start(log::Level::kInfo);
+  const std::string slow = proxies_[0]->address();
+  proxies_[0]->throttle(FlipProxy::Direction::kToServer, kSlowBytesPerSecond);
+  proxies_[0]->throttle(FlipProxy::Direction::kToClient, kSlowBytesPerSecond);
+  const std::vector<std::string> dropped{"reducer " + slow + " (slot 2) lost: slower than its peers",
+                                        "continues on"};
+  int64_t waited = 0;
+  EXPECT_EQ(callUntil([&] { return countLines(dropped) >= kRanks; }, kReducerTimeoutMs + 5000,
+                      &waited, true),
+            "");
+  EXPECT_GE(waited, 0) << "the slow reducer was not dropped";
+  EXPECT_EQ(countLines({"overwritten"}), 0u);
+  // Every rank let the link finish first: it ended with nothing of its landing.
+  const std::vector<std::string> ends =
+      ::tally::test::WarningLog::with({"reducer " + slow + " (slot 2) ends after"});
+  EXPECT_EQ(ends.size(), static_cast<size_t>(kRanks));
+  for (const std::string& line : ends) {
+    EXPECT_NE(line.find("(0 landing)"), std::string::npos) << line;
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+  // And on two reducers, in place, exact.
+  EXPECT_EQ(callUntil([] { return false; }, 1000, &waited, true), "");
 }
 
 TEST_P(SlowReducer, ReducersAllAlikeSlowDropNobody) {
