@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -272,6 +273,35 @@ void allowCongestionControl(const std::string& name) {
 
 }  // namespace
 
+Status tcBytes(const std::string& text, uint64_t* out) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  std::string unit = text.substr(digits);
+  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));  // as tc
+  struct Unit {
+    const char* name;
+    uint64_t times;
+    uint64_t bits;  // 8: a count of bits
+  };
+  static constexpr Unit kUnits[] = {{"", 1, 1},          {"b", 1, 1},
+                                    {"k", 1024, 1},      {"kb", 1024, 1},
+                                    {"m", 1 << 20, 1},   {"mb", 1 << 20, 1},
+                                    {"g", 1 << 30, 1},   {"gb", 1 << 30, 1},
+                                    {"bit", 1, 8},       {"kbit", 1024, 8},
+                                    {"mbit", 1 << 20, 8}, {"gbit", 1 << 30, 8}};
+  if (digits == 0 || digits > 9) {
+    return Status::invalidUsage("not a tc byte count: '" + text + "' (e.g. 16kb, 1500b)");
+  }
+  const uint64_t n = std::stoull(text.substr(0, digits));
+  for (const Unit& u : kUnits) {
+    if (unit == u.name) {
+      *out = n * u.times / u.bits;
+      return Status::ok();
+    }
+  }
+  return Status::invalidUsage("not a tc byte count: '" + text + "' (e.g. 16kb, 1500b)");
+}
+
 bool EmulatedCluster::canEmulate(std::string* why) {
   std::string reason;
   if (::geteuid() != 0) {
@@ -361,6 +391,14 @@ Status EmulatedCluster::setRate(int node, const std::string& rate) {
 
 Status EmulatedCluster::build() {
   const std::string& sw = switch_netns_;
+  uint64_t burst = 0;
+  TALLY_RETURN_IF_ERROR(tcBytes(options_.burst, &burst));
+  // A packet larger than the bucket is cut into frames by tbf; below 64 KiB (TCP's largest
+  // segment on a veth) the nodes send none that large. tbf counts each frame's headers too
+  // (about 66 bytes a frame): an eighth off leaves room for them. At least one frame.
+  constexpr uint64_t kLargestSegment = 65536;
+  constexpr uint64_t kFrame = 1514;
+  if (burst < kLargestSegment) gso_max_ = std::max(burst - burst / 8, kFrame);
   if (!options_.tcp_congestion.empty()) allowCongestionControl(options_.tcp_congestion);
   TALLY_RETURN_IF_ERROR(runCommand({"ip", "netns", "add", sw}));
   TALLY_RETURN_IF_ERROR(runCommand({"ip", "-n", sw, "link", "add", bridge_, "type", "bridge"}));
@@ -384,6 +422,13 @@ Status EmulatedCluster::build() {
     TALLY_RETURN_IF_ERROR(runCommand({"ip", "-n", ns, "link", "set", "eth0", "up"}));
     TALLY_RETURN_IF_ERROR(runCommand({"ip", "-n", ns, "link", "set", "lo", "up"}));
     TALLY_RETURN_IF_ERROR(runCommand(caps[1]));  // traffic from the node
+    if (gso_max_ > 0) {
+      const std::string size = std::to_string(gso_max_);
+      TALLY_RETURN_IF_ERROR(
+          runCommand({"ip", "-n", ns, "link", "set", "eth0", "gso_max_size", size}));
+      TALLY_RETURN_IF_ERROR(
+          runCommand({"ip", "-n", sw, "link", "set", veth, "gso_max_size", size}));
+    }
     if (!options_.tcp_congestion.empty()) {
       Status cc = writeNamespaceSysctl(netnsPath(ns), "/proc/sys/net/ipv4/tcp_congestion_control",
                                        options_.tcp_congestion);

@@ -39,7 +39,10 @@ namespace tally::driver {
 struct EmulationOptions {
   int nodes = 0;                 // 1 to kMaxNodes
   std::string rate = "1gbit";    // tc rate syntax: 100mbit, 1gbit, 500kbit ... (checked by tc)
-  std::string burst = "256kb";   // tbf burst
+  // tbf burst. One below 64 KiB also caps the nodes' packets (gso_max_size) to it, since tbf
+  // would otherwise cut every larger TCP segment into frames, at a CPU cost the host pays for
+  // all nodes (tcBytes).
+  std::string burst = "256kb";
   std::string latency = "50ms";  // tbf latency (queue bound)
   // Each node's default TCP congestion control (net.ipv4.tcp_congestion_control, a setting of
   // every network namespace), so runs do not depend on what the host chose; Linux's own default
@@ -51,6 +54,11 @@ struct EmulatedNode {
   std::string netns;    // "tly1234-0"
   std::string address;  // "198.18.0.1"
 };
+
+// tc's byte counts ("16kb", "256k", "1mb", "1500b", "1500", and bits: "128kbit"): bytes in
+// *out, kInvalidUsage for anything else. Used only to size packets to the burst; tc checks the
+// text itself.
+Status tcBytes(const std::string& text, uint64_t* out);
 
 class EmulatedCluster {
  public:
@@ -129,6 +137,7 @@ class EmulatedCluster {
 
   EmulationOptions options_;
   pid_t owner_pid_ = 0;
+  uint64_t gso_max_ = 0;  // the nodes' gso_max_size (0: left alone), from the burst
   std::string switch_netns_;
   std::string bridge_;
   std::vector<EmulatedNode> nodes_;

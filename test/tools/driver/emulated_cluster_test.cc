@@ -161,6 +161,51 @@ TEST(EmulatedClusterCommands, CapsOnBothEndsWithTheCreatedBurstAndLatency) {
   EXPECT_EQ(add[1][2], "tly1234-3");
 }
 
+TEST(EmulatedClusterCommands, ReadsTcByteCounts) {
+  uint64_t n = 0;
+  const std::pair<const char*, uint64_t> cases[] = {
+      {"16kb", 16384}, {"256k", 262144}, {"1mb", 1048576}, {"1500b", 1500},
+      {"1500", 1500},  {"128kbit", 16384}, {"1gb", 1073741824}, {"16KB", 16384}};
+  for (const auto& [text, bytes] : cases) {
+    ASSERT_TRUE(tcBytes(text, &n).isOk()) << text;
+    EXPECT_EQ(n, bytes) << text;
+  }
+  for (const char* bad : {"", "kb", "16 kb", "-1kb", "16kbits", "1234567890kb"}) {
+    EXPECT_EQ(tcBytes(bad, &n).code(), StatusCode::kInvalidUsage) << bad;
+  }
+}
+
+// A bucket smaller than TCP's largest segment: the nodes' packets fit in it, so tbf never cuts
+// them into frames (which costs the host CPU for every node); a large bucket leaves them alone.
+TEST_F(EmulationTest, SmallBurstCapsTheNodesPackets) {
+  const pid_t me = ::getpid();
+  auto gsoOf = [&](const std::string& netns, const std::string& dev) {
+    const std::string shown = shell("ip -d -n " + netns + " link show dev " + dev);
+    const size_t at = shown.find("gso_max_size ");
+    return at == std::string::npos ? std::string("?")
+                                   : shown.substr(at + 13, shown.find(' ', at + 13) - at - 13);
+  };
+  for (const auto& [burst, want] : std::vector<std::pair<std::string, std::string>>{
+           {"16kb", "14336"}, {"1kb", "1514"}, {"256kb", "65536"}}) {
+    EmulationOptions options;
+    options.nodes = 1;
+    options.rate = "1gbit";
+    options.burst = burst;
+    std::unique_ptr<EmulatedCluster> cluster;
+    Status s = EmulatedCluster::create(options, &cluster);
+    ASSERT_TRUE(s.isOk()) << burst << ": " << s.toString();
+    EXPECT_EQ(gsoOf(runPrefix(me) + "0", "eth0"), want) << burst;
+    EXPECT_EQ(gsoOf(cluster->switchNetns(), "tlv" + std::to_string(me) + "-0"), want) << burst;
+    ASSERT_TRUE(cluster->destroy().isOk());
+  }
+  EmulationOptions bad;
+  bad.nodes = 1;
+  bad.burst = "lots";
+  std::unique_ptr<EmulatedCluster> cluster;
+  EXPECT_EQ(EmulatedCluster::create(bad, &cluster).code(), StatusCode::kInvalidUsage);
+  EXPECT_FALSE(anyNamespaceOf(me)) << shell("ip netns list");
+}
+
 TEST_F(EmulationTest, SetRateChangesOneNodeBothWays) {
   EmulationOptions options;
   options.nodes = 2;
