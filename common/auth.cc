@@ -21,7 +21,8 @@ constexpr char kLabel[] = "tally-auth-v3";  // with its terminating 0 byte
 // Overwrites secret bytes; explicit_bzero is never optimized away as a dead store.
 void wipeBytes(void* p, size_t n) { explicit_bzero(p, n); }
 
-Status readTokenFile(const std::string& path, std::string* out) {
+// `warn`: log a warning when group or others may read the file.
+Status readTokenFile(const std::string& path, bool warn, std::string* out) {
   const std::string what = "job token file " + path;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::invalidUsage(what + ": " + std::strerror(errno));
@@ -30,7 +31,7 @@ Status readTokenFile(const std::string& path, std::string* out) {
     ::close(fd);
     return Status::invalidUsage(what + " is not a regular file");
   }
-  if ((st.st_mode & (S_IRGRP | S_IROTH)) != 0) {
+  if (warn && (st.st_mode & (S_IRGRP | S_IROTH)) != 0) {
     TALLY_WARN("job token file %s may be read by group or others (mode %03o): chmod 600 it",
                path.c_str(), static_cast<unsigned>(st.st_mode & 0777));
   }
@@ -132,6 +133,13 @@ bool JobToken::verify(Role role, const Nonce& reducer_nonce, const Nonce& worker
   return constantTimeEqual(want.data(), mac.data(), kMacBytes);
 }
 
+Status checkJobTokenFile(const std::string& path) {
+  std::string secret;
+  TALLY_RETURN_IF_ERROR(readTokenFile(path, /*warn=*/false, &secret));
+  wipeBytes(secret.data(), secret.size());
+  return Status::ok();
+}
+
 Status loadJobToken(const std::string& value, const std::string& file, JobToken* out) {
   std::string secret = value;
   trimRight(&secret);
@@ -143,7 +151,7 @@ Status loadJobToken(const std::string& value, const std::string& file, JobToken*
   if (!value.empty() && secret.empty()) {
     return Status::invalidUsage("TALLY_JOB_TOKEN is set but blank");
   }
-  if (!file.empty()) TALLY_RETURN_IF_ERROR(readTokenFile(file, &secret));
+  if (!file.empty()) TALLY_RETURN_IF_ERROR(readTokenFile(file, /*warn=*/true, &secret));
   if (!secret.empty() && secret.size() < kRecommendedTokenBytes) {
     TALLY_WARN(
         "the job token is only %zu bytes; use at least %zu random bytes (openssl rand "

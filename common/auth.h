@@ -77,4 +77,10 @@ class JobToken {
 // its package. Nothing is written to *out on failure; no message contains the secret.
 Status loadJobToken(const std::string& value, const std::string& file, JobToken* out);
 
+// Whether `path` passes loadJobToken's checks of a token file (it opens, is a regular file, is not
+// empty, is not over kMaxTokenFileBytes), for checking settings before they are used
+// (Params::problems). What it reads is wiped, not kept; it logs nothing. The same kInvalidUsage
+// as loadJobToken, naming the path, when it fails.
+Status checkJobTokenFile(const std::string& path);
+
 }  // namespace tally::auth

@@ -49,18 +49,6 @@ bool isIpv6Char(char c) {
          c == '-' || c == '_';
 }
 
-// "host:port" or "[v6]:port" with a non-empty host and a port from 1 to 65535.
-bool validAddress(const std::string& address) {
-  std::string host;
-  uint16_t port = 0;
-  if (!splitHostPort(address, &host, &port).isOk() || host.empty() || port == 0) return false;
-  if (address.front() == '[') {
-    if (host.find(':') == std::string::npos) return false;
-    return std::all_of(host.begin(), host.end(), isIpv6Char);
-  }
-  return std::all_of(host.begin(), host.end(), isHostChar);
-}
-
 // One variable's parse: every message starts with the variable's name and the field's path.
 class Reader {
  public:
@@ -109,7 +97,7 @@ class Reader {
     for (size_t i = 0; i < value.size(); ++i) {
       const Json& item = value[i];
       std::string item_path = path + "[" + std::to_string(i) + "]";
-      if (!item.is_string() || !validAddress(item.get<std::string>())) {
+      if (!item.is_string() || !checkPeerAddress(item.get<std::string>()).isOk()) {
         return expected(item_path, "\"host:port\" with port 1 to 65535", item);
       }
       addresses.push_back(item.get<std::string>());
@@ -351,6 +339,22 @@ Status ClusterEnv::load(const ParamSource& source, ClusterEnv* out) {
     env.tf_config = std::move(spec);
   }
   *out = std::move(env);
+  return Status::ok();
+}
+
+Status checkPeerAddress(const std::string& address) {
+  std::string host;
+  uint16_t port = 0;
+  TALLY_RETURN_IF_ERROR(splitHostPort(address, &host, &port));
+  const bool host_ok =
+      address.front() == '['
+          ? host.find(':') != std::string::npos && std::all_of(host.begin(), host.end(), isIpv6Char)
+          : std::all_of(host.begin(), host.end(), isHostChar);
+  if (host.empty() || port == 0 || !host_ok) {
+    return Status::invalidUsage("bad address \"" + address +
+                                "\": expected host:port with a host name or address and a port "
+                                "of 1 to 65535");
+  }
   return Status::ok();
 }
 

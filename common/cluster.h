@@ -84,6 +84,11 @@ struct ClusterEnv {
   const ClusterSpec* primary() const;
 };
 
+// Whether `address` is a peer's "host:port" as the cluster variables, TALLY_REDUCERS and
+// TALLY_SPARE_REDUCERS write it: a host name or IPv4 address, or an IPv6 address in brackets
+// ("[fd00::1]:2222"), and a port of 1 to 65535. kInvalidUsage quoting it otherwise.
+Status checkPeerAddress(const std::string& address);
+
 // Where CollNet's reducers come from, in this order: TALLY_REDUCERS; CLUSTER_SPEC's workerpool2;
 // TF_CONFIG's ps. The first non-empty source wins.
 struct ReducerList {

@@ -1,7 +1,10 @@
 #include "common/params.h"
 
+#include <unistd.h>
+
 #include <climits>
 #include <cstdlib>
+#include <string_view>
 
 #include "common/log.h"
 #include "common/sizes.h"
@@ -24,10 +27,25 @@ std::optional<std::string> EnvParamSource::get(const std::string& name) const {
   return std::string(value);
 }
 
+std::vector<std::string> EnvParamSource::names() const {
+  std::vector<std::string> out;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const std::string_view text(*entry);
+    out.emplace_back(text.substr(0, text.find('=')));
+  }
+  return out;
+}
+
 std::optional<std::string> MapParamSource::get(const std::string& name) const {
   auto it = values_.find(name);
   if (it == values_.end()) return std::nullopt;
   return it->second;
+}
+
+std::vector<std::string> MapParamSource::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, value] : values_) out.push_back(name);
+  return out;
 }
 
 Status parseInt(const std::string& text, int64_t* out) {
@@ -44,23 +62,6 @@ Status parseInt(const std::string& text, int64_t* out) {
   return Status::ok();
 }
 
-Status parseMillis(const std::string& text, int64_t* out) {
-  uint64_t v = 0;
-  std::string suffix;
-  TALLY_RETURN_IF_ERROR(splitNumber(text, &v, &suffix));
-  uint64_t unit = 0;
-  if (suffix.empty() || suffix == "ms") unit = 1;
-  else if (suffix == "s") unit = 1000;
-  else if (suffix == "m" || suffix == "min") unit = 60000;
-  else if (suffix == "h") unit = 3600000;
-  else return Status::invalidUsage("expected a duration such as 500ms, 30s or 2m, got '" + text + "'");
-  if (v > static_cast<uint64_t>(INT64_MAX) / unit) {
-    return Status::invalidUsage("duration out of range: '" + text + "'");
-  }
-  *out = static_cast<int64_t>(v * unit);
-  return Status::ok();
-}
-
 Status parseBool(const std::string& text, bool* out) {
   const std::string s = toLower(trim(text));
   if (s == "1" || s == "true" || s == "yes" || s == "on") { *out = true; return Status::ok(); }
@@ -72,7 +73,9 @@ namespace {
 
 Status parseInto(const std::string& text, std::string* out) { *out = text; return Status::ok(); }
 Status parseInto(const std::string& text, int64_t* out, ParamType type) {
-  return type == ParamType::kMillis ? parseMillis(text, out) : parseInt(text, out);
+  // Every kMillis variable's name ends in _MS: a bare number is milliseconds, as its name says.
+  return type == ParamType::kMillis ? parseDurationMs(text, DurationUnit::kMilliseconds, out)
+                                    : parseInt(text, out);
 }
 Status parseInto(const std::string& text, uint64_t* out) { return parseBytes(text, out); }
 Status parseInto(const std::string& text, bool* out) { return parseBool(text, out); }
@@ -103,8 +106,31 @@ Status Params::load(const ParamSource& source, Params* out) {
   }
   TALLY_PARAM_LIST(TALLY_PARAM_LOAD)
 #undef TALLY_PARAM_LOAD
+  p.unknown_names = findUnknownParamNames(source);
   *out = std::move(p);
   return Status::ok();
+}
+
+Params Params::loadEach(const ParamSource& source, std::vector<ParamProblem>* unparsed) {
+  Params p = defaults();
+#define TALLY_PARAM_LOAD_EACH(type, member, name, def, doc)                        \
+  {                                                                                \
+    std::optional<std::string> value = source.get(name);                           \
+    if (value) {                                                                   \
+      decltype(p.member) parsed{};                                                 \
+      Status st = parseTyped(*value, &parsed, ParamType::type);                    \
+      if (st) {                                                                    \
+        p.member = parsed;                                                         \
+        p.set_by_source.emplace_back(name, *value);                                \
+      } else if (unparsed != nullptr) {                                            \
+        unparsed->push_back(ParamProblem{name, "'" + *value + "'", st.message()}); \
+      }                                                                            \
+    }                                                                              \
+  }
+  TALLY_PARAM_LIST(TALLY_PARAM_LOAD_EACH)
+#undef TALLY_PARAM_LOAD_EACH
+  p.unknown_names = findUnknownParamNames(source);
+  return p;
 }
 
 Params Params::defaults() {
@@ -116,85 +142,13 @@ Params Params::defaults() {
 
 bool isSecretParam(const std::string& name) { return name == "TALLY_JOB_TOKEN"; }
 
-std::string ParamProblem::toString() const {
-  return name + "=" + value + " is not valid: " + reason;
-}
-
-std::vector<ParamProblem> Params::problems() const {
-  std::vector<ParamProblem> out;
-  auto range = [&out](const char* name, int64_t value, int64_t lo, int64_t hi) {
-    if (value >= lo && value <= hi) return;
-    out.push_back({name, std::to_string(value),
-                   hi == INT64_MAX
-                       ? "expected at least " + std::to_string(lo)
-                       : "expected " + std::to_string(lo) + " to " + std::to_string(hi)});
-  };
-  auto oneOf = [&out](const char* name, const std::string& value,
-                      std::initializer_list<const char*> allowed) {
-    std::string list;
-    for (const char* a : allowed) {
-      if (trim(value) == a) return;
-      list += (list.empty() ? "" : ", ") + std::string(a);
-    }
-    out.push_back({name, value, "expected one of " + list});
-  };
-  // In registry order, so messages come out in the order of docs/env.md.
-  range("TALLY_SOCKET_NSOCKS", socketNsocks, 1, kMaxSocketNsocks);
-  oneOf("TALLY_TRANSPORT", transport, {"auto", "tcp", "ofi", "verbs"});
-  range("TALLY_IB_QPS_PER_CONNECTION", ibQpsPerConnection, 1, kMaxIbQpsPerConnection);
-  range("TALLY_LINK_MBPS", linkMbps, 0, kMaxLinkMbps);
-  range("TALLY_LINK_LATENCY_US", linkLatencyUs, 0, kMaxLinkLatencyUs);
-  range("TALLY_COLL_WINDOW", collWindow, 1, INT64_MAX);
-  oneOf("TALLY_COLL_PROGRESS", collProgress, {"thread", "poll", "legacy"});
-  oneOf("TALLY_ZEROCOPY", zerocopy, {"off", "on", "always"});
-  range("TALLY_COLL_MAX_REQUESTS", collMaxRequests, 1, kMaxCollMaxRequests);
-  range("TALLY_REDUCER_TIMEOUT_MS", reducerTimeout, 0, kMaxReducerTimeoutMs);
-  range("TALLY_MIN_REDUCERS", minReducers, 1, kMaxMinReducers);
-  if (slowReducerFactor != 0 &&
-      (slowReducerFactor < 2 || slowReducerFactor > kMaxSlowReducerFactor)) {
-    out.push_back({"TALLY_SLOW_REDUCER_FACTOR", std::to_string(slowReducerFactor),
-                   "expected 0 (off) or 2 to " + std::to_string(kMaxSlowReducerFactor)});
-  }
-  return out;
-}
-
-Status Params::validate() const {
-  const std::vector<ParamProblem> found = problems();
-  return found.empty() ? Status::ok() : Status::invalidUsage(found.front().toString());
-}
-
-std::vector<ParamProblem> findParamProblems(const ParamSource& source) {
-  // Each variable is parsed alone, so one bad value does not hide the next; a variable that does
-  // not parse keeps its default, which problems() accepts, and so is reported once.
-  std::map<std::string, ParamProblem> by_name;
-  Params p = Params::defaults();
-#define TALLY_PARAM_CHECK(type, member, name, def, doc)                       \
-  {                                                                           \
-    std::optional<std::string> value = source.get(name);                      \
-    if (value) {                                                              \
-      decltype(p.member) parsed{};                                            \
-      Status st = parseTyped(*value, &parsed, ParamType::type);               \
-      if (st)                                                                 \
-        p.member = parsed;                                                    \
-      else                                                                    \
-        by_name[name] = ParamProblem{name, "'" + *value + "'", st.message()}; \
-    }                                                                         \
-  }
-  TALLY_PARAM_LIST(TALLY_PARAM_CHECK)
-#undef TALLY_PARAM_CHECK
-  for (ParamProblem& problem : p.problems()) by_name[problem.name] = std::move(problem);
-  std::vector<ParamProblem> out;
-  for (const ParamInfo& info : paramRegistry()) {
-    auto it = by_name.find(info.name);
-    if (it != by_name.end()) out.push_back(std::move(it->second));
-  }
-  return out;
-}
-
 void Params::logProvenance() const {
   for (const auto& [name, value] : set_by_source) {
     TALLY_INFO(log::kEnv, "%s set by environment to %s", name.c_str(),
                isSecretParam(name) ? "(secret, not shown)" : value.c_str());
+  }
+  for (const ParamProblem& unknown : unknown_names) {
+    TALLY_WARN("%s (ignored)", unknown.toString().c_str());
   }
 }
 
@@ -203,6 +157,22 @@ std::string paramsMarkdown() {
       "# Environment variables\n\n"
       "Generated from `common/params.h` by `tally env --markdown`; a test keeps this file "
       "equal to it.\n\n"
+      "Durations follow one rule, here and in every `tally` command: a variable or flag whose "
+      "name carries its unit reads a bare number in that unit (`TALLY_TIMEOUT_MS=30000` is 30 "
+      "s, `TALLY_LINK_LATENCY_US=50` is 50 us), and the `_MS` variables also take a duration "
+      "with a unit (`500ms`, `30s`, `2m`, `1h`). One whose name carries no unit, such as the "
+      "`--timeout` of `tally doctor` and `tally bench`, refuses a bare number: write `5s` or "
+      "`500ms`.\n\n"
+      "`tally env` lists every variable with its value, then checks the environment by the "
+      "rules the plugin applies at start-up: each value the plugin would refuse "
+      "(`TALLY_COLL_WINDOW=100000`, `TALLY_REDUCERS` with an address without its port, a "
+      "`TALLY_JOB_TOKEN_FILE` that cannot be read) and each `TALLY_` name that is no variable "
+      "(`TALLY_REDUCER`, with the variable it likely meant) is a line `tally env: ...` on "
+      "stderr naming the variable, and the exit status is 1. On a refused value the plugin's "
+      "init fails and `tally-reducer` exits 2; of an unknown name both only warn. `tally "
+      "doctor` reports the same list. The variables a scheduler's job sets for `tally launch` "
+      "(`TALLY_JOBSET_*`, `TALLY_SLURM_HET_GROUP`, [launch.md](launch.md)) are known "
+      "names.\n\n"
       "| variable | default | meaning |\n|---|---|---|\n";
   for (const ParamInfo& p : paramRegistry()) {
     out += "| `";

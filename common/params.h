@@ -3,6 +3,9 @@
 // Every variable is listed once in TALLY_PARAM_LIST with its type, default and documentation.
 // Values are read once into a Params struct, units are parsed ("64K", "10s"), trailing garbage is
 // an error naming the variable. Nothing else in Tally calls getenv: tests pass a MapParamSource.
+// Which values are refused is written once too (common/param_check.cc): the plugin refuses them at
+// start-up, tally-reducer at its start, and `tally env` and `tally doctor` report them, with every
+// TALLY_ name that is not a variable.
 // docs/env.md is generated from this list (`tally env --markdown`) and a test keeps them equal.
 #pragma once
 
@@ -48,7 +51,8 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
     "Queue pairs per verbs connection (1 to 16); large messages are split across them, as "     \
     "TCP splits them across TALLY_SOCKET_NSOCKS sockets.")                                      \
   X(kString, reducers, "TALLY_REDUCERS", "",                                                    \
-    "Reducers for CollNet all-reduce, as `host:port,host:port,...`. Empty: CLUSTER_SPEC's "     \
+    "Reducers for CollNet all-reduce, as `host:port,host:port,...` (each with its port, 1 to "  \
+    "65535; an IPv6 address as `[v6]:port`; at most 4096). Empty: CLUSTER_SPEC's "              \
     "workerpool2, then TF_CONFIG's ps; when none lists any, CollNet connect declines and NCCL " \
     "uses its point-to-point algorithms.")                                                      \
   X(kBool, collNet, "TALLY_COLLNET", "1",                                                       \
@@ -86,10 +90,10 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
     "NCCL's own setting, read by the tuner only: a CollNet call carries at most an eighth of "  \
     "it per channel, so the tuner asks for chunks up to NCCL_BUFFSIZE / 8.")                    \
   X(kInt, collWindow, "TALLY_COLL_WINDOW", "8",                                                 \
-    "Slices a worker keeps in flight to each reducer (at most the reducer's --window, 16 by "   \
-    "default). More only fills the switches' queues, where the Acks and Commits of failover "   \
-    "wait: at 1 Gbit/s, 4 + 4, 64 MiB, 16 reached 83% of the link, 8 reached 92-93% "            \
-    "(docs/performance.md).")                                                                   \
+    "Slices a worker keeps in flight to each reducer, 1 to 4096 (and at most the reducer's "    \
+    "--window, 16 by default). More only fills the switches' queues, where the Acks and "       \
+    "Commits of failover wait: at 1 Gbit/s, 4 + 4, 64 MiB, 16 reached 83% of the link, 8 "      \
+    "reached 92-93% (docs/performance.md).")                                                    \
   X(kString, collProgress, "TALLY_COLL_PROGRESS", "thread",                                     \
     "How a worker drives its reducer connections. `thread`: on TCP, each connection is one "    \
     "socket that the posting thread writes and one epoll thread per communicator reads, "       \
@@ -130,8 +134,8 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
     "slow, and taken back as a lost one is (docs/failover.md, \"A slow reducer\"). 0: never; "  \
     "nor with TALLY_REDUCER_TIMEOUT_MS=0.")                                                      \
   X(kString, spareReducers, "TALLY_SPARE_REDUCERS", "",                                         \
-    "Reducers, as `host:port,...`, that may take the place of a lost one when it does not "     \
-    "come back at its own address. Every rank must list the same.")                             \
+    "Reducers, as `host:port,...` (written as in TALLY_REDUCERS), that may take the place of "  \
+    "a lost one when it does not come back at its own address. Every rank must list the same.") \
   X(kMillis, rejoinInterval, "TALLY_REJOIN_INTERVAL_MS", "1000",                                \
     "How often rank 0 of a CollNet communicator that lost a reducer looks for one to take its " \
     "place (its own address restarted, or a spare). After a join that did not happen it "       \
@@ -145,7 +149,8 @@ enum class ParamType { kString, kInt, kBytes, kMillis, kBool };
     "Empty: no authentication, and a reducer with a token refuses this worker. Never logged.")  \
   X(kString, jobTokenFile, "TALLY_JOB_TOKEN_FILE", "",                                          \
     "A file holding the job token (trailing newline ignored), instead of TALLY_JOB_TOKEN; "     \
-    "set one of the two. A file group or others may read is used with a warning.")              \
+    "set one of the two. It must be a readable, non-empty file when the plugin starts. A file " \
+    "group or others may read is used with a warning.")                                         \
   X(kBool, checksum, "TALLY_CHECKSUM", "0",                                                     \
     "Adds a CRC32C of every slice and result payload, checked on arrival: corruption in "       \
     "transit fails the communicator instead of giving a wrong sum. Needs libisal2; every "      \
@@ -215,12 +220,16 @@ class ParamSource {
  public:
   virtual ~ParamSource() = default;
   virtual std::optional<std::string> get(const std::string& name) const = 0;
+  // Every name the source sets, registered or not, in no particular order: what the search for
+  // TALLY_ names that are no variable (findUnknownParamNames) looks through.
+  virtual std::vector<std::string> names() const = 0;
 };
 
-// The process environment: the only getenv in Tally.
+// The process environment: the only getenv (and the only reader of environ) in Tally.
 class EnvParamSource : public ParamSource {
  public:
   std::optional<std::string> get(const std::string& name) const override;
+  std::vector<std::string> names() const override;
 };
 
 // A fixed map, for tests and tools.
@@ -230,17 +239,43 @@ class MapParamSource : public ParamSource {
   explicit MapParamSource(std::map<std::string, std::string> values) : values_(std::move(values)) {}
   void set(const std::string& name, const std::string& value) { values_[name] = value; }
   std::optional<std::string> get(const std::string& name) const override;
+  std::vector<std::string> names() const override;
 
  private:
   std::map<std::string, std::string> values_;
 };
+
+// TALLY_ variables that are no setting of the plugin or the reducer: what a scheduler's job sets
+// for `tally launch` to read (tools/commands/launch_env.h). Known names, so never reported as
+// unknown; `tally env` does not list them.
+inline constexpr std::string_view kLaunchInputVariables[] = {
+    "TALLY_JOBSET_NAME",      "TALLY_JOBSET_REPLICATED_JOB", "TALLY_JOBSET_JOB_INDEX",
+    "TALLY_JOBSET_POD_INDEX", "TALLY_JOBSET_WORKERS",        "TALLY_JOBSET_REDUCERS",
+    "TALLY_JOBSET_SUBDOMAIN", "TALLY_SLURM_HET_GROUP",
+};
+constexpr bool isLaunchInputVariable(std::string_view name) {
+  for (std::string_view known : kLaunchInputVariables) {
+    if (name == known) return true;
+  }
+  return false;
+}
 
 // Limits the documentation above states, checked by Params::problems().
 inline constexpr int64_t kMaxSocketNsocks = 16;         // TALLY_SOCKET_NSOCKS
 inline constexpr int64_t kMaxIbQpsPerConnection = 16;   // TALLY_IB_QPS_PER_CONNECTION
 inline constexpr int64_t kMaxCollMaxRequests = 1 << 16;  // TALLY_COLL_MAX_REQUESTS
 inline constexpr int64_t kMaxSlowReducerFactor = 1000;  // TALLY_SLOW_REDUCER_FACTOR
-inline constexpr int64_t kMaxMinReducers = 4096;         // TALLY_MIN_REDUCERS (wire kMaxReducers)
+// TALLY_REDUCERS and TALLY_SPARE_REDUCERS addresses, and TALLY_MIN_REDUCERS: the reducers a
+// connect handle and the wire can name.
+inline constexpr int64_t kMaxReducerAddresses = 4096;
+inline constexpr int64_t kMaxMinReducers = kMaxReducerAddresses;  // TALLY_MIN_REDUCERS
+// TALLY_COLL_WINDOW: the largest window a Hello may carry.
+inline constexpr int64_t kMaxCollWindow = 4096;
+// TALLY_SLICE_BYTES and TALLY_MIN_SLICE_BYTES (64 MiB, the largest slice on the wire), and
+// TALLY_SLICES_PER_REDUCER: what a Hello may carry. worker_client/coll_options.cc checks that
+// these equal the wire's limits.
+inline constexpr int64_t kMaxSliceBytesParam = int64_t{64} << 20;
+inline constexpr int64_t kMaxSlicesPerReducerParam = 64;
 inline constexpr int64_t kMaxLinkMbps = 10000000;      // TALLY_LINK_MBPS: 10 Tbit/s
 inline constexpr int64_t kMaxLinkLatencyUs = 1000000;  // TALLY_LINK_LATENCY_US: 1 s
 // TALLY_REDUCER_TIMEOUT_MS: a day. The keeper works in nanoseconds; past this a product with
@@ -257,12 +292,17 @@ inline constexpr int kDefaultReducerWindow = 16;
 static_assert(kDefaultReducerWindow >= paramDefaultNumber("TALLY_COLL_WINDOW"),
               "the reducer's default window must admit the worker's default");
 
-// A variable whose value cannot be used: `value` as set, `reason` what is expected instead.
+// A variable whose value cannot be used: `value` as set, `reason` what is expected instead. Or,
+// with `unknown_name`, a TALLY_ name that is no variable (a typo leaves the setting it meant at
+// its default): `nearest` is the variable it most likely meant, empty when none is near; its value
+// is never kept, as it may be a misspelled secret.
 struct ParamProblem {
   std::string name;
   std::string value;
   std::string reason;
-  // "NAME=VALUE is not valid: REASON"
+  bool unknown_name = false;
+  std::string nearest;
+  // "NAME=VALUE is not valid: REASON", or "NAME is not a Tally variable; did you mean NEAREST?"
   std::string toString() const;
 };
 
@@ -278,18 +318,29 @@ struct Params {
 
   // (name, value) of each variable the source set, in registry order.
   std::vector<std::pair<std::string, std::string>> set_by_source;
+  // The TALLY_ names the source set that are no variable (findUnknownParamNames).
+  std::vector<ParamProblem> unknown_names;
 
   // Reads every parameter. On error nothing is written to *out and the Status names the
-  // variable, its value and what was expected.
+  // variable, its value and what was expected. An unknown TALLY_ name is no error: it is kept in
+  // unknown_names, for logProvenance to warn about.
   static Status load(const ParamSource& source, Params* out);
+  // Reads each parameter alone, for tools that report every problem and go on: a value that does
+  // not parse leaves that parameter at its default (and out of set_by_source) and is appended to
+  // *unparsed (may be null) with the parser's reason, in registry order.
+  static Params loadEach(const ParamSource& source, std::vector<ParamProblem>* unparsed);
   // Params with every default, for tests.
   static Params defaults();
-  // Logs one INFO line per variable set by the source ("TALLY_X set by environment to V").
+  // Logs one INFO line per variable set by the source ("TALLY_X set by environment to V"), and a
+  // WARN for each unknown TALLY_ name.
   void logProvenance() const;
 
   // Values that parse but that Tally does not accept (TALLY_SOCKET_NSOCKS=99,
-  // TALLY_TRANSPORT=rdma), in registry order; empty when every value is usable. The one list of
-  // these rules: the plugin, tally-reducer, `tally doctor` and `tally env` all ask it.
+  // TALLY_TRANSPORT=rdma, TALLY_COLL_WINDOW=100000, TALLY_REDUCERS=host-without-port, a
+  // TALLY_JOB_TOKEN_FILE that cannot be read), in registry order; empty when every value is
+  // usable. The one list of these rules (common/param_check.cc): the plugin at start-up,
+  // tally-reducer, `tally doctor` and `tally env` all ask it. It reads the token file (and wipes
+  // what it read), and nothing else outside the values.
   std::vector<ParamProblem> problems() const;
   // The first of problems() as an InvalidUsage Status ("NAME=VALUE is not valid: REASON"), else
   // ok.
@@ -297,14 +348,21 @@ struct Params {
 };
 
 // Every variable `source` sets that cannot be used, one entry each, in registry order: values
-// that do not parse (with the parser's reason) and values Params::problems() refuses. Empty
-// exactly when Params::load succeeds and Params::validate accepts the result.
+// that do not parse (with the parser's reason) and values Params::problems() refuses; then every
+// TALLY_ name that is no variable (findUnknownParamNames). Without the last, empty exactly when
+// Params::load succeeds and Params::validate accepts the result: what `tally env` and
+// `tally doctor` report, and the plugin refuses at start-up (it only warns of unknown names).
 std::vector<ParamProblem> findParamProblems(const ParamSource& source);
 
+// The names `source` sets that start with TALLY_ but are neither a registered variable nor one
+// of kLaunchInputVariables, sorted, each with the nearest variable (nearestName) when one is
+// near enough.
+std::vector<ParamProblem> findUnknownParamNames(const ParamSource& source);
+
 // Parsers, exposed for tests. Each rejects trailing garbage and overflow. Byte-valued
-// parameters go through parseBytes (common/sizes.h).
+// parameters go through parseBytes, and kMillis ones (each named *_MS) through parseDurationMs
+// with a bare number read as milliseconds (common/sizes.h).
 Status parseInt(const std::string& text, int64_t* out);
-Status parseMillis(const std::string& text, int64_t* out);    // 250ms, 10s, 2m, plain = ms
 Status parseBool(const std::string& text, bool* out);         // 0/1, true/false, yes/no, on/off
 
 // The Markdown table of every parameter, as in docs/env.md.

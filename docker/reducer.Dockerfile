@@ -34,8 +34,8 @@ RUN cd /tmp/tally && apt-get update \
 RUN useradd --system --uid 10001 --create-home --home-dir /home/tally tally
 USER tally
 WORKDIR /home/tally
-# The port Vertex AI gives every replica in CLUSTER_SPEC; the reducer listens on the host:port
-# of its own entry there.
+# The port Vertex AI gives every replica in CLUSTER_SPEC; the reducer listens on every address
+# at the port of its own entry there (its host name may not resolve yet when it starts).
 EXPOSE 2222
 # No CMD: in the reducer pool launch runs tally-reducer itself (a CMD would only be reported as
 # ignored). Without a spec, name the program: docker run IMAGE tally-reducer --listen 0.0.0.0:2222

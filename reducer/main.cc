@@ -157,6 +157,12 @@ int main(int argc, char** argv) {
   // Socket settings come from the same TALLY_ variables the workers read.
   Params params;
   Status st = Params::load(EnvParamSource(), &params);
+  if (st.isOk() && !token_file.empty()) {
+    // --token-file takes the place of TALLY_JOB_TOKEN and TALLY_JOB_TOKEN_FILE: theirs are not
+    // the values in use, so they are not checked.
+    params.jobToken.clear();
+    params.jobTokenFile.clear();
+  }
   if (st.isOk()) st = params.validate();
   if (!st.isOk()) return fail(kExitUsage, st.message());
   params.logProvenance();

@@ -11,16 +11,17 @@
 #include <vector>
 
 #include "common/params.h"
+#include "common/suggest.h"
 #include "common/version.h"
 #include "tools/bench/bench_command.h"
 #include "tools/commands/command.h"
-#include "tools/commands/suggest.h"
 #include "tools/demo.h"
 
 namespace {
 
-// Every variable with its value and where it came from; then each value set in the environment
-// that Tally refuses, with why, and exit status 1 when there is one.
+// Every variable with its value and where it came from; then, on stderr, each value set in the
+// environment that the plugin would refuse at start-up, with why, and each TALLY_ name that is no
+// variable, with the nearest one (findParamProblems); exit status 1 when there is any.
 int runEnv(bool markdown) {
   if (markdown) {
     std::fputs(tally::paramsMarkdown().c_str(), stdout);
@@ -55,7 +56,7 @@ bool reportUnknownCommand(CLI::App& app, int argc, char** argv) {
   }
   std::string list;
   for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
-  const std::string nearest = tally::cli::nearestName(word, names);
+  const std::string nearest = tally::nearestName(word, names);
   std::fprintf(stderr, "tally: unknown command '%s'", word.c_str());
   if (!nearest.empty()) std::fprintf(stderr, "; did you mean '%s'?", nearest.c_str());
   std::fprintf(stderr, "\ncommands: %s\nRun 'tally --help' for what each does.\n", list.c_str());
@@ -70,8 +71,15 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("tally ") + tally::versionString());
 
   bool markdown = false;
-  CLI::App* env_cmd = app.add_subcommand("env", "List every TALLY_ variable with its value");
+  CLI::App* env_cmd = app.add_subcommand(
+      "env",
+      "List every TALLY_ variable with its value, then the values the plugin would refuse and "
+      "the TALLY_ names that are no variable");
   env_cmd->add_flag("--markdown", markdown, "Print the Markdown table of docs/env.md");
+  env_cmd->footer(
+      "Exit status: 0 every value set is usable, 1 when a value is refused (the plugin's init "
+      "would fail and tally-reducer would not start) or a TALLY_ name is no variable (a likely "
+      "typo). Each is a line \"tally env: ...\" on stderr that names the variable.");
 
   std::vector<tally::commands::Subcommand> commands = {
       tally::bench::addBenchCommand(app),     tally::demo::addDemoCommand(app),

@@ -8,6 +8,13 @@ namespace tally::worker_client {
 namespace wire = protocol::wire;
 using protocol::kMaxSlicesPerReducer;
 
+// The variables' limits (common/params.h), by which the plugin refuses a value at start-up, are
+// the ones checked here at connect and carried by the wire.
+static_assert(kMaxCollWindow == wire::kMaxWindow);
+static_assert(kMaxReducerAddresses == wire::kMaxReducers);
+static_assert(kMaxSliceBytesParam == static_cast<int64_t>(wire::kMaxSliceBytes));
+static_assert(kMaxSlicesPerReducerParam == kMaxSlicesPerReducer);
+
 Status validateOptions(const CollOptions& o) {
   if (o.reducers.empty()) return Status::invalidUsage("TALLY_REDUCERS is empty");
   if (o.reducers.size() > wire::kMaxReducers) {

@@ -155,15 +155,24 @@ TEST(PluginState, RefusesWhatTallyEnvReports) {
       {{"TALLY_IB_QPS_PER_CONNECTION", "0"}}, {{"TALLY_COLL_WINDOW", "0"}},
       {{"TALLY_COLL_PROGRESS", "busy"}},      {{"TALLY_COLL_MAX_REQUESTS", "0"}},
   };
-  for (const auto& values : bad) {
+  // Each parses, but a connect would refuse it: refused at start-up instead.
+  const std::map<std::string, std::string> refused_at_connect[] = {
+      {{"TALLY_COLL_WINDOW", "100000"}},
+      {{"TALLY_REDUCERS", "host-without-port"}},
+      {{"TALLY_JOB_TOKEN_FILE", "/nonexistent/tally-token"}},
+  };
+  auto expectRefused = [](const std::map<std::string, std::string>& values) {
+    SCOPED_TRACE(values.begin()->first);
     const std::vector<ParamProblem> found = findParamProblems(MapParamSource(values));
-    ASSERT_EQ(found.size(), 1u) << values.begin()->first;
+    ASSERT_EQ(found.size(), 1u);
     std::unique_ptr<PluginState> state;
     const Status st = PluginState::create(paramsFrom(values), &state);
-    EXPECT_EQ(st.code(), StatusCode::kInvalidUsage) << values.begin()->first;
+    EXPECT_EQ(st.code(), StatusCode::kInvalidUsage);
     EXPECT_EQ(st.message(), found[0].toString());
     EXPECT_EQ(state, nullptr);
-  }
+  };
+  for (const auto& values : bad) expectRefused(values);
+  for (const auto& values : refused_at_connect) expectRefused(values);
 }
 
 // A Vertex-AI-shaped job: primary, one worker, two reducers, one evaluator.

@@ -81,7 +81,8 @@ struct Fault {
 // "kill-reducer:1@5s": the canonical name of a fault (restart spelled out, the time in s when
 // whole, else in ms).
 std::string faultName(const Fault& fault);
-// A time of --fault and --duration: a number (a decimal fraction allowed) with ms, s or m.
+// A time of --fault and --duration, in ms: a duration with its unit, as parseDurationMs reads it
+// (common/sizes.h; "5s", "1.5s", "500ms", "2m"); a bare number is refused.
 Status parseFaultTime(const std::string& text, int64_t* ms);
 // --fault LIST: a comma list of EVENT[:REDUCER]@TIME. The result is in time order (items of one
 // time in the order written), with every restart's reducer filled in (no index: the reducer last

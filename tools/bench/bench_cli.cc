@@ -101,9 +101,11 @@ Status toOptions(const BenchFlags& f, BenchOptions* o) {
   if (f.check != 0 && f.check != 1)
     return Status::invalidUsage("-c: expected 0 or 1, got " + std::to_string(f.check));
   o->check = f.check == 1;
-  if (!parseMillis(f.timeout, &o->timeout_ms).isOk() || o->timeout_ms <= 0)
-    return Status::invalidUsage("--timeout: expected a duration such as 90s or 10m, got \"" +
-                                f.timeout + "\"");
+  Status timeout = parseDurationMs(f.timeout, DurationUnit::kNone, &o->timeout_ms);
+  if (!timeout.isOk()) return Status::invalidUsage("--timeout: " + timeout.message());
+  if (o->timeout_ms <= 0)
+    return Status::invalidUsage("--timeout: expected a duration above zero, such as " +
+                                std::string(kDurationExamples) + ", got '" + f.timeout + "'");
   o->progress = !f.no_progress;
   if (!f.faults.empty()) TALLY_RETURN_IF_ERROR(parseFaults(f.faults, &o->faults));
   if (!f.duration.empty()) {
@@ -224,7 +226,9 @@ commands::Subcommand addBenchCommand(CLI::App& parent) {
                   "--threads for each tally-reducer (default: the machine's cores shared among "
                   "the reducers, at least 1)")
       ->check(CLI::Range(0, 256));
-  cmd->add_option("--timeout", f.timeout, "Bound on each phase (Tally workers, Gloo ranks)")
+  cmd->add_option("--timeout", f.timeout,
+                  "Bound on each phase (Tally workers, Gloo ranks), with a unit: 90s, 10m (a "
+                  "bare number is refused)")
       ->capture_default_str();
   cmd->add_option("--fault", f.faults,
                   "Faults to inject, a comma list of EVENT[:REDUCER]@TIME: kill-reducer, "
@@ -233,8 +237,8 @@ commands::Subcommand addBenchCommand(CLI::App& parent) {
                   "then back), e.g. kill-reducer:1@5s,restart@15s; prints a bandwidth timeline "
                   "of rs at the largest size instead of the table");
   cmd->add_option("--duration", f.duration,
-                  "With --fault: how long the calls run (default: the last fault + 10s, at "
-                  "least 20s)");
+                  "With --fault: how long the calls run, with a unit such as 25s (default: the "
+                  "last fault + 10s, at least 20s)");
   cmd->add_option("--slow-factor", f.slow_factor,
                   "With --fault slow-reducer: the slowed link runs at the --emulate rate divided "
                   "by this, a number above 1 (default 10)");

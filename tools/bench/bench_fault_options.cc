@@ -3,8 +3,8 @@
 // --emulate).
 #include <algorithm>
 #include <cctype>
-#include <cmath>
 
+#include "common/sizes.h"
 #include "common/strings.h"
 #include "tools/bench/bench.h"
 #include "tools/bench/bench_internal.h"
@@ -97,21 +97,7 @@ std::string faultName(const Fault& f) {
 }
 
 Status parseFaultTime(const std::string& text, int64_t* ms) {
-  const size_t i = numberPrefix(text);
-  const std::string number = text.substr(0, i), unit = text.substr(i);
-  if (i == 0) return Status::invalidUsage("time \"" + text + "\" is not a number with ms, s or m");
-  double scale = 0;
-  if (unit == "ms") {
-    scale = 1;
-  } else if (unit == "s") {
-    scale = 1000;
-  } else if (unit == "m") {
-    scale = 60000;
-  } else {
-    return Status::invalidUsage("time \"" + text + "\" needs a unit: ms, s or m");
-  }
-  *ms = static_cast<int64_t>(std::llround(std::stod(number) * scale));
-  return Status::ok();
+  return parseDurationMs(text, DurationUnit::kNone, ms);
 }
 
 Status parseSlowFactor(const std::string& text, double* factor) {

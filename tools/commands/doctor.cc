@@ -57,10 +57,13 @@ class Report {
 // Reads the option strings into probe options; false after printing why.
 bool parseProbeOptions(const DoctorOptions& o, doctor::ProbeOptions* probe) {
   int64_t timeout_ms = 0;
-  Status st = parseMillis(o.timeout, &timeout_ms);
-  if (!st.isOk() || timeout_ms <= 0) {
-    std::fprintf(stderr, "tally doctor: --timeout %s: want a duration such as 5s or 500ms\n",
-                 o.timeout.c_str());
+  Status st = parseDurationMs(o.timeout, DurationUnit::kNone, &timeout_ms);
+  if (st.isOk() && timeout_ms <= 0) {
+    st = Status::invalidUsage("expected a duration above zero, such as " +
+                              std::string(kDurationExamples) + ", got '" + o.timeout + "'");
+  }
+  if (!st.isOk()) {
+    std::fprintf(stderr, "tally doctor: --timeout: %s\n", st.message().c_str());
     return false;
   }
   uint64_t bytes = 0;
@@ -98,15 +101,20 @@ int runDoctor(const DoctorOptions& o) {
   report.add(doctor::checkCluster(env, &cluster, &coll_ranks));
 
   // 3. reducers (and the TALLY_ variables they depend on)
-  // Every refused variable at once, by the rules the plugin applies (the same list `tally env`
-  // prints).
+  // Every refused variable at once, by the rules the plugin applies at start-up (the same list
+  // `tally env` prints): FAIL. TALLY_ names that are no variable, which the plugin only warns
+  // about: WARN.
   std::string refused;
+  std::string unknown;
   for (const ParamProblem& problem : findParamProblems(env)) {
-    refused += (refused.empty() ? "" : "; ") + problem.toString();
+    std::string& line = problem.unknown_name ? unknown : refused;
+    line += (line.empty() ? "" : "; ") + problem.toString();
   }
   if (!refused.empty()) report.add({Severity::kFail, "TALLY_ variables", refused});
-  Params params;
-  if (!Params::load(env, &params).isOk()) params = Params::defaults();
+  if (!unknown.empty()) report.add({Severity::kWarn, "TALLY_ variables", unknown});
+  // The checks below go on with every other variable as set: one that does not parse stays at
+  // its default, and does not take TALLY_REDUCERS with it.
+  const Params params = Params::loadEach(env, nullptr);
   ReducerList reducers;
   report.add(doctor::checkReducers(params, cluster, &reducers));
 
@@ -190,7 +198,8 @@ Subcommand addDoctorCommand(CLI::App& parent) {
                       "Path of libnccl-net-tally.so (default: next to tally)");
   cmd.app
       ->add_option("--timeout", options->timeout,
-                   "Connect and per-all-reduce limit for each reducer, e.g. 5s, 500ms")
+                   "Connect and per-all-reduce limit for each reducer, with a unit: 500ms, "
+                   "5s, 2m (a bare number is refused)")
       ->capture_default_str();
   cmd.app
       ->add_option("--probe-bytes", options->probe_bytes,

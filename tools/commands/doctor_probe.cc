@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/sizes.h"
@@ -67,17 +68,48 @@ Status checkEcho(const std::vector<int32_t>& in, const std::vector<int32_t>& out
                         std::to_string(in[i]));
 }
 
-Status measureRtt(CollClient* client, const ProbeOptions& o, ProbeResult* r) {
-  std::vector<int32_t> in(1), out(1);
+// One reducer's measurement: the client and every buffer its all-reduces read or land results in,
+// owned together. An all-reduce that timed out is still in flight, and the client may go on
+// writing its results until it is closed; so the client is closed before any buffer is freed, by
+// close() or, on every other way out, by the destructor (client_ is declared after the buffers,
+// and closed first).
+class Measurement {
+ public:
+  Measurement(std::unique_ptr<CollClient> client, const ProbeOptions& options)
+      : options_(options), client_(std::move(client)) {}
+  ~Measurement() { close(); }
+  Measurement(const Measurement&) = delete;
+  Measurement& operator=(const Measurement&) = delete;
+
+  Status measureRtt(ProbeResult* r);
+  Status measureBandwidth(ProbeResult* r);
+  // Closes the client: from here on nothing writes into the buffers. Idempotent.
+  void close() {
+    if (!client_) return;
+    client_->close();
+    client_.reset();
+  }
+
+ private:
+  const ProbeOptions& options_;
+  std::vector<int32_t> rtt_in_ = std::vector<int32_t>(1);
+  std::vector<int32_t> rtt_out_ = std::vector<int32_t>(1);
+  std::vector<int32_t> in_;  // the bandwidth all-reduces', sized by measureBandwidth
+  std::vector<int32_t> out_;
+  std::unique_ptr<CollClient> client_;
+};
+
+Status Measurement::measureRtt(ProbeResult* r) {
   std::vector<double> samples;
   constexpr int kWarmup = 2;
-  for (int i = 0; i < kWarmup + std::max(1, o.rtt_samples); ++i) {
-    in[0] = 0x5a5a0000 + i;
-    out[0] = 0;
+  for (int i = 0; i < kWarmup + std::max(1, options_.rtt_samples); ++i) {
+    rtt_in_[0] = 0x5a5a0000 + i;
+    rtt_out_[0] = 0;
     const auto start = Clock::now();
-    TALLY_RETURN_IF_ERROR(allreduce(client, in.data(), out.data(), 1, o.timeout_ms));
+    TALLY_RETURN_IF_ERROR(
+        allreduce(client_.get(), rtt_in_.data(), rtt_out_.data(), 1, options_.timeout_ms));
     const double us = secondsSince(start) * 1e6;
-    TALLY_RETURN_IF_ERROR(checkEcho(in, out, i));
+    TALLY_RETURN_IF_ERROR(checkEcho(rtt_in_, rtt_out_, i));
     if (i >= kWarmup) samples.push_back(us);
   }
   std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
@@ -85,21 +117,23 @@ Status measureRtt(CollClient* client, const ProbeOptions& o, ProbeResult* r) {
   return Status::ok();
 }
 
-Status measureBandwidth(CollClient* client, const ProbeOptions& o, ProbeResult* r) {
-  const size_t count = std::max<uint64_t>(1, o.probe_bytes / sizeof(int32_t));
-  std::vector<int32_t> in(count), out(count);
-  for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i * 2654435761u);
+Status Measurement::measureBandwidth(ProbeResult* r) {
+  const size_t count = std::max<uint64_t>(1, options_.probe_bytes / sizeof(int32_t));
+  in_.assign(count, 0);
+  out_.assign(count, 0);
+  for (size_t i = 0; i < count; ++i) in_[i] = static_cast<int32_t>(i * 2654435761u);
   constexpr int kMaxCalls = 100000;
   double busy = 0;
   int calls = 0;
   const auto start = Clock::now();
-  while (calls == 0 || (secondsSince(start) < o.probe_seconds && calls < kMaxCalls)) {
-    stamp(&in, calls);
-    std::memset(out.data(), 0, count * sizeof(int32_t));
+  while (calls == 0 || (secondsSince(start) < options_.probe_seconds && calls < kMaxCalls)) {
+    stamp(&in_, calls);
+    std::memset(out_.data(), 0, count * sizeof(int32_t));
     const auto t0 = Clock::now();
-    TALLY_RETURN_IF_ERROR(allreduce(client, in.data(), out.data(), count, o.timeout_ms));
+    TALLY_RETURN_IF_ERROR(
+        allreduce(client_.get(), in_.data(), out_.data(), count, options_.timeout_ms));
     busy += secondsSince(t0);
-    TALLY_RETURN_IF_ERROR(checkEcho(in, out, calls));
+    TALLY_RETURN_IF_ERROR(checkEcho(in_, out_, calls));
     ++calls;
   }
   r->calls = calls;
@@ -238,10 +272,11 @@ std::vector<ReducerConnection> connectReducers(
 ProbeResult finishProbe(ReducerConnection* connection, const ProbeOptions& options) {
   ProbeResult& r = connection->result;
   if (!connection->client) return r;
-  Status st = measureRtt(connection->client.get(), options, &r);
-  if (st.isOk()) st = measureBandwidth(connection->client.get(), options, &r);
-  connection->client->close();
+  Measurement m(std::move(connection->client), options);
   connection->client.reset();
+  Status st = m.measureRtt(&r);
+  if (st.isOk()) st = m.measureBandwidth(&r);
+  m.close();
   if (!st.isOk()) {
     r.error = st.message();
     r.code = st.code();

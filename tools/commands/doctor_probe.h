@@ -79,7 +79,10 @@ std::vector<ReducerConnection> connectReducers(
     const std::function<void(size_t answered, size_t total, double seconds)>& waiting);
 
 // Measures the round trip and the bandwidth over a connection that connectReducers opened, then
-// closes it. A failed connection's result is returned as it is.
+// closes it: connection->client is null afterwards. The buffers the all-reduces use are owned
+// with the client and freed only after it is closed, so an all-reduce that timed out with its
+// results still arriving never writes into freed memory. A failed connection's result is
+// returned as it is.
 ProbeResult finishProbe(ReducerConnection* connection, const ProbeOptions& options);
 
 // What the reducer was told about credentials. Job tokens come in a later issue: until then

@@ -57,6 +57,11 @@ inline constexpr const char* kJobSetWorkers = "TALLY_JOBSET_WORKERS";
 inline constexpr const char* kJobSetReducers = "TALLY_JOBSET_REDUCERS";
 inline constexpr const char* kJobSetSubdomain = "TALLY_JOBSET_SUBDOMAIN";
 inline constexpr const char* kSlurmHetGroup = "TALLY_SLURM_HET_GROUP";
+// Each is a known TALLY_ name, never reported as a typo by `tally env` and `tally doctor`.
+static_assert(isLaunchInputVariable(kJobSetName) && isLaunchInputVariable(kJobSetReplicatedJob) &&
+              isLaunchInputVariable(kJobSetJobIndex) && isLaunchInputVariable(kJobSetPodIndex) &&
+              isLaunchInputVariable(kJobSetWorkers) && isLaunchInputVariable(kJobSetReducers) &&
+              isLaunchInputVariable(kJobSetSubdomain) && isLaunchInputVariable(kSlurmHetGroup));
 
 // Whether the spec came from CLUSTER_SPEC or TF_CONFIG rather than a scheduler's own variables,
 // whose task_type already names the task in full ("het group 0 node gpu08").

@@ -224,6 +224,25 @@ Status splitShellWords(const std::string& text, std::vector<std::string>* words)
 
 namespace {
 
+// Where the reducer listens, given the address its replica has in the spec. In a container of
+// its own (Vertex AI's replicas, a JobSet's pods) every address at that port: the replica's host
+// name may not resolve yet when the container starts (its DNS record can come after), and every
+// address of the container is the replica's anyway. On a Slurm node, which is not the reducer's
+// alone, the node's own address, which its name gives. An IPv6 address in the spec asks for
+// every IPv6 address ("[::]"), anything else for every IPv4 one ("0.0.0.0").
+Status reducerListenAddress(const ClusterSpec& spec, const std::string& address, std::string* out) {
+  std::string host;
+  uint16_t port = 0;
+  Status st = splitHostPort(address, &host, &port);
+  if (!st.isOk()) return Status::invalidUsage(spec.variable + ": " + st.message());
+  if (spec.variable == "Slurm") {
+    *out = address;
+  } else {
+    *out = joinHostPort(host.find(':') != std::string::npos ? "::" : "0.0.0.0", port);
+  }
+  return Status::ok();
+}
+
 // TALLY_REDUCER_ARGS, appended to the reducer's command line.
 Status addReducerArgs(const ParamSource& env, std::vector<std::string>* argv) {
   const std::optional<std::string> text = env.get("TALLY_REDUCER_ARGS");
@@ -234,8 +253,8 @@ Status addReducerArgs(const ParamSource& env, std::vector<std::string>* argv) {
   for (const std::string& w : words) {
     if (w == "--listen" || w.rfind("--listen=", 0) == 0) {
       return Status::invalidUsage(
-          "TALLY_REDUCER_ARGS must not set --listen: tally launch listens on the reducer's own "
-          "address from the cluster spec");
+          "TALLY_REDUCER_ARGS must not set --listen: tally launch sets it from the reducer's "
+          "address in the cluster spec");
     }
   }
   argv->insert(argv->end(), words.begin(), words.end());
@@ -275,8 +294,13 @@ Status planLaunch(const ClusterEnv& cluster, const ParamSource& env, const std::
         return Status::invalidUsage(spec->variable + ": no address for " + spec->task_type +
                                     " index " + std::to_string(spec->index));
       }
-      plan.summary = role + " " + describeTask(*spec) + ", tally-reducer on " + address;
-      plan.argv = {reducer_path, "--listen", address};
+      // The summary names the address the workers reach this reducer at; it listens on
+      // `listen`, which holds that address.
+      std::string listen;
+      TALLY_RETURN_IF_ERROR(reducerListenAddress(*spec, address, &listen));
+      plan.summary = role + " " + describeTask(*spec) + ", tally-reducer on " + address +
+                     (listen == address ? "" : ", listening on " + listen);
+      plan.argv = {reducer_path, "--listen", listen};
       TALLY_RETURN_IF_ERROR(addReducerArgs(env, &plan.argv));
       if (!command.empty()) {
         plan.notes.push_back("WARNING: this replica is a reducer: the command (" +

@@ -5,7 +5,9 @@
 //   pool 0, 1 (primary, workers)  set NCCL_NET_PLUGIN, NCCL_COLLNET_ENABLE=1, NCCL_ALGO,
 //                                 TALLY_REDUCERS, MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK;
 //                                 exec CMD
-//   pool 2 (reducers)             exec tally-reducer --listen <own host:port>; CMD is not run
+//   pool 2 (reducers)             exec tally-reducer --listen 0.0.0.0:<own port> ([::] for an
+//                                 IPv6 address; a Slurm node: its own host:port); the workers
+//                                 reach it by the name the spec gives it; CMD is not run
 //   pool 3 (evaluators)           exec CMD without the plugin (a Tally NCCL_NET_PLUGIN or
 //                                 LD_PRELOAD set by the image is removed)
 //   no CLUSTER_SPEC nor TF_CONFIG exec CMD unchanged
@@ -51,7 +53,8 @@ struct LaunchPlan {
 
 // Plans the launch of `command` in the replica `cluster` describes. `env` is this process's
 // environment (read for user-set values, TALLY_REDUCERS and TALLY_REDUCER_ARGS). `plugin_path`
-// is what NCCL_NET_PLUGIN gets, `reducer_path` the tally-reducer that pool 2 execs, with
+// is what NCCL_NET_PLUGIN gets, `reducer_path` the tally-reducer that pool 2 execs, listening on
+// every address at its replica's port (on Slurm, at the node's own address), with
 // TALLY_REDUCER_ARGS after its --listen.
 // Fails with kInvalidUsage when `command` is empty but would be run (every case except pool 2),
 // when an address in the spec is not host:port, or when TALLY_REDUCER_ARGS does not split or

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "common/suggest.h"
+
 namespace tally::plan {
 namespace {
 
@@ -23,6 +25,8 @@ struct Shape {
   std::string_view type;
   std::vector<int> sizes;  // vCPUs, or GPUs when gpu_sizes
   bool gpu_sizes = false;  // the size is a GPU count written "<n>g" (a2, a3)
+  // GPUs that come with each size, where the name counts vCPUs but the machine type has GPUs (g2).
+  std::vector<int> gpus_by_size = {};
 };
 
 // The predefined machine types of the families a Vertex AI training job runs on (Compute
@@ -48,7 +52,7 @@ const std::vector<Shape>& shapes() {
       {"c3", "standard", {4, 8, 22, 44, 88, 176}},
       {"c3", "highmem", {4, 8, 22, 44, 88, 176}},
       {"c3", "highcpu", {4, 8, 22, 44, 88, 176}},
-      {"g2", "standard", {4, 8, 12, 16, 24, 32, 48, 96}},
+      {"g2", "standard", {4, 8, 12, 16, 24, 32, 48, 96}, false, {1, 1, 1, 1, 2, 1, 4, 8}},
       {"a2", "highgpu", {1, 2, 4, 8}, true},
       {"a2", "megagpu", {16}, true},
       {"a2", "ultragpu", {1, 2, 4, 8}, true},
@@ -80,6 +84,26 @@ std::string describeMachine(const std::string& machine_type, const std::string& 
   if (accelerator_count <= 0) return machine_type;
   return machine_type + " with " + std::to_string(accelerator_count) + " x " +
          (accelerator_type.empty() ? std::string("(no acceleratorType)") : accelerator_type);
+}
+
+// Whether an N1 or N2 VM with these GPUs has its machine type's own figure: without GPUs; N1 with
+// P100, P4 or K80 GPUs (their maximum is the N1 one); N1 with T4 or V100 GPUs below the vCPUs the
+// table's row for their count asks for (a row that matched would have been taken already).
+bool n1KeepsItsOwnFigure(const MachineShape& shape, const std::string& accelerator_type,
+                         int64_t accelerator_count) {
+  if (accelerator_count <= 0) return true;
+  if (shape.family != "n1") return false;
+  if (accelerator_type == "NVIDIA_TESLA_P100" || accelerator_type == "NVIDIA_TESLA_P4" ||
+      accelerator_type == "NVIDIA_TESLA_K80") {
+    return true;
+  }
+  for (const auto& row : gpuHostTable()) {
+    if (row.machine == shape.family && accelerator_type == row.accelerator_type &&
+        accelerator_count == row.accelerator_count) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // The Tier_1 figure for a CPU machine of this shape, or 0 when Tier_1 does not apply.
@@ -123,6 +147,11 @@ Status parseMachineType(const std::string& machine_type, MachineShape* out) {
     parsed.family = std::string(shape.family);
     parsed.type = std::string(shape.type);
     (shape.gpu_sizes ? parsed.gpus : parsed.vcpus) = n;
+    if (!shape.gpus_by_size.empty()) {
+      size_t index = static_cast<size_t>(std::find(shape.sizes.begin(), shape.sizes.end(), n) -
+                                         shape.sizes.begin());
+      parsed.gpus = shape.gpus_by_size[index];
+    }
     *out = parsed;
     return Status::ok();
   }
@@ -133,17 +162,89 @@ Status parseMachineType(const std::string& machine_type, MachineShape* out) {
 }
 
 const std::vector<GpuHostRow>& gpuHostTable() {
-  // N1 hosts with 8 V100s reach 100 Gbps at the top vCPU count; A2 machine types carry their
-  // GPUs in the name, and the 8- and 16-GPU shapes are the 100 Gbps ones.
+  // Compute Engine, "Networking and GPU machines" (formerly "Network bandwidths and GPUs",
+  // https://cloud.google.com/compute/docs/gpus/gpu-network-bandwidth): A2, A3 and G2 machine types
+  // by machine type; N1 with T4 or V100 GPUs by GPU count once the VM has the vCPUs that count
+  // needs (below that, and with P100 or P4 GPUs, an N1 VM has its machine type's own figure).
+  // a3-highgpu-8g and a3-megagpu-8g spread 1,000 and 1,800 Gbps over five and nine 200 Gbps NICs
+  // of which one is for general traffic and the rest for GPU-to-GPU traffic (GPUDirect-TCPX/O) on
+  // networks of their own; the reducers are reached over the general NIC, so the row is its 200.
   static const std::vector<GpuHostRow> rows = {
-      {"n1-highmem-96", "NVIDIA_TESLA_V100", 8, 100},
-      {"n1-standard-96", "NVIDIA_TESLA_V100", 8, 100},
-      {"n1-highcpu-96", "NVIDIA_TESLA_V100", 8, 100},
-      {"a2-highgpu-8g", "", 0, 100},
-      {"a2-ultragpu-8g", "", 0, 100},
-      {"a2-megagpu-16g", "", 0, 100},
+      {"n1", "NVIDIA_TESLA_T4", 1, 24, 50, "N1 + 1 x T4 at 24 or more vCPUs"},
+      {"n1", "NVIDIA_TESLA_T4", 2, 48, 50, "N1 + 2 x T4 at 48 or more vCPUs"},
+      {"n1", "NVIDIA_TESLA_T4", 4, 96, 100, "N1 + 4 x T4 at 96 vCPUs"},
+      {"n1", "NVIDIA_TESLA_V100", 1, 12, 24, "N1 + 1 x V100 at 12 or more vCPUs"},
+      {"n1", "NVIDIA_TESLA_V100", 2, 24, 32, "N1 + 2 x V100 at 24 or more vCPUs"},
+      {"n1", "NVIDIA_TESLA_V100", 4, 48, 100, "N1 + 4 x V100 at 48 or more vCPUs"},
+      {"n1", "NVIDIA_TESLA_V100", 8, 96, 100, "N1 + 8 x V100 at 96 vCPUs"},
+      {"a2-highgpu-1g", "", 0, 0, 24, "A2 Standard"},
+      {"a2-highgpu-2g", "", 0, 0, 32, "A2 Standard"},
+      {"a2-highgpu-4g", "", 0, 0, 50, "A2 Standard"},
+      {"a2-highgpu-8g", "", 0, 0, 100, "A2 Standard"},
+      {"a2-megagpu-16g", "", 0, 0, 100, "A2 Standard"},
+      {"a2-ultragpu-1g", "", 0, 0, 24, "A2 Ultra"},
+      {"a2-ultragpu-2g", "", 0, 0, 32, "A2 Ultra"},
+      {"a2-ultragpu-4g", "", 0, 0, 50, "A2 Ultra"},
+      {"a2-ultragpu-8g", "", 0, 0, 100, "A2 Ultra"},
+      {"a3-highgpu-1g", "", 0, 0, 25, "A3 High, one NIC"},
+      {"a3-highgpu-2g", "", 0, 0, 50, "A3 High, one NIC"},
+      {"a3-highgpu-4g", "", 0, 0, 100, "A3 High, one NIC"},
+      {"a3-highgpu-8g", "", 0, 0, 200, "A3 High, its general-purpose NIC of five"},
+      {"a3-megagpu-8g", "", 0, 0, 200, "A3 Mega, its general-purpose NIC of nine"},
+      {"g2-standard-4", "", 0, 0, 10, "G2"},
+      {"g2-standard-8", "", 0, 0, 16, "G2"},
+      {"g2-standard-12", "", 0, 0, 16, "G2"},
+      {"g2-standard-16", "", 0, 0, 32, "G2"},
+      {"g2-standard-24", "", 0, 0, 32, "G2"},
+      {"g2-standard-32", "", 0, 0, 32, "G2"},
+      {"g2-standard-48", "", 0, 0, 50, "G2"},
+      {"g2-standard-96", "", 0, 0, 100, "G2"},
   };
   return rows;
+}
+
+const std::vector<std::string>& acceleratorTypes() {
+  // Vertex AI's AcceleratorType (aiplatform v1), without ACCELERATOR_TYPE_UNSPECIFIED, which
+  // parseJobSpec reads as no accelerator.
+  static const std::vector<std::string> types = {
+      "NVIDIA_TESLA_K80",
+      "NVIDIA_TESLA_P100",
+      "NVIDIA_TESLA_V100",
+      "NVIDIA_TESLA_P4",
+      "NVIDIA_TESLA_T4",
+      "NVIDIA_TESLA_A100",
+      "NVIDIA_A100_80GB",
+      "NVIDIA_L4",
+      "NVIDIA_H100_80GB",
+      "NVIDIA_H100_MEGA_80GB",
+      "NVIDIA_H200_141GB",
+      "NVIDIA_B200",
+      "NVIDIA_GB200",
+      "NVIDIA_RTX_PRO_6000",
+      "TPU_V2",
+      "TPU_V3",
+      "TPU_V4_POD",
+      "TPU_V5_LITEPOD",
+  };
+  return types;
+}
+
+Status checkAcceleratorType(const std::string& accelerator_type) {
+  const auto& known = acceleratorTypes();
+  if (std::find(known.begin(), known.end(), accelerator_type) != known.end()) {
+    return Status::ok();
+  }
+  std::string message = "unknown accelerator type " + accelerator_type;
+  if (std::string near = nearestName(accelerator_type, known); !near.empty()) {
+    return Status::invalidUsage(message + " (did you mean " + near + "?)");
+  }
+  std::string list;
+  for (const auto& type : known) list += (list.empty() ? "" : ", ") + type;
+  return Status::invalidUsage(message + " (known types: " + list + ")");
+}
+
+bool isGpuType(const std::string& accelerator_type) {
+  return accelerator_type.starts_with("NVIDIA_");
 }
 
 const std::vector<Tier1Row>& tier1Table() {
@@ -190,11 +291,13 @@ Status machineEgress(const std::string& machine_type, const std::string& acceler
     return Status::ok();
   }
   for (const auto& row : gpuHostTable()) {
-    if (machine_type != row.machine_type) continue;
-    bool fixed_gpus = row.accelerator_count == 0;  // a2: the machine type implies its GPUs
-    if (fixed_gpus ||
-        (accelerator_type == row.accelerator_type && accelerator_count == row.accelerator_count)) {
-      *out = Egress{row.gbps, "table: GPU host"};
+    bool fixed_gpus = row.accelerator_count == 0;  // a2, a3, g2: the machine type brings its GPUs
+    bool match = fixed_gpus ? machine_type == row.machine
+                            : shape.family == row.machine && shape.vcpus >= row.min_vcpus &&
+                                  accelerator_type == row.accelerator_type &&
+                                  accelerator_count == row.accelerator_count;
+    if (match) {
+      *out = Egress{row.gbps, std::string("table: ") + row.source};
       return Status::ok();
     }
   }
@@ -207,10 +310,13 @@ Status machineEgress(const std::string& machine_type, const std::string& acceler
   }
   bool cpu_rule = (shape.family == "n1" || shape.family == "n2") &&
                   (shape.type == "standard" || shape.type == "highmem" || shape.type == "highcpu");
-  if (cpu_rule && shape.vcpus >= kCpuRuleMinVcpus && accelerator_count <= 0) {
+  if (cpu_rule && shape.vcpus >= kCpuRuleMinVcpus &&
+      n1KeepsItsOwnFigure(shape, accelerator_type, accelerator_count)) {
     double gbps = std::min(kGbpsPerVcpu * shape.vcpus, kCpuRuleMaxGbps);
-    *out = Egress{
-        gbps, shape.family + " rule: 2 Gbps x " + std::to_string(shape.vcpus) + " vCPUs, max 32"};
+    std::string source =
+        shape.family + " rule: 2 Gbps x " + std::to_string(shape.vcpus) + " vCPUs, max 32";
+    if (accelerator_count > 0) source += ", as with no GPUs";
+    *out = Egress{gbps, source};
     return Status::ok();
   }
   return Status::invalidUsage("no egress bandwidth known for " +

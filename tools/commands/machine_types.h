@@ -4,13 +4,15 @@
 // A machine type is a known family shape, "<family>-<type>-<size>": n1, n2, n2d, e2, c2, c2d, c3
 // and g2 with a predefined vCPU count (n1-highcpu-16), a2 and a3 with a GPU count (a2-highgpu-8g).
 // Anything else is an input error that lists the known families, even when --bandwidth gives its
-// figure.
+// figure. An accelerator type is one of Vertex AI's (acceleratorTypes()); a mistyped one is an
+// input error that names the nearest.
 //
 // The egress figure is the VM's maximum egress rate in Gbps, as Compute Engine publishes it
 // (docs/plan.md lists every row and where it comes from):
 //   - n1 and n2 standard/highmem/highcpu shapes without GPUs: 2 Gbps per vCPU, at most 32;
-//   - GPU hosts, by machine type and attached GPUs: an n1-*-96 with 8 x NVIDIA_TESLA_V100,
-//     a2-highgpu-8g, a2-ultragpu-8g and a2-megagpu-16g: 100 Gbps;
+//   - GPU hosts (gpuHostTable()): a2, a3 and g2 by machine type; n1 with T4 or V100 GPUs by GPU
+//     count once the vCPUs reach that count's minimum (below it, and with P100, P4 or K80 GPUs,
+//     the n1 rule above);
 //   - with Tier_1 networking (--tier1), n2, n2d, c2 and c2d shapes large enough for it: 50, 75 or
 //     100 Gbps by vCPU count (tier1Table()).
 // Anything else has no known figure: the lookup fails and asks for `--bandwidth MACHINE=GBPS`,
@@ -39,7 +41,7 @@ struct MachineShape {
   std::string family;  // "n1", "c2d", "a2"
   std::string type;    // "standard", "highcpu", "megagpu"
   int vcpus = 0;       // from the name; 0 where the name counts GPUs instead (a2, a3)
-  int gpus = 0;        // a2/a3: the GPUs the machine type comes with ("8g"); 0 otherwise
+  int gpus = 0;        // the GPUs the machine type comes with (a2/a3 "8g", g2 by size); 0 for none
 };
 
 // Splits a predefined machine type into its shape. kInvalidUsage naming the machine type and
@@ -65,14 +67,27 @@ struct Egress {
 Status machineEgress(const std::string& machine_type, const std::string& accelerator_type,
                      int64_t accelerator_count, const EgressOptions& options, Egress* out);
 
-// The fixed rows of the table (GPU hosts), for `tally plan` output and docs/plan.md.
+// The GPU rows of the table. A row is either a machine type that comes with its GPUs (a2, a3,
+// g2: `machine` is its name, whatever acceleratorType says) or `accelerator_count` x
+// `accelerator_type` on a machine of family `machine` ("n1") with at least `min_vcpus` vCPUs.
 struct GpuHostRow {
-  const char* machine_type;
-  const char* accelerator_type;  // "" when the machine type fixes its GPUs (a2)
+  const char* machine;
+  const char* accelerator_type;  // "" when the machine type fixes its GPUs
   int64_t accelerator_count;     // 0 with an empty accelerator_type
+  int min_vcpus;                 // family rows only
   double gbps;
+  const char* source;  // what the output says after "table: ", e.g. "A2 Standard"
 };
 const std::vector<GpuHostRow>& gpuHostTable();
+
+// Vertex AI's accelerator types (MachineSpec.acceleratorType), without
+// ACCELERATOR_TYPE_UNSPECIFIED.
+const std::vector<std::string>& acceleratorTypes();
+// kInvalidUsage unless `accelerator_type` is one of acceleratorTypes(): "unknown accelerator type
+// NVIDIA_TESLA_V10 (did you mean NVIDIA_TESLA_V100?)", or the list when none is near.
+Status checkAcceleratorType(const std::string& accelerator_type);
+// NVIDIA GPUs (what NCCL and so Tally run on), not TPUs.
+bool isGpuType(const std::string& accelerator_type);
 
 // Tier_1 egress by family and vCPU count: a machine of `family` with at least `min_vcpus` gets
 // `gbps` (the last row it reaches). Smaller shapes of these families keep their default figure.

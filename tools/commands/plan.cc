@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,8 +52,17 @@ struct PlanFlags {
   std::string link;          // --predict-only: every host's rate, e.g. 200mbit
   std::string reducer_link;  // --predict-only: a reducer's rate (default: --link)
   plan::PredictInput model;  // CPU costs, cores and MTU as given
+  double reducer_call_cpu_us = plan::kDefaultReducerCpuSecondsPerRankCall * 1e6;
   bool reducer_cores_given = false;
+  std::set<std::string> given;  // the model's flags given on the command line (plan_predict.h)
 };
+
+// A machine type from a flag: a known shape, or an error that names the flag.
+Status checkMachineFlag(const char* flag, const std::string& machine_type) {
+  plan::MachineShape shape;
+  Status s = plan::parseMachineType(machine_type, &shape);
+  return s.isOk() ? s : Status::invalidUsage(std::string(flag) + ": " + s.message());
+}
 
 Status parseCount(const std::string& flag, const std::string& text, int64_t min, int64_t* out) {
   int64_t n = 0;
@@ -68,6 +78,10 @@ Status parseCount(const std::string& flag, const std::string& text, int64_t min,
 // The job described by flags instead of a spec file. Pool 2 is left out unless --reducers is
 // given; run() then sizes it as recommended.
 Status jobFromFlags(const PlanFlags& flags, plan::JobSpec* out) {
+  TALLY_RETURN_IF_ERROR(checkMachineFlag("--primary-machine", flags.primary_machine));
+  if (!flags.worker_machine.empty()) {
+    TALLY_RETURN_IF_ERROR(checkMachineFlag("--worker-machine", flags.worker_machine));
+  }
   plan::JobSpec job;
   plan::PoolSpec host;
   host.present = true;
@@ -83,6 +97,9 @@ Status jobFromFlags(const PlanFlags& flags, plan::JobSpec* out) {
           flags.accelerator + "\"");
     }
     host.accelerator_type = flags.accelerator.substr(0, colon);
+    if (Status s = plan::checkAcceleratorType(host.accelerator_type); !s.isOk()) {
+      return Status::invalidUsage("--accelerator: " + s.message());
+    }
     TALLY_RETURN_IF_ERROR(parseCount("--accelerator", flags.accelerator.substr(colon + 1), 1,
                                      &host.accelerator_count));
   }
@@ -113,6 +130,7 @@ Status jobFromFlags(const PlanFlags& flags, plan::JobSpec* out) {
 // The model's inputs common to both modes: the flags' CPU costs, cores, MTU, bucket, latency.
 Status predictInputFromFlags(const PlanFlags& flags, plan::PredictInput* out) {
   plan::PredictInput in = flags.model;
+  in.reducer_cpu_s_per_rank_call = flags.reducer_call_cpu_us * 1e-6;
   TALLY_RETURN_IF_ERROR(plan::parseBucketBytes(flags.bucket, &in.bucket_bytes));
   Status s = plan::parseLatency(flags.latency, &in.latency_s);
   if (!s.isOk()) return Status::invalidUsage("--latency: " + s.message());
@@ -121,7 +139,10 @@ Status predictInputFromFlags(const PlanFlags& flags, plan::PredictInput* out) {
 }
 
 // --predict-only: hosts, reducers and link rates from the flags.
-Status predictFromFlags(const PlanFlags& flags, plan::Prediction* out) {
+Status predictFromFlags(const PlanFlags& flags, plan::Prediction* out,
+                        plan::PredictProvenance* provenance) {
+  provenance->given = flags.given;
+  if (flags.reducer_link.empty()) provenance->reducer_link = "--link";
   plan::PredictInput in;
   TALLY_RETURN_IF_ERROR(predictInputFromFlags(flags, &in));
   if (flags.hosts.empty() || flags.link.empty()) {
@@ -146,26 +167,41 @@ Status predictFromFlags(const PlanFlags& flags, plan::Prediction* out) {
 Status predictForPlan(const PlanFlags& flags, plan::Plan* plan) {
   plan::PredictInput in;
   TALLY_RETURN_IF_ERROR(predictInputFromFlags(flags, &in));
+  plan::PredictProvenance provenance;
+  provenance.given = flags.given;
+  provenance.hosts = "pools 0 and 1";
   in.host_gbps = 0;
   for (int i : {0, 1}) {
     const plan::PoolSpec& pool = plan->input.pools[i];
     if (!pool.present || pool.replica_count == 0) continue;
     in.hosts += pool.replica_count;
     double gbps = plan->egress[i].per_replica.gbps;
-    in.host_gbps = in.host_gbps == 0 ? gbps : std::min(in.host_gbps, gbps);
+    if (in.host_gbps == 0 || gbps < in.host_gbps) {
+      in.host_gbps = gbps;
+      std::string host = pool.machine_type;
+      if (pool.hasAccelerators()) {
+        host += " + " + std::to_string(pool.accelerator_count) + " x " + pool.accelerator_type;
+      }
+      provenance.host_link = host + " (" + plan->egress[i].per_replica.source + ")";
+    }
   }
   if (in.hosts < 2) return Status::ok();
   const plan::PoolSpec& reducers = plan->planned.pools[2];
   in.reducers = reducers.present ? reducers.replica_count : 0;
   in.reducer_gbps = plan->reducer_machine_egress.gbps;
+  provenance.reducers = "the planned pool 2";
+  provenance.reducer_link =
+      plan->reducer_machine + " (" + plan->reducer_machine_egress.source + ")";
   plan::MachineShape shape;
   if (!flags.reducer_cores_given && plan::parseMachineType(plan->reducer_machine, &shape).isOk() &&
       shape.vcpus > 0) {
     in.reducer_cores = shape.vcpus;
+    provenance.reducer_cores = plan->reducer_machine + "'s vCPUs";
   }
   plan::Prediction prediction;
   TALLY_RETURN_IF_ERROR(plan::predictAllReduce(in, &prediction));
   plan->prediction = prediction;
+  plan->prediction_sources = provenance;
   return Status::ok();
 }
 
@@ -241,7 +277,8 @@ Subcommand addPlanCommand(CLI::App& parent) {
   app->add_option("--bucket", flags->bucket,
                   "Bytes of the all-reduce to predict, K/M/G binary units (default 64M)");
   app->add_option("--latency", flags->latency,
-                  "One-way latency of a message between hosts, e.g. 50us (default 50us)");
+                  "One-way latency of a message between hosts, with a unit: 50us, 0.2ms, or 0 "
+                  "(default 50us; a bare number is refused)");
   app->add_option("--mtu", flags->model.mtu, "MTU of the links (sets the framing overhead)")
       ->capture_default_str();
   app->add_option("--worker-cpu-s-per-gib", flags->model.worker_cpu_s_per_gib,
@@ -253,6 +290,9 @@ Subcommand addPlanCommand(CLI::App& parent) {
   app->add_option(
          "--ring-cpu-s-per-gib", flags->model.ring_cpu_s_per_gib,
          "Ring worker CPU-seconds per GiB it sends (tally bench's ring wcpu x n / (2(n-1)))")
+      ->capture_default_str();
+  app->add_option("--reducer-call-cpu-us", flags->reducer_call_cpu_us,
+                  "Reducer CPU-microseconds per rank and call (from tally bench's 4K rows)")
       ->capture_default_str();
   app->add_option("--worker-cores", flags->model.worker_cores, "Cores a worker's data path runs on")
       ->capture_default_str();
@@ -275,6 +315,12 @@ Subcommand addPlanCommand(CLI::App& parent) {
                                           f.format + "\""));
     }
     f.reducer_cores_given = app->count("--reducer-cores") > 0;
+    for (const char* flag :
+         {plan::kBucketFlag, plan::kLatencyFlag, plan::kMtuFlag, plan::kWorkerCpuFlag,
+          plan::kReducerCpuFlag, plan::kRingCpuFlag, plan::kReducerCallFlag, plan::kWorkerCoresFlag,
+          plan::kReducerCoresFlag}) {
+      if (app->count(flag) > 0) f.given.insert(flag);
+    }
     if (f.predict_only) {
       for (const char* flag : {"--spec", "--primary-machine", "--accelerator", "--workers",
                                "--worker-machine", "--reducer-machine", "--bandwidth", "--tier1"}) {
@@ -284,10 +330,11 @@ Subcommand addPlanCommand(CLI::App& parent) {
         }
       }
       plan::Prediction prediction;
-      Status s = predictFromFlags(f, &prediction);
+      plan::PredictProvenance provenance;
+      Status s = predictFromFlags(f, &prediction, &provenance);
       if (!s.isOk()) return fail(f, s);
-      std::string text = f.json ? plan::predictionJson(prediction).dump(2) + "\n"
-                                : plan::renderPredictionText(prediction).substr(1);
+      std::string text = f.json ? plan::predictionJson(prediction, provenance).dump(2) + "\n"
+                                : plan::renderPredictionText(prediction, provenance).substr(1);
       std::fputs(text.c_str(), stdout);
       return 0;
     }
@@ -301,6 +348,11 @@ Subcommand addPlanCommand(CLI::App& parent) {
     options.region = f.region;
     options.display_name = f.display_name;
     options.reducer_machine = f.reducer_machine;
+    if (!f.reducer_machine.empty()) {
+      if (Status s = checkMachineFlag("--reducer-machine", f.reducer_machine); !s.isOk()) {
+        return fail(f, s);
+      }
+    }
     options.reducer_image = f.reducer_image;
     options.train_command = f.command;
     options.tier1 = f.tier1;

@@ -29,12 +29,12 @@ bool parseFormat(const std::string& text, Format* out) {
 
 std::string planComment(const Plan& plan) {
   std::string text = "# Planned by tally plan for " + oneLine(plan.display_name) + ": ";
-  int failed = 0;
-  for (const Rule& rule : plan.rules) failed += rule.pass ? 0 : 1;
-  text += failed == 0 ? "every rule passes\n"
-                      : std::to_string(failed) + (failed == 1 ? " rule fails\n" : " rules fail\n");
+  text += resultText(plan) + "\n";
   for (const Rule& rule : plan.rules) {
-    if (!rule.pass) text += "#   FAIL " + rule.name + ": " + oneLine(rule.detail) + "\n";
+    if (!rule.pass || rule.warn) {
+      text += std::string("#   ") + ruleVerdict(rule) + " " + rule.name + ": " +
+              oneLine(rule.detail) + "\n";
+    }
   }
   std::vector<std::string> notes = plan.notes;
   const JobSpec& job = plan.planned;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tools/commands/plan_rules.h"
 #include "tools/commands/spec_document.h"
 #include "tools/commands/spec_keys.h"
 
@@ -94,9 +95,18 @@ Status parsePool(const json& entry, const std::string& field, PoolSpec* out) {
   if (pool.machine_type.empty()) {
     return Status::invalidUsage(machine_field + ".machineType: missing");
   }
+  MachineShape shape;
+  if (Status s = parseMachineType(pool.machine_type, &shape); !s.isOk()) {
+    return Status::invalidUsage(machine_field + ".machineType: " + s.message());
+  }
   TALLY_RETURN_IF_ERROR(
       parseString(*machine, "acceleratorType", machine_field, &pool.accelerator_type));
   if (pool.accelerator_type == "ACCELERATOR_TYPE_UNSPECIFIED") pool.accelerator_type.clear();
+  if (Status s = pool.accelerator_type.empty() ? Status::ok()
+                                               : checkAcceleratorType(pool.accelerator_type);
+      !s.isOk()) {
+    return Status::invalidUsage(machine_field + ".acceleratorType: " + s.message());
+  }
   if (auto count = machine->find("acceleratorCount"); count != machine->end()) {
     TALLY_RETURN_IF_ERROR(
         parseCount(*count, machine_field + ".acceleratorCount", &pool.accelerator_count));
@@ -139,95 +149,59 @@ bool sameHosts(const PoolSpec& a, const PoolSpec& b) {
          a.accelerator_count == b.accelerator_count && a.image_uri == b.image_uri;
 }
 
-std::string gbpsText(double gbps) {
-  std::ostringstream out;
-  out << gbps;
-  return out.str();
+std::string joinedWords(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& word : words) out += (out.empty() ? "" : " ") + word;
+  return out;
 }
 
-// Hosts that take part in the all-reduce: the replicas of pools 0 and 1.
-int64_t collnetHosts(const JobSpec& job) {
-  int64_t hosts = 0;
-  for (int i : {0, 1}) hosts += job.pools[i].present ? job.pools[i].replica_count : 0;
-  return hosts;
-}
-
-Rule collnetHostsRule(int64_t hosts) {
-  Rule rule{"collnet-hosts", hosts >= 2, ""};
-  std::string count = std::to_string(hosts) + (hosts == 1 ? " host" : " hosts");
-  rule.detail = rule.pass ? "pools 0 and 1 hold " + count + " (CollNet needs two or more)"
-                          : "pools 0 and 1 hold " + count +
-                                ": CollNet needs two or more hosts (within one host NCCL reduces "
-                                "without the network, so reducers would sit idle); add hosts in "
-                                "pool 1, or run without a reducer pool";
-  return rule;
-}
-
-// Reducers sum on the CPU; Vertex AI's reduction-server guidance asks for at least 16 vCPUs each.
-Rule reducerVcpusRule(const std::vector<std::string>& machines) {
-  Rule rule{"reducer-vcpus", true, ""};
-  if (machines.empty()) {
-    rule.detail = "no reducers planned";
-    return rule;
+// The machine the reducer pool is planned on: --reducer-machine, else pool 2's, else the default,
+// skipping one that fails reducer-vcpus (reducerVcpusRule still reports it) so that the planned
+// pool passes every rule. A --reducer-machine that is not a known shape, and the chosen machine's
+// unknown egress, are errors as for any machine.
+Status chooseReducerMachine(const std::string& asked, const PoolSpec& reducers,
+                            const EgressOptions& egress_options, std::string* machine,
+                            Egress* egress) {
+  if (MachineShape shape; !asked.empty()) {
+    TALLY_RETURN_IF_ERROR(parseMachineType(asked, &shape));
   }
-  for (const auto& machine : machines) {
-    MachineShape shape;
-    if (!parseMachineType(machine, &shape).isOk()) continue;  // makePlan has refused it already
-    std::string detail;
-    if (shape.gpus > 0) {
-      detail = machine + " comes with " + std::to_string(shape.gpus) +
-               " GPUs; reducers need a CPU machine with at least " +
-               std::to_string(kMinReducerVcpus) + " vCPUs, e.g. " + kDefaultReducerMachine;
-    } else if (shape.vcpus < kMinReducerVcpus) {
-      detail = machine + " has " + std::to_string(shape.vcpus) +
-               " vCPUs; a reducer needs at least " + std::to_string(kMinReducerVcpus) +
-               " (Vertex AI's reduction-server guidance), e.g. " + kDefaultReducerMachine;
-    }
-    if (!detail.empty()) {
-      rule.pass = false;
-      rule.detail = detail;
-      return rule;
-    }
-    rule.detail += (rule.detail.empty() ? "" : ", ") + machine + " has " +
-                   std::to_string(shape.vcpus) + " vCPUs";
+  std::vector<std::string> candidates;
+  if (!asked.empty()) candidates.push_back(asked);
+  if (reducers.present) candidates.push_back(reducers.machine_type);
+  candidates.push_back(kDefaultReducerMachine);
+  for (const auto& candidate : candidates) {
+    if (!isReducerMachine(candidate)) continue;
+    TALLY_RETURN_IF_ERROR(machineEgress(candidate, "", 0, egress_options, egress));
+    *machine = candidate;
+    return Status::ok();
   }
-  rule.detail += " (at least " + std::to_string(kMinReducerVcpus) + ")";
-  return rule;
+  return Status::internal("no reducer machine");  // the default always qualifies
 }
 
-bool isVertexReductionServerImage(const std::string& image) {
-  return image.find("reductionserver") != std::string::npos;
-}
-
-Rule reducerImageRule(const std::string& image) {
-  Rule rule{"reducer-image", true, ""};
-  if (image.empty()) {
-    rule.detail = "pool 2's image is not given (the planned job says " +
-                  std::string(kReducerImagePlaceholder) + ")";
-  } else if (isVertexReductionServerImage(image)) {
-    rule.pass = false;
-    rule.detail = "pool 2's image " + image +
-                  " is Vertex AI's own Reduction Server, a closed reducer that speaks neither "
-                  "Tally's protocol nor has `tally launch`; use the Tally reducer image (built "
-                  "from docker/reducer.Dockerfile) with --reducer-image or containerSpec.imageUri";
-  } else {
-    rule.detail = "pool 2 runs " + image;
+// Notes on what the planned pool 2 replaces of the pool as given, and why.
+void noteReducerPoolChanges(const PoolSpec& given, const PoolSpec& planned,
+                            std::vector<std::string>* notes) {
+  std::vector<std::string> own = given.command;
+  own.insert(own.end(), given.args.begin(), given.args.end());
+  // A `tally launch ...` command already starts the reducer; its arguments are the training
+  // command, which gcloud gives every pool anyway.
+  if (!own.empty() && withoutTallyLaunch(own) == own) {
+    notes->push_back("planned job: pool 2's command `" + joinedWords(own) +
+                     "` is replaced by `tally launch --`, which starts tally-reducer");
   }
-  return rule;
-}
-
-Rule evaluatorsRule(const PoolSpec& evaluators) {
-  Rule rule{"evaluators", true, ""};
-  if (!evaluators.present) {
-    rule.detail = "pool 3 is empty";
-  } else if (evaluators.replica_count > 1) {
-    rule.pass = false;
-    rule.detail = "pool 3 has replicaCount " + std::to_string(evaluators.replica_count) +
-                  "; TensorFlow runs at most one evaluator: set it to 1";
-  } else {
-    rule.detail = "pool 3 has replicaCount " + std::to_string(evaluators.replica_count);
+  if (!given.image_uri.empty() && planned.image_uri != given.image_uri &&
+      planned.image_uri != kReducerImagePlaceholder) {
+    notes->push_back("planned job: pool 2's image " + given.image_uri + " is replaced by " +
+                     planned.image_uri + " (--reducer-image)");
   }
-  return rule;
+  if (given.machine_type != planned.machine_type) {
+    std::string why = isReducerMachine(given.machine_type) ? "--reducer-machine" : "reducer-vcpus";
+    notes->push_back("planned job: pool 2's machine type " + given.machine_type +
+                     " is replaced by " + planned.machine_type + " (" + why + ")");
+  }
+  if (given.hasAccelerators()) {
+    notes->push_back("planned job: pool 2's accelerators are dropped (reducers-cpu-only)");
+  }
 }
 
 }  // namespace
@@ -335,12 +309,9 @@ Status makePlan(const JobSpec& job, const PlanOptions& options, Plan* out) {
   plan.worker_gbps = plan.egress[0].total + plan.egress[1].total;
   plan.reducer_pool_gbps = plan.egress[2].total;
 
-  // The recommendation, for the reducer machine asked for (CPU only: no accelerators).
-  plan.reducer_machine = !options.reducer_machine.empty() ? options.reducer_machine
-                         : reducers.present               ? reducers.machine_type
-                                                          : kDefaultReducerMachine;
-  TALLY_RETURN_IF_ERROR(
-      machineEgress(plan.reducer_machine, "", 0, egress_options, &plan.reducer_machine_egress));
+  // The recommendation, on a machine that passes reducer-vcpus (CPU only: no accelerators).
+  TALLY_RETURN_IF_ERROR(chooseReducerMachine(options.reducer_machine, reducers, egress_options,
+                                             &plan.reducer_machine, &plan.reducer_machine_egress));
   // The small slack keeps 800 / 32 at 25 when the division is not exact in binary.
   // One host has no CollNet traffic: no reducers to recommend (collnet-hosts fails).
   int64_t hosts = collnetHosts(job);
@@ -348,63 +319,32 @@ Status makePlan(const JobSpec& job, const PlanOptions& options, Plan* out) {
   plan.recommended_reducers =
       hosts < 2 ? 0 : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(ratio - 1e-9)));
 
-  // The rules, on the job as given.
-  Rule primary_rule{"primary-pool", false, ""};
-  if (!primary.present) {
-    primary_rule.detail = "pool 0 is empty; the primary replica's pool is required";
-  } else if (primary.replica_count != 1) {
-    primary_rule.detail = "pool 0 has replicaCount " + std::to_string(primary.replica_count) +
-                          "; it must be exactly 1 (put further replicas in pool 1)";
-  } else {
-    primary_rule.pass = true;
-    primary_rule.detail = "pool 0 is present with replicaCount 1";
-  }
-  Rule cpu_rule{"reducers-cpu-only", true, ""};
-  if (!reducers.present) {
-    cpu_rule.detail = "pool 2 is empty, so no reducer asks for accelerators";
-  } else if (reducers.hasAccelerators()) {
-    cpu_rule.pass = false;
-    cpu_rule.detail =
-        "pool 2 asks for " + std::to_string(reducers.accelerator_count) + " x " +
-        (reducers.accelerator_type.empty() ? "(no type)" : reducers.accelerator_type) +
-        "; reducers are CPU-only: drop acceleratorType and acceleratorCount";
-  } else {
-    cpu_rule.detail = "pool 2 has no accelerators";
-  }
-  Rule bandwidth_rule{"reducer-bandwidth", false, ""};
-  std::string need = gbpsText(plan.worker_gbps) + " Gbps of pools 0 and 1";
-  if (hosts < 2) {
-    bandwidth_rule.pass = true;
-    bandwidth_rule.detail = "not applicable: no CollNet traffic to carry (see collnet-hosts)";
-  } else if (!reducers.present) {
-    bandwidth_rule.detail = "pool 2 is empty: no reducer egress for the " + need + "; add " +
-                            std::to_string(plan.recommended_reducers) + " x " +
-                            plan.reducer_machine;
-  } else {
-    std::string have = std::to_string(reducers.replica_count) + " x " + reducers.machine_type +
-                       " = " + gbpsText(plan.reducer_pool_gbps) + " Gbps";
-    bandwidth_rule.pass = plan.reducer_pool_gbps + 1e-9 >= plan.worker_gbps;
-    bandwidth_rule.detail = bandwidth_rule.pass
-                                ? "reducer egress " + have + " >= " + need
-                                : "reducer egress " + have + " < " + need + "; use " +
-                                      std::to_string(plan.recommended_reducers) + " x " +
-                                      plan.reducer_machine;
-  }
+  // The rules, on the job as given (and the reducer machine asked for).
   std::vector<std::string> reducer_machines;
-  if (reducers.present) reducer_machines.push_back(reducers.machine_type);
-  if (plan.recommended_reducers > 0 && plan.reducer_machine != reducers.machine_type) {
-    reducer_machines.push_back(plan.reducer_machine);
-  }
+  auto addMachine = [&reducer_machines](const std::string& machine) {
+    if (std::find(reducer_machines.begin(), reducer_machines.end(), machine) ==
+        reducer_machines.end()) {
+      reducer_machines.push_back(machine);
+    }
+  };
+  if (reducers.present) addMachine(reducers.machine_type);
+  if (!options.reducer_machine.empty()) addMachine(options.reducer_machine);
+  if (plan.recommended_reducers > 0) addMachine(plan.reducer_machine);
   std::string reducer_image = !options.reducer_image.empty() ? options.reducer_image
                               : reducers.present             ? reducers.image_uri
                                                              : "";
-  plan.rules = {primary_rule,
-                cpu_rule,
-                bandwidth_rule,
-                collnetHostsRule(hosts),
-                reducerVcpusRule(reducer_machines),
-                reducerImageRule(reducer_image),
-                evaluatorsRule(job.pools[3])};
+  plan.rules = {
+      primaryPoolRule(primary),
+      workerGpusRule(job),
+      workerImageRule(job, {reducers.present ? reducers.image_uri : "", reducer_image}),
+      reducersCpuOnlyRule(reducers),
+      reducerBandwidthRule(reducers, plan.worker_gbps, plan.reducer_pool_gbps, hosts,
+                           plan.recommended_reducers, plan.reducer_machine),
+      collnetHostsRule(hosts, plan.recommended_reducers, plan.reducer_machine),
+      reducerVcpusRule(reducer_machines),
+      reducerImageRule(reducer_image),
+      evaluatorsRule(job.pools[3]),
+  };
 
   // The planned job.
   JobSpec planned = job;
@@ -447,6 +387,12 @@ Status makePlan(const JobSpec& job, const PlanOptions& options, Plan* out) {
     if (reducers.present && reducers.replica_count != plan.recommended_reducers) {
       plan.notes.push_back("planned job: pool 2 has " + std::to_string(plan.recommended_reducers) +
                            " replicas instead of " + std::to_string(reducers.replica_count));
+    }
+    if (reducers.present) noteReducerPoolChanges(reducers, planned_reducers, &plan.notes);
+    if (!options.reducer_machine.empty() && options.reducer_machine != plan.reducer_machine) {
+      plan.notes.push_back("planned job: --reducer-machine " + options.reducer_machine +
+                           " fails reducer-vcpus; the reducers are planned on " +
+                           plan.reducer_machine);
     }
   }
 

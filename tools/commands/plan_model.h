@@ -6,17 +6,21 @@
 // Pools, by position in workerPoolSpecs[]: 0 the primary replica, 1 the workers, 2 the reducers,
 // 3 the evaluators. An empty {} entry skips its pool, as in the REST API.
 //
-// Rules (each one PASS or FAIL):
+// Rules (each one PASS, WARN or FAIL; plan_rules.h has one function per rule):
 //   primary-pool       pool 0 is present with replicaCount 1;
+//   worker-gpus        the hosts of pools 0 and 1 have NVIDIA GPUs;
+//   worker-image       pools 0 and 1 run neither Vertex AI's Reduction Server nor pool 2's image;
 //   reducers-cpu-only  pool 2 asks for no accelerators;
 //   reducer-bandwidth  pool 2's total egress >= the total egress of pools 0 and 1;
 //   collnet-hosts      pools 0 and 1 hold two or more hosts (CollNet has nothing to do on one);
+//                      WARN at two, where reducers cannot beat the ring;
 //   reducer-vcpus      the reducer machines have at least 16 vCPUs;
 //   reducer-image      pool 2's image is not Vertex AI's own Reduction Server (no `tally launch`);
-//   evaluators         pool 3 has at most one replica (TensorFlow runs one evaluator).
+//   evaluators         WARN when pool 3 has more than one replica (TensorFlow runs one).
 // Recommended reducers = ceil(egress of pools 0 and 1 / egress of one reducer machine), at
 // least 1: five 100 Gbps GPU hosts need 16 n1-highcpu-16 (32 Gbps) reducers, eight need 25.
-// A single host gets none (0).
+// A single host gets none (0). The machine is --reducer-machine, else pool 2's, else
+// n1-highcpu-16, skipping one that fails reducer-vcpus, so the planned pool passes every rule.
 #pragma once
 
 #include <array>
@@ -70,7 +74,8 @@ struct JobSpec {
 // ({"displayName": ..., "jobSpec": {"workerPoolSpecs": [...]}}), written in JSON (comments
 // allowed) or YAML (spec_document.h). replicaCount and acceleratorCount may be numbers or decimal
 // strings (the REST API writes int64 as a string). A key Vertex AI does not define is an error
-// naming the nearest known one (spec_keys.h).
+// naming the nearest known one (spec_keys.h), and so are a machine type that is not a known shape
+// and an accelerator type Vertex AI does not have (machine_types.h).
 // On error (kInvalidUsage) *out is untouched and the message names the field, e.g.
 // "jobSpec.workerPoolSpecs[1].replicaCount: expected a non-negative integer, got \"two\"".
 Status parseJobSpec(const std::string& text, JobSpec* out);
@@ -93,7 +98,8 @@ struct PlanOptions {
 struct Rule {
   std::string name;  // "primary-pool", "reducers-cpu-only", ... (the list above)
   bool pass = false;
-  std::string detail;  // one sentence: what was found and, on FAIL, what to change
+  std::string detail;  // one sentence: what was found and, on FAIL or WARN, what to change
+  bool warn = false;   // passes, but the job wastes something: printed as WARN
 };
 
 struct PoolEgress {
@@ -106,7 +112,7 @@ struct Plan {
   std::array<PoolEgress, kPools> egress;
   double worker_gbps = 0;        // pools 0 and 1 together
   double reducer_pool_gbps = 0;  // pool 2 as given (0 when it is skipped)
-  std::string reducer_machine;   // the machine the recommendation is for
+  std::string reducer_machine;   // the machine the recommendation is for (passes reducer-vcpus)
   Egress reducer_machine_egress;
   int64_t recommended_reducers = 0;  // 0 when pools 0 and 1 hold a single host
   std::vector<Rule> rules;
@@ -119,10 +125,12 @@ struct Plan {
   JobSpec planned;
   std::vector<std::string> train_command;
   std::vector<std::string> gcloud;  // argv of the gcloud command; empty when pool 0 is unusable
-  std::vector<std::string> notes;   // things the reader should know (placeholders, changes)
+  // Things the reader should know: placeholders, and what the planned job changed or replaced.
+  std::vector<std::string> notes;
   // The expected all-reduce of one bucket, ring and reducers (plan_predict.h); set by the caller
   // after makePlan, absent for a single host.
   std::optional<Prediction> prediction;
+  PredictProvenance prediction_sources;  // where the prediction's inputs came from
 
   bool ok() const;  // every rule passes
 };
@@ -143,6 +151,10 @@ std::string renderShellCommand(const std::vector<std::string>& argv);
 // What `tally plan` prints: the pools, the rule lines, the recommendation, the fusion settings,
 // the gcloud command and the notes.
 std::string renderText(const Plan& plan);
+// "PASS", "WARN" or "FAIL".
+const char* ruleVerdict(const Rule& rule);
+// "every rule passes", "2 rules fail", with ", 1 warning" when a rule warns.
+std::string resultText(const Plan& plan);
 // The same as a JSON document (schema in docs/plan.md), pretty-printed, ending in a newline.
 std::string renderJson(const Plan& plan);
 

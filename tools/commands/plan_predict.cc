@@ -114,15 +114,66 @@ Status parseLinkRate(const std::string& text, double* gbps) {
 }
 
 Status parseLatency(const std::string& text, double* seconds) {
-  if (text == "0") {
-    *seconds = 0;
-    return Status::ok();
-  }
-  return parseWithUnit(text, {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1}},
-                       "a time such as 50us, 0.2ms or 0", seconds);
+  int64_t ns = 0;
+  TALLY_RETURN_IF_ERROR(parseDuration(text, DurationUnit::kNone, &ns));
+  *seconds = static_cast<double>(ns) * 1e-9;
+  return Status::ok();
 }
 
-std::string renderPredictionText(const Prediction& p) {
+namespace {
+
+std::string inputValueText(const PredictInputSource& input) {
+  if (input.unit == "bytes") return formatBytes(static_cast<uint64_t>(input.value));
+  if (input.unit == "s") return timeText(input.value);
+  return numberText(input.value) + (input.unit.empty() ? "" : " " + input.unit);
+}
+
+// The inputs with their sources, a line on a bound that rests on an uncalibrated input, and the
+// bench run that calibrates them.
+std::string renderInputs(const Prediction& p, const PredictProvenance& provenance) {
+  std::vector<PredictInputSource> inputs = predictionInputs(p, provenance);
+  std::ostringstream out;
+  out << "  inputs (* uncalibrated: a default measured on loopback on a 2-vCPU VM, not on these "
+         "hosts)\n";
+  char line[512];
+  for (const auto& input : inputs) {
+    std::snprintf(line, sizeof(line), "    %-17s %s  %-16s %s\n", input.label.c_str(),
+                  input.uncalibrated ? "*" : " ", inputValueText(input).c_str(),
+                  input.source.c_str());
+    out << line;
+  }
+  // A CPU bound rests on the CPU inputs of that side.
+  auto uncalibrated = [&inputs](const std::string& name) {
+    for (const auto& input : inputs) {
+      if (input.name == name) return input.uncalibrated;
+    }
+    return false;
+  };
+  std::set<std::string> said;
+  auto checkBound = [&](const AlgoPrediction& a, const char* cost) {
+    if ((a.bound == "worker CPU" || a.bound == "reducer CPU") && uncalibrated(cost) &&
+        said.insert(a.bound).second) {
+      out << "  bound by " << a.bound
+          << ": an uncalibrated input (*) decides this time; calibrate before trusting it\n";
+    }
+  };
+  checkBound(p.ring, "ringCpuSecondsPerGib");
+  if (p.has_rs) {
+    checkBound(
+        p.rs, p.rs.bound == "reducer CPU" ? "reducerCpuSecondsPerGib" : "rsWorkerCpuSecondsPerGib");
+  }
+  Calibration calibrate = calibration(inputs);
+  if (!calibrate.flags.empty()) {
+    out << "  calibrate the * inputs: on one of your GPU hosts run\n    " << calibrate.command
+        << "\n  and pass\n";
+    for (const auto& flag : calibrate.flags) out << "    " << flag << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace
+
+std::string renderPredictionText(const Prediction& p, const PredictProvenance& provenance) {
   const PredictInput& in = p.input;
   std::ostringstream out;
   out << "\nPredicted all-reduce of one " << formatBytes(in.bucket_bytes) << " bucket\n";
@@ -159,10 +210,11 @@ std::string renderPredictionText(const Prediction& p) {
   } else {
     out << "  reduction server: no reducers\n";
   }
+  out << renderInputs(p, provenance);
   return out.str();
 }
 
-nlohmann::ordered_json predictionJson(const Prediction& p) {
+nlohmann::ordered_json predictionJson(const Prediction& p, const PredictProvenance& provenance) {
   const PredictInput& in = p.input;
   nlohmann::ordered_json j;
   j["bucketBytes"] = in.bucket_bytes;
@@ -181,6 +233,19 @@ nlohmann::ordered_json predictionJson(const Prediction& p) {
   j["ring"] = algoJson(p.ring, false);
   j["rs"] = p.has_rs ? algoJson(p.rs, true) : nlohmann::ordered_json(nullptr);
   j["rsOverRing"] = p.has_rs ? nlohmann::ordered_json(p.speedup) : nlohmann::ordered_json(nullptr);
+  std::vector<PredictInputSource> inputs = predictionInputs(p, provenance);
+  j["inputs"] = nlohmann::ordered_json::array();
+  for (const auto& input : inputs) {
+    j["inputs"].push_back({{"name", input.name},
+                           {"value", input.value},
+                           {"unit", input.unit},
+                           {"source", input.source},
+                           {"uncalibrated", input.uncalibrated}});
+  }
+  Calibration calibrate = calibration(inputs);
+  j["calibrate"] = calibrate.flags.empty() ? nlohmann::ordered_json(nullptr)
+                                           : nlohmann::ordered_json{{"command", calibrate.command},
+                                                                    {"flags", calibrate.flags}};
   return j;
 }
 

@@ -115,6 +115,23 @@ std::string workerPoolSpecFlag(const PoolSpec& pool) {
 
 }  // namespace
 
+const char* ruleVerdict(const Rule& rule) {
+  return !rule.pass ? "FAIL" : rule.warn ? "WARN" : "PASS";
+}
+
+std::string resultText(const Plan& plan) {
+  int failed = 0, warned = 0;
+  for (const auto& rule : plan.rules) {
+    failed += rule.pass ? 0 : 1;
+    warned += rule.pass && rule.warn ? 1 : 0;
+  }
+  std::string text = failed == 0
+                         ? std::string("every rule passes")
+                         : std::to_string(failed) + (failed == 1 ? " rule fails" : " rules fail");
+  if (warned > 0) text += ", " + std::to_string(warned) + (warned == 1 ? " warning" : " warnings");
+  return text;
+}
+
 std::vector<std::string> gcloudArgv(const Plan& plan) {
   std::vector<std::string> argv = {"gcloud",
                                    "ai",
@@ -164,8 +181,7 @@ std::string renderText(const Plan& plan) {
 
   out << "\nRules\n";
   for (const auto& rule : plan.rules) {
-    std::snprintf(line, sizeof(line), "  %s  %-17s  ", rule.pass ? "PASS" : "FAIL",
-                  rule.name.c_str());
+    std::snprintf(line, sizeof(line), "  %s  %-17s  ", ruleVerdict(rule), rule.name.c_str());
     out << line << rule.detail << "\n";
   }
 
@@ -200,7 +216,7 @@ std::string renderText(const Plan& plan) {
                 "PyTorch: DistributedDataParallel(model, bucket_cap_mb=64)");
   out << line;
 
-  if (plan.prediction) out << renderPredictionText(*plan.prediction);
+  if (plan.prediction) out << renderPredictionText(*plan.prediction, plan.prediction_sources);
 
   out << "\nPlanned job (every container runs `tally launch -- " << joined(plan.train_command)
       << "`; in pool 2 that starts the reducer)\n";
@@ -210,13 +226,7 @@ std::string renderText(const Plan& plan) {
     out << "\nNotes\n";
     for (const auto& note : plan.notes) out << "  - " << note << "\n";
   }
-  int failed = 0;
-  for (const auto& rule : plan.rules) failed += rule.pass ? 0 : 1;
-  out << "\n"
-      << (failed == 0
-              ? std::string("Result: every rule passes")
-              : "Result: " + std::to_string(failed) + (failed == 1 ? " rule fails" : " rules fail"))
-      << "\n";
+  out << "\nResult: " << resultText(plan) << "\n";
   return out.str();
 }
 
@@ -236,12 +246,16 @@ std::string renderJson(const Plan& plan) {
   j["recommendedReducers"] = plan.recommended_reducers;
   j["rules"] = ordered_json::array();
   for (const auto& rule : plan.rules) {
-    j["rules"].push_back({{"name", rule.name}, {"pass", rule.pass}, {"detail", rule.detail}});
+    j["rules"].push_back({{"name", rule.name},
+                          {"pass", rule.pass},
+                          {"warn", rule.pass && rule.warn},
+                          {"detail", rule.detail}});
   }
   j["ok"] = plan.ok();
   j["fusion"] = {{"HOROVOD_FUSION_THRESHOLD", kHorovodFusionThreshold},
                  {"ddpBucketCapMb", kDdpBucketCapMb}};
-  j["prediction"] = plan.prediction ? predictionJson(*plan.prediction) : ordered_json(nullptr);
+  j["prediction"] = plan.prediction ? predictionJson(*plan.prediction, plan.prediction_sources)
+                                    : ordered_json(nullptr);
   j["trainCommand"] = plan.train_command;
   if (plan.gcloud.empty()) {
     j["gcloud"] = nullptr;

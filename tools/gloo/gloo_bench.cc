@@ -15,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "common/params.h"
+#include "common/sizes.h"
 #include "tools/gloo/gloo_options.h"
 #include "tools/gloo/gloo_runner.h"
 
@@ -86,10 +86,11 @@ int main(int argc, char** argv) {
   app.add_flag("--check", options.check,
                "compare each warm-up result and the last timed one with the expected sum");
   app.add_option("--timeout", timeout_text,
-                 "bound on every Gloo wait: 500ms, 30s, 2m (a plain number is milliseconds)")
+                 "bound on every Gloo wait, with a unit: 500ms, 30s, 2m (a bare number is "
+                 "refused)")
       ->capture_default_str()
       ->check(parsedBy("DURATION", [&options](const std::string& t) {
-        return parseMillis(t, &options.timeout_ms);
+        return parseDurationMs(t, DurationUnit::kNone, &options.timeout_ms);
       }));
   app.add_option("--prefix", options.prefix,
                  "store key prefix; runs sharing one --store directory need different ones")

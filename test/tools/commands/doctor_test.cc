@@ -502,6 +502,35 @@ TEST(DoctorProbe, SendsTheJobTokenAndReportsAWrongOne) {
   std::filesystem::remove(file);
 }
 
+// All-reduces that time out while their results are still arriving, as `tally doctor --timeout 5`
+// (5 ms) gets against two reducers: far less than a 16 MiB all-reduce takes, so each probe gives
+// up with results in flight. The client must be closed before the buffers it lands them in are
+// freed; several rounds, so that a result landing in freed memory crashes this process (or is
+// reported by ASan) rather than slipping by once.
+TEST(DoctorProbe, TimeoutWithResultsInFlightWritesNoFreedBuffer) {
+  std::vector<std::unique_ptr<driver::ReducerProcess>> reducers;
+  ASSERT_TRUE(driver::startReducers(TALLY_REDUCER_BIN, 2, {}, 10000, &reducers).isOk());
+  const std::vector<std::string> addresses = {reducers[0]->address(), reducers[1]->address()};
+  const ProbeOptions connect;  // the connects get the default 5 s
+  ProbeOptions probe = connect;
+  probe.timeout_ms = 5;
+  int timed_out = 0;
+  for (int round = 0; round < 6; ++round) {
+    std::vector<ReducerConnection> connections = connectReducers(addresses, connect, {});
+    for (ReducerConnection& c : connections) {
+      ASSERT_TRUE(c.client) << c.result.error;
+      const ProbeResult r = finishProbe(&c, probe);
+      EXPECT_FALSE(c.client);
+      if (!r.measured) {
+        EXPECT_EQ(r.code, StatusCode::kTimeout) << r.error;
+        ++timed_out;
+      }
+    }
+  }
+  EXPECT_GT(timed_out, 0) << "no probe timed out: the case was not exercised";
+  for (auto& reducer : reducers) EXPECT_TRUE(reducer->stop().isOk());
+}
+
 TEST(DoctorProbe, DeadAddressIsUnreachable) {
   const int port = deadPort();
   ASSERT_GT(port, 0);
@@ -694,6 +723,32 @@ TEST(DoctorCommand, RefusedVariablesFailOnOneLine) {
             "FAIL  TALLY_ variables: TALLY_SOCKET_NSOCKS=99 is not valid: expected 1 to 16; "
             "TALLY_TRANSPORT=rdma is not valid: expected one of auto, tcp, ofi, verbs")
       << run.out;
+}
+
+// One variable that does not parse, and a TALLY_ name that is no variable, are reported; the
+// other variables still count, so the reducers are still listed and probed.
+TEST(DoctorCommand, OneBadVariableKeepsTheReducers) {
+  const int port = deadPort();
+  ASSERT_GT(port, 0);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  const DoctorRun run = runDoctor({"--plugin", TALLY_PLUGIN_PATH, "--timeout", "1s"},
+                                  {"TALLY_SLICE_BYTES=lots", "TALLY_REDUCERS=" + address,
+                                   "TALLY_REDUCER=r:1", "NCCL_COLLNET_ENABLE=1"});
+  EXPECT_EQ(run.status, 2) << run.out;
+  EXPECT_FALSE(
+      lineStarting(run.out, "FAIL  TALLY_ variables: TALLY_SLICE_BYTES='lots' is not valid: ")
+          .empty())
+      << run.out;
+  EXPECT_EQ(lineStarting(run.out, "WARN  TALLY_ variables: "),
+            "WARN  TALLY_ variables: TALLY_REDUCER is not a Tally variable; did you mean "
+            "TALLY_REDUCERS?")
+      << run.out;
+  EXPECT_EQ(lineStarting(run.out, "PASS  reducers: "),
+            "PASS  reducers: 1 from TALLY_REDUCERS: " + address)
+      << run.out;
+  EXPECT_FALSE(lineStarting(run.out, "FAIL  reducer " + address + ": not reachable").empty())
+      << run.out;
+  EXPECT_EQ(run.out.find("reducers: none"), std::string::npos) << run.out;
 }
 
 // Every command line the doctor cannot parse exits 3, never 2 (a failed check): a misspelt

@@ -67,11 +67,17 @@ std::string equivalentClusterSpec(const std::vector<std::string>& gpus,
          R"(", "index": )" + std::to_string(task_index) + "}}";
 }
 
-// Same role, same command, same variables set or kept as under the equivalent CLUSTER_SPEC.
+// Same role, same command, same variables set or kept as under the equivalent CLUSTER_SPEC. With
+// `own_listen`, a reducer listens on its own address rather than on every address (Slurm).
 void expectSameAsClusterSpec(const LaunchPlan& got, const std::vector<std::string>& gpus,
-                             const std::vector<std::string>& reducers, bool reducer, size_t index) {
+                             const std::vector<std::string>& reducers, bool reducer, size_t index,
+                             bool own_listen = false) {
   LaunchPlan want =
       planOf({{"CLUSTER_SPEC", equivalentClusterSpec(gpus, reducers, reducer, index)}});
+  if (own_listen) {
+    ASSERT_EQ(want.argv.size(), 3u);
+    want.argv[2] = reducers[index] + ":2222";
+  }
   EXPECT_EQ(got.role, want.role) << got.summary;
   EXPECT_EQ(got.argv, want.argv) << got.summary;
   EXPECT_EQ(changesOf(got), changesOf(want)) << got.summary;
@@ -122,7 +128,8 @@ TEST(LaunchJobSet, RolesAddressesAndSummary) {
                           "0 WORLD_SIZE=3", "0 RANK=2"));
   LaunchPlan reducer = planOf(jobSetEnv("reducers", 1));
   EXPECT_EQ(reducer.role, ClusterRole::kReducer);
-  EXPECT_THAT(reducer.argv, ElementsAre(kReducer, "--listen", "train-reducers-0-1.train:2222"));
+  EXPECT_THAT(reducer.argv, ElementsAre(kReducer, "--listen", "0.0.0.0:2222"));
+  EXPECT_THAT(reducer.summary, HasSubstr("tally-reducer on train-reducers-0-1.train:2222"));
 }
 
 TEST(LaunchJobSet, CompletionIndexAndDefaultSubdomain) {
@@ -210,8 +217,9 @@ TEST(LaunchSlurm, EveryNodeMatchesTheClusterSpecOfTheSameHosts) {
                             i);
   }
   for (size_t i = 0; i < kSlurmReducers.size(); ++i) {
+    // A Slurm node is not the reducer's alone: it listens on the node's own address.
     expectSameAsClusterSpec(planOf(slurmEnv(kSlurmReducers[i], "1")), kSlurmGpus, kSlurmReducers,
-                            true, i);
+                            true, i, /*own_listen=*/true);
   }
 }
 

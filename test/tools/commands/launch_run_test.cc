@@ -71,7 +71,7 @@ TEST(LaunchRun, DryRunReducerAndEvaluator) {
   EXPECT_THAT(r.out, HasSubstr("# tally launch: reducer (CLUSTER_SPEC workerpool2 index 1"));
   EXPECT_THAT(r.out,
               HasSubstr("is not run\nexec " + std::filesystem::path(TALLY_REDUCER_BIN).string() +
-                        " --listen reducer-1:2222\n"));
+                        " --listen 0.0.0.0:2222\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("export")));
 
   r = runLaunch({"--dry-run", "--", "python", "eval.py"},
@@ -93,7 +93,7 @@ TEST(LaunchRun, ReducerArgsFromTheEnvironment) {
                       "TALLY_REDUCER_ARGS=--threads 16 --metrics 0.0.0.0:9464 --token-file "
                       "'/etc/tally/job token'"});
   ASSERT_EQ(r.exitCode(), 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr(" --listen reducer-0:2222 --threads 16 --metrics 0.0.0.0:9464 "
+  EXPECT_THAT(r.out, HasSubstr(" --listen 0.0.0.0:2222 --threads 16 --metrics 0.0.0.0:9464 "
                                "--token-file '/etc/tally/job token'\n"));
   r = runLaunch({"--dry-run"}, {"CLUSTER_SPEC=" + clusterSpec("workerpool2", 0),
                                 "TALLY_REDUCER_ARGS=--listen 0.0.0.0:1"});
@@ -184,7 +184,7 @@ int freePort() {
   return ntohs(addr.sin_port);
 }
 
-TEST(LaunchRun, ReducerPoolStartsTallyReducerOnItsAddress) {
+TEST(LaunchRun, ReducerPoolStartsTallyReducerOnItsPort) {
   const int port = freePort();
   ASSERT_GT(port, 0);
   const std::string address = "127.0.0.1:" + std::to_string(port);
@@ -193,7 +193,9 @@ TEST(LaunchRun, ReducerPoolStartsTallyReducerOnItsAddress) {
       {TALLY_BIN, "launch", "--", "sh", "-c", "echo RAN"},
       {"CLUSTER_SPEC=" + clusterSpec("workerpool2", 0, "\"" + address + "\", \"other:1\""),
        test::kPath}));
-  const bool ready = child.waitForOutput("tally-reducer listening on " + address + "\n", 15000);
+  // Every address at the spec's port: the spec's host is where the workers reach it.
+  const bool ready = child.waitForOutput(
+      "tally-reducer listening on 0.0.0.0:" + std::to_string(port) + "\n", 15000);
   child.signal(SIGTERM);
   test::RunResult r = child.finish(10000);
   ASSERT_TRUE(ready) << "stdout: " << r.out << "\nstderr: " << r.err;

@@ -74,24 +74,44 @@ TEST(LaunchPlan, WorkersFromClusterSpec) {
   }
 }
 
-TEST(LaunchPlan, ReducerRunsTallyReducerOnItsOwnAddress) {
+TEST(LaunchPlan, ReducerRunsTallyReducerOnItsOwnPort) {
   LaunchPlan p = plan({{"CLUSTER_SPEC", clusterSpec("workerpool2", 1)}});
   EXPECT_EQ(p.role, ClusterRole::kReducer);
-  EXPECT_THAT(p.argv, ElementsAre(kReducer, "--listen", "reducer-1:2222"));
+  EXPECT_THAT(p.argv, ElementsAre(kReducer, "--listen", "0.0.0.0:2222"));
   EXPECT_TRUE(p.env.empty());
   ASSERT_EQ(p.notes.size(), 1u);
   EXPECT_THAT(p.notes[0], HasSubstr("(python train.py --lr 1) is not run"));
   // Without a command there is nothing to warn about.
   p = plan({{"CLUSTER_SPEC", clusterSpec("workerpool2", 0)}}, {});
-  EXPECT_THAT(p.argv, ElementsAre(kReducer, "--listen", "reducer-0:2222"));
+  EXPECT_THAT(p.argv, ElementsAre(kReducer, "--listen", "0.0.0.0:2222"));
   EXPECT_TRUE(p.notes.empty());
+}
+
+// The reducer listens on every address at the port its spec gives it: the replica's host name
+// may not resolve yet when its container starts. The workers still reach it by that name, and
+// the summary says which name that is.
+TEST(LaunchPlan, ReducerListensOnEveryAddressAtTheSpecsPort) {
+  const std::string reducers = R"("reducer-0:2222", "reducer-1:7000")";
+  LaunchPlan p = plan({{"CLUSTER_SPEC", clusterSpec("workerpool2", 1, reducers)}}, {});
+  EXPECT_THAT(p.argv, ElementsAre(kReducer, "--listen", "0.0.0.0:7000"));
+  EXPECT_THAT(p.summary, HasSubstr("tally-reducer on reducer-1:7000, listening on 0.0.0.0:7000"));
+  p = plan({{"TF_CONFIG", tfConfig("ps", 0)}}, {});
+  EXPECT_THAT(p.argv, ElementsAre(kReducer, "--listen", "0.0.0.0:2222"));
+  // An IPv6 literal in the spec: every IPv6 address.
+  p = plan({{"CLUSTER_SPEC", clusterSpec("workerpool2", 0, R"("[fd00::7]:2222")")}}, {});
+  EXPECT_THAT(p.argv, ElementsAre(kReducer, "--listen", "[::]:2222"));
+  // The workers are given the names.
+  for (const char* pool : {"workerpool0", "workerpool1"}) {
+    p = plan({{"CLUSTER_SPEC", clusterSpec(pool, 0, reducers)}});
+    EXPECT_THAT(sets(p), ::testing::Contains("TALLY_REDUCERS=reducer-0:2222,reducer-1:7000"));
+  }
 }
 
 TEST(LaunchPlan, ReducerArgsAreSplitAsAShellWould) {
   LaunchPlan p = plan({{"CLUSTER_SPEC", clusterSpec("workerpool2", 1)},
                        {"TALLY_REDUCER_ARGS", " --threads 8\t--token-file \"/a b/t\" x\\ y '' "}},
                       {});
-  EXPECT_THAT(p.argv, ElementsAre(kReducer, "--listen", "reducer-1:2222", "--threads", "8",
+  EXPECT_THAT(p.argv, ElementsAre(kReducer, "--listen", "0.0.0.0:2222", "--threads", "8",
                                   "--token-file", "/a b/t", "x y", ""));
   // Pools 0, 1 and 3 do not run the reducer: the variable is not theirs.
   p = plan({{"CLUSTER_SPEC", clusterSpec("workerpool1", 0)}, {"TALLY_REDUCER_ARGS", "--bad"}});
@@ -160,7 +180,8 @@ TEST(LaunchPlan, EveryTfConfigRole) {
     EXPECT_EQ(p.role, c.role);
     EXPECT_THAT(p.summary, HasSubstr(std::string("(TF_CONFIG ") + c.type + " index "));
     if (c.role == ClusterRole::kReducer) {
-      EXPECT_THAT(p.argv, ElementsAre(kReducer, "--listen", "tf-ps-0:2222"));
+      EXPECT_THAT(p.argv, ElementsAre(kReducer, "--listen", "0.0.0.0:2222"));
+      EXPECT_THAT(p.summary, HasSubstr("tally-reducer on tf-ps-0:2222"));
     } else if (c.role == ClusterRole::kEvaluator) {
       EXPECT_THAT(sets(p), ElementsAre("NCCL_NET_PLUGIN=none"));
       EXPECT_EQ(p.argv, kCommand);

@@ -185,9 +185,13 @@ TEST(PlanPredict, ParsesRatesAndLatencies) {
   EXPECT_DOUBLE_EQ(value, 0.5e-3);
   ASSERT_TRUE(parseLatency("0", &value).isOk());
   EXPECT_EQ(value, 0);
-  for (const char* bad : {"5", "-1us", "soon", "1 ms"}) {
+  ASSERT_TRUE(parseLatency("2m", &value).isOk());
+  EXPECT_DOUBLE_EQ(value, 120);
+  for (const char* bad : {"5", "-1us", "soon", "1 parsec"}) {
     EXPECT_FALSE(parseLatency(bad, &value).isOk()) << bad;
   }
+  EXPECT_NE(std::string(parseLatency("50", &value).message()).find("'50' has no unit"),
+            std::string::npos);
 }
 
 using TallyRun = test::CommandRun;

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <string>
 
+#include "common/suggest.h"
 #include "test/support/command_run.h"
-#include "tools/commands/suggest.h"
 
 namespace {
 
@@ -73,20 +73,66 @@ TEST(TallyCommand, NoCommandIsAUsageError) {
 }
 
 TEST(Suggest, EditDistanceCountsSwapsAsOneEdit) {
-  EXPECT_EQ(tally::cli::editDistance("plan", "plan"), 0u);
-  EXPECT_EQ(tally::cli::editDistance("plna", "plan"), 1u);
-  EXPECT_EQ(tally::cli::editDistance("doctr", "doctor"), 1u);
-  EXPECT_EQ(tally::cli::editDistance("", "env"), 3u);
-  EXPECT_EQ(tally::cli::editDistance("kitten", "sitting"), 3u);
+  EXPECT_EQ(tally::editDistance("plan", "plan"), 0u);
+  EXPECT_EQ(tally::editDistance("plna", "plan"), 1u);
+  EXPECT_EQ(tally::editDistance("doctr", "doctor"), 1u);
+  EXPECT_EQ(tally::editDistance("", "env"), 3u);
+  EXPECT_EQ(tally::editDistance("kitten", "sitting"), 3u);
 }
 
 TEST(Suggest, NearestNameOnlyWhenPlausible) {
   const std::vector<std::string> names = {"bench", "demo", "env", "launch", "plan", "doctor"};
-  EXPECT_EQ(tally::cli::nearestName("plna", names), "plan");
-  EXPECT_EQ(tally::cli::nearestName("lanuch", names), "launch");
-  EXPECT_EQ(tally::cli::nearestName("benc", names), "bench");
-  EXPECT_EQ(tally::cli::nearestName("xylophone", names), "");
-  EXPECT_EQ(tally::cli::nearestName("zz", names), "");
+  EXPECT_EQ(tally::nearestName("plna", names), "plan");
+  EXPECT_EQ(tally::nearestName("lanuch", names), "launch");
+  EXPECT_EQ(tally::nearestName("benc", names), "bench");
+  EXPECT_EQ(tally::nearestName("xylophone", names), "");
+  EXPECT_EQ(tally::nearestName("zz", names), "");
+}
+
+// One rule for every duration flag: a flag whose name carries no unit refuses a bare number
+// ("--timeout 5" could be 5 ms or 5 s), exits with the command's status for a bad command line
+// before anything runs, and names the flag and the forms it takes. The _MS variables, whose
+// name carries the unit, keep reading a bare number as milliseconds.
+TEST(TallyCommand, DurationFlagsRefuseABareNumber) {
+  const std::string tally = std::string("env -i '") + TALLY_BIN + "' ";
+  const std::string bench = "bench --sizes 4K --workers 2 --reducers 1 --algo rs -n 1 -w 0 ";
+  const struct {
+    std::string args;
+    int status;  // the command's exit status for a bad command line
+    std::string says;
+  } cases[] = {
+      {"doctor --timeout 5", 3,
+       "tally doctor: --timeout: '5' has no unit; write a duration with one, such as 500ms, 5s "
+       "or 2m"},
+      {bench + "--timeout 60", 2,
+       "tally bench: --timeout: '60' has no unit; write a duration with one, such as 500ms, 5s "
+       "or 2m"},
+      {bench + "--fault kill-reducer@1s --duration 10", 2,
+       "--duration: '10' has no unit; write a duration with one, such as 500ms, 5s or 2m"},
+      {bench + "--fault kill-reducer@5", 2,
+       "\"kill-reducer@5\": '5' has no unit; write a duration with one, such as 500ms, 5s or 2m"},
+      {"plan --predict-only --hosts 4 --reducers 4 --link 200mbit --latency 50", 2,
+       "--latency: '50' has no unit; write a duration with one, such as 500ms, 5s or 2m"},
+      {"doctor --timeout 0s", 3, "tally doctor: --timeout: expected a duration above zero"},
+      {bench + "--timeout 0", 2, "--timeout: expected a duration above zero"},
+  };
+  for (const auto& c : cases) {
+    const CommandRun r = run(tally + c.args);
+    EXPECT_EQ(r.status, c.status) << c.args << ":\n" << r.out;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << ":\n" << r.out;
+    EXPECT_EQ(r.out.find("PASS"), std::string::npos) << "ran anyway: " << c.args;
+    EXPECT_EQ(r.out.find("all results"), std::string::npos) << "ran anyway: " << c.args;
+  }
+  // With a unit, the same flags parse (plan then runs; its prediction needs nothing else).
+  EXPECT_EQ(run(tally + "plan --predict-only --hosts 4 --reducers 4 --link 200mbit --latency "
+                        "0.05ms")
+                .status,
+            0);
+  // The unit in the name: a bare number is milliseconds, and `tally env` accepts it.
+  const CommandRun env = run("env -i TALLY_TIMEOUT_MS=5000 TALLY_CONNECT_TIMEOUT_MS=30s '" +
+                             std::string(TALLY_BIN) + "' env");
+  EXPECT_EQ(env.status, 0) << env.out;
+  EXPECT_EQ(env.out.find("not valid"), std::string::npos) << env.out;
 }
 
 TEST(TallyReducer, FatalStartErrorsArePrintedAsErrors) {

@@ -1,8 +1,8 @@
-#include "tools/commands/suggest.h"
+#include "common/suggest.h"
 
 #include <algorithm>
 
-namespace tally::cli {
+namespace tally {
 
 size_t editDistance(const std::string& a, const std::string& b) {
   // d[i][j]: edits between the first i characters of a and the first j of b.
@@ -35,4 +35,4 @@ std::string nearestName(const std::string& typed, const std::vector<std::string>
   return best;
 }
 
-}  // namespace tally::cli
+}  // namespace tally
