@@ -4,9 +4,9 @@
 #   tally-nccl-plugin  <libdir>/libnccl-net-tally.so (component plugin). Depends on libc6 only:
 #                      what a GPU worker image needs, without the reducer's prometheus-cpp.
 #   tally-reducer      bin/tally-reducer and its man page (component reducer).
-#   tally-tools        bin/tally, its man page, README and docs/*.md, the example job specs
-#                      (component tools). Depends on tally-nccl-plugin: `tally` finds the plugin
-#                      at <bin>/../<libdir> (tools/commands/paths.h).
+#   tally-tools        bin/tally, its man page, README and docs/*.md (docs/README.md as index.md),
+#                      the example job specs (component tools). Depends on tally-nccl-plugin:
+#                      `tally` finds the plugin at <bin>/../<libdir> (tools/commands/paths.h).
 #
 # Each has a DEP-5 copyright file and a changelog.Debian.gz in share/doc/<package>. The plugin is
 # installed under its own name only: libnccl-net.so, the name NCCL opens when NCCL_NET_PLUGIN is

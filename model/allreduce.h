@@ -58,8 +58,8 @@ inline constexpr double kDefaultRingCpuSecondsPerGib = 0.8;
 // reads results. A reducer runs --threads loops, one per core by default: its machine's vCPUs.
 inline constexpr int kDefaultWorkerCores = 2;
 inline constexpr double kDefaultReducerCores = 16;
-// r: the reducer's CPU-seconds per rank and call, for a call of one slice. From the 4 KiB rows of
-// docs/performance.md "Small messages on loopback" (2 reducers, both sharing the machine's 2
+// r: the reducer's CPU-seconds per rank and call, for a call of one slice. From 4 KiB runs on
+// loopback (docs/performance.md, "Small messages"; 2 reducers, both sharing the machine's 2
 // vCPUs with the workers): the ring's time there gives the loopback L (800-877 us over 6 steps
 // with 4 workers, 140 us; 2468-2974 us over 14 steps with 8, 193 us), and the reduction
 // server's time less 4 L leaves 198 us for 4 ranks (722-795 us) and 360 us for 8 (929-1313 us):

@@ -1,4 +1,4 @@
-// The reducer's budget of connections that have not joined a communicator yet (issue 16, E):
+// The reducer's budget of connections that have not joined a communicator yet:
 // ones that have not proven the job token, or not sent their Hello. Such a peer has proven
 // nothing, so it gets a small count of its own, apart from --max-connections (members): when the
 // budget is full, a new connection takes the place of the oldest one, which is told to leave

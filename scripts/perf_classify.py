@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Classifies every sample of a `perf record -a -g` of `tally bench` by what its call stack is
 # doing, per process kind (workers: comm "tally", reducers: "tally-reducer"), as shares of all
-# samples (docs/performance.md, "Where the cycles went"). Usage: scripts/perf_classify.py perf.data
+# samples (docs/performance.md, "Where the CPU goes"). Usage: scripts/perf_classify.py perf.data
 import collections, re, subprocess, sys
 classes = [  # first match wins, tested against the whole stack
   ("harness (fill/check, outside timed calls)", r"floatInput|fillExpected|randomBits|fillInput|encodeExact|countMismatches|__memcmp|runBench.*lambda.*\n.*__memset|__memset"),

@@ -7,7 +7,7 @@ charges), the scheduler (sleeping, waking, switching), syscall entry and exit, t
 or other kernel work. Samples are split by side: workers (comm "tally"), reducers
 ("tally-reducer") and Gloo's ranks ("tally-gloo-bench"). A sample whose stack passes through a
 bench's input fill or result check is the harness, outside the timed calls; the shares are of
-the samples outside it. docs/performance.md, "Per socket byte", has the recipe.
+the samples outside it. docs/performance.md, "Where the CPU goes", has the recipe.
 
 Usage: scripts/perf_split.py perf.data     (runs `perf script` on it)
        scripts/perf_split.py --self-test

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/gpu/run.sh: every GPU check of Tally in one run (issue 7), ending with a PASS/FAIL/SKIP
+# test/gpu/run.sh: every GPU check of Tally in one run, ending with a PASS/FAIL/SKIP
 # table. On the GPU machine it proves from NCCL's own log that all-reduce ran on CollNet through
 # Tally, checks NCCL all-reduces of every type and op against a host reference, a second
 # communicator, ncclCommSplit, destroy and re-create, the four ways NCCL finds the plugin, PyTorch

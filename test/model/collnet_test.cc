@@ -60,7 +60,7 @@ TEST(NcclRingCost, MatchesNcclsFormulaWorkedByHand) {
 }
 
 TEST(SmallMessages, ReproduceTheLoopbackMeasurements) {
-  // docs/performance.md "Small messages on loopback", 4 KiB, 2 reducers, everything on 2 vCPUs:
+  // docs/performance.md "Small messages", 4 KiB, 2 reducers, everything on 2 vCPUs:
   // the ring's time gives L (140 us with 4 workers, 193 us with 8); the reduction server took
   // 722-795 us with 4 workers and 929-1313 us with 8.
   for (const auto& [hosts, latency_us, rs_min_us, rs_max_us] :

@@ -1,4 +1,4 @@
-// tally-reducer under resource exhaustion (issue 16, B and C), as a process with real limits:
+// tally-reducer under resource exhaustion, as a process with real limits:
 // RLIMIT_NOFILE low and more connections than it has descriptors for; RLIMIT_NPROC at the
 // threads it already has while connections that need threads arrive. Each time the reducer must
 // stay up, close what does not fit, say so once per interval rather than once per failure, and

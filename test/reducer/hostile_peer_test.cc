@@ -1,7 +1,8 @@
-// What a peer that has proven nothing can hold, and how its misbehaviour is counted (issue 16,
-// E and F). The attackers are raw sockets speaking the TCP transport's framing, so they can stop
-// or lie anywhere. Each case runs against both ways a connection is served: an event loop (one
-// socket) and a reader and a writer thread (two sockets).
+// What a peer that has proven nothing can hold, and how its misbehaviour is counted (silent
+// connections in the opening budget, and junk on the wire). The attackers are raw sockets
+// speaking the TCP transport's framing, so they can stop or lie anywhere. Each case runs against
+// both ways a connection is served: an event loop (one socket) and a reader and a writer thread
+// (two sockets).
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// A member whose connection dies of the I/O timeout is released (issue 16, A). The worker here
+// A member whose connection dies of the I/O timeout is released. The worker here
 // is a raw socket speaking the TCP transport's framing, so it can stop anywhere: it joins a
 // one-rank communicator and then either stops in the middle of a slice's payload or sends slices
 // and never reads their results. Once nothing moves for the I/O timeout the reducer must drop

@@ -1,4 +1,4 @@
-// The TCP listener under pressure (issue 16, B and C): running out of file descriptors, more
+// The TCP listener under pressure: running out of file descriptors, more
 // sockets waiting for their hello than it keeps, and a connection that cannot be set up. In each
 // case the listener must drop what does not fit, log it once per interval, and go on serving.
 #include <arpa/inet.h>

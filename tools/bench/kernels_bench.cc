@@ -7,7 +7,7 @@
 // ONE kernel call with nsrcs = k, which reads the k inputs once and writes dst once; bytes are
 // counted as kernels_bench_summary.h explains. After the benchmarks a summary gives each sum's
 // bandwidth as a fraction of the copy bandwidth measured in the same run, which is the figure
-// that matters on a shared machine, with issue 4's targets marked.
+// that matters on a shared machine, with the kernels' targets marked.
 //
 // Options beyond Google Benchmark's own (--benchmark_filter, --benchmark_min_time, ...):
 //   --isa=auto|generic|avx2|avx512   kernel variant (default auto: what reduce() picks)

@@ -1,6 +1,6 @@
 // The summary tally-kernels-bench prints after its benchmarks: for each (buffer size, type,
 // inputs) the bandwidth of one reduce() call and its fraction of the memcpy bandwidth measured
-// at the same buffer size in the same run, with issue 4's targets marked met or not met.
+// at the same buffer size in the same run, with the kernels' targets marked met or not met.
 //
 // Header-only (over common/) so that test/tools/bench can check the arithmetic without running a
 // benchmark.
@@ -49,7 +49,7 @@ struct BenchCase {
   }
 };
 
-// Issue 4's kernel targets, as a fraction of copy bandwidth: float32 sum of 8 inputs >= 0.80,
+// The kernels' targets, as a fraction of copy bandwidth: float32 sum of 8 inputs >= 0.80,
 // the 16-bit types (bfloat16, float16) sum of 8 >= 0.50. Other rows have no target.
 inline std::optional<double> targetFraction(const std::string& type_name, int inputs) {
   if (inputs != 8) return std::nullopt;

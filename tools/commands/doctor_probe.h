@@ -85,9 +85,8 @@ std::vector<ReducerConnection> connectReducers(
 // returned as it is.
 ProbeResult finishProbe(ReducerConnection* connection, const ProbeOptions& options);
 
-// What the reducer was told about credentials. Job tokens come in a later issue: until then
-// this says "no job token configured"; once Params carries a token, it says whether one was
-// sent and the reducer's verdict belongs in ProbeResult::accepted.
+// What the reducer was told about credentials: where the job token came from
+// (TALLY_JOB_TOKEN_FILE or TALLY_JOB_TOKEN), or "no job token configured"; never its value.
 std::string credentialsNote(const Params& params);
 
 // The report line for one reducer: "reducer HOST:PORT".

@@ -1,7 +1,7 @@
 // The accepting side: a non-blocking listening socket that collects the streams of each
 // connection by the id in their hellos.
 //
-// Nothing a peer does stops the listener (issue 16, B and C): running out of descriptors at
+// Nothing a peer does stops the listener: running out of descriptors at
 // accept() closes the connections that do not fit (with a spare descriptor kept for the purpose)
 // and the sockets already accepted are still read and expired; at most
 // TcpOptions::max_pending_sockets sockets wait for a complete connection, the oldest closed first;

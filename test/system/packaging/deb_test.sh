@@ -83,6 +83,14 @@ done
   fail "tally-tools does not depend on tally-nccl-plugin (= $version)"
 [[ "$(field tally-reducer Depends)" == *libprometheus-cpp-pull* ]] ||
   fail "tally-reducer Depends lacks prometheus-cpp (was it computed by dpkg-shlibdeps?)"
+# Each package names the others it works with: the tools run the reducer in a job's reducer pool
+# (`tally launch`), and the plugin and the reducer are driven by the tools.
+declare -A suggests=([tally-tools]=tally-reducer [tally-nccl-plugin]=tally-tools
+                     [tally-reducer]=tally-tools)
+for p in "${packages[@]}"; do
+  [ "$(field "$p" Suggests)" = "${suggests[$p]}" ] ||
+    fail "$p: Suggests is '$(field "$p" Suggests)', expected ${suggests[$p]}"
+done
 # The libraries Tally loads at run time (dlopen) are recommended, not required.
 for p in tally-nccl-plugin tally-reducer; do
   for lib in libisal2 libfabric1 libibverbs1 libssl3; do
@@ -129,8 +137,11 @@ for p in "${packages[@]}"; do
     fail "$p: copyright is not machine-readable (DEP-5)"
 done
 for doc in "$source_dir"/README.md "$source_dir"/docs/*.md; do
-  [ -n "$(entry tally-tools "usr/share/doc/tally-tools/$(basename "$doc")")" ] ||
-    fail "tally-tools: usr/share/doc/tally-tools/$(basename "$doc") missing"
+  name=$(basename "$doc")
+  # The docs' own index is installed as index.md, beside the project's README (CMakeLists.txt).
+  [ "$doc" = "$source_dir/docs/README.md" ] && name=index.md
+  [ -n "$(entry tally-tools "usr/share/doc/tally-tools/$name")" ] ||
+    fail "tally-tools: usr/share/doc/tally-tools/$name missing"
 done
 if [ -d "$source_dir/examples" ]; then
   for example in "$source_dir"/examples/*; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The man pages' rule (cmake/manpages.cmake) with both CMake generators: a fresh build folder
 # must get man/hello.1.gz, with the page's summary in it. Unix Makefiles, CMake's default, do not
-# make an output's folder as Ninja does; the rule must make its own (issue 28).
+# make an output's folder as Ninja does; the rule must make its own.
 # Usage: manpages_test.sh SOURCE_DIR
 set -euo pipefail
 src=$1

@@ -1,10 +1,11 @@
-// One real tally-reducer per case under each pressure of issue 16, applied from raw sockets and
-// attacker processes speaking the wire protocol: A members that stall (mid-payload, not reading
-// their results), B more connections than it has descriptors for, D Hellos that squat memory
-// for communicators that never form, E silent connections filling the opening budget while a
-// token-holding job connects, F junk (bad transport hello, none at all, bad frame magic, an
-// oversized frame, an undecodable slice header). C, running out of threads, needs another user
-// to bind RLIMIT_NPROC and is tested the same way in test/reducer/exhaustion_test.cc.
+// One real tally-reducer per case under each pressure it must survive, applied from raw
+// sockets and attacker processes speaking the wire protocol: A members that stall (mid-payload,
+// not reading their results), B more connections than it has descriptors for, D Hellos that
+// squat memory for communicators that never form, E silent connections filling the opening
+// budget while a token-holding job connects, F junk (bad transport hello, none at all, bad
+// frame magic, an oversized frame, an undecodable slice header). C, running out of threads,
+// needs another user to bind RLIMIT_NPROC and is tested the same way in
+// test/reducer/exhaustion_test.cc.
 //
 // Each case then checks what a shared reducer owes its other users: the pressure is counted
 // under its cause on /metrics; once it is handled the process does not spin (its CPU time over

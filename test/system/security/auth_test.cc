@@ -135,8 +135,8 @@ TEST(AuthTest, RightTokenGivesCorrectSums) {
 }
 
 // Connections that never answer the Challenge hold their slots only for the short auth timeout,
-// not the join timeout: once it passes, a job with the token gets every slot it needs (issue 16,
-// E), over an event loop and over threads (two sockets).
+// not the join timeout: once it passes, a job with the token gets every slot it needs, over an
+// event loop and over threads (two sockets).
 TEST(AuthTest, SilentConnectionsLoseTheirSlotsAtTheAuthTimeout) {
   for (int sockets : {1, 2}) {
     CountingObserver obs;

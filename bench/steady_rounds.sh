@@ -1,0 +1,57 @@
+#!/bin/bash
+# Two builds of the reduction server without faults, in interleaved rounds, for the medians of
+# each: loopback (4 workers + 2 reducers, 64 MiB; part "loop"), lone small calls on loopback
+# (4 KiB and 1 MiB, 200 timed calls; part "small") and, as root, the emulated cluster at
+# 400 Mbit/s (4 + 4, 64 MiB; part "emu", docs/emulation.md). steady_rounds_summary.py prints the
+# medians and the after/before ratios.
+#
+#   OLD, NEW     the two `tally` binaries (see steady_pairs.sh for building an older tree)
+#   OLD_ARGS, NEW_ARGS  extra `tally bench` flags for each side (NEW_ARGS="--calls 1M" against
+#                a build older than the bench's NCCL-shaped calls)
+#   PARTS        what runs, default "loop small emu"
+#   LOOP_ROUNDS  rounds of loop and small (default 5); EMU_ROUNDS rounds of emu (default 3)
+#   OUT          where the runs go (default $TMPDIR/tally-bench/steady-rounds)
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+NEW=${NEW:-$ROOT/build/tools/tally}
+OLD=${OLD:-$ROOT/../before/build/tools/tally}
+OLD_ARGS=${OLD_ARGS:-}
+NEW_ARGS=${NEW_ARGS:-}
+LOOP_ROUNDS=${LOOP_ROUNDS:-5}
+EMU_ROUNDS=${EMU_ROUNDS:-3}
+PARTS=${PARTS:-loop small emu}
+OUT=${OUT:-${TMPDIR:-/tmp}/tally-bench/steady-rounds}
+# A relative path given for a binary is taken from where the script was started.
+absolute() { case $1 in /*|"") echo "$1" ;; */*) echo "$PWD/$1" ;; *) echo "$1" ;; esac; }
+OLD=$(absolute "$OLD")
+NEW=$(absolute "$NEW")
+mkdir -p "$OUT" && cd "$OUT" || exit 1
+part() { [[ " $PARTS " == *" $1 "* ]]; }
+binary() { if [ "$1" = after ]; then echo "$NEW"; else echo "$OLD"; fi; }
+flags() { if [ "$1" = after ]; then echo "$NEW_ARGS"; else echo "$OLD_ARGS"; fi; }
+if part loop || part small; then
+  for i in $(seq 1 "$LOOP_ROUNDS"); do
+    for side in before after; do
+      bin=$(binary $side) args=$(flags $side)
+      # shellcheck disable=SC2086  # the extra flags are meant to split
+      part loop && "$bin" bench $args --workers 4 --reducers 2 --sizes 64M -n 5 -w 1 --algo rs \
+        --json "loop-$side-$i.json" > "loop-$side-$i.txt" 2>&1
+      # shellcheck disable=SC2086
+      part small && "$bin" bench $args --workers 4 --reducers 2 --sizes 4K,1M -n 200 -w 20 \
+        --algo rs --json "small-$side-$i.json" > "small-$side-$i.txt" 2>&1
+    done
+  done
+fi
+if part emu; then
+  for i in $(seq 1 "$EMU_ROUNDS"); do
+    for side in before after; do
+      bin=$(binary $side) args=$(flags $side)
+      # shellcheck disable=SC2086
+      "$bin" bench $args --emulate 400mbit --workers 4 --reducers 4 --sizes 64M -n 3 -w 1 \
+        --algo rs --json "emu-$side-$i.json" > "emu-$side-$i.txt" 2>&1
+    done
+  done
+fi
+echo "runs in $PWD"
+"$HERE/steady_rounds_summary.py" "$PWD"
