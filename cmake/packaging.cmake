@@ -4,8 +4,9 @@
 #   tally-nccl-plugin  <libdir>/libnccl-net-tally.so (component plugin). Depends on libc6 only:
 #                      what a GPU worker image needs, without the reducer's prometheus-cpp.
 #   tally-reducer      bin/tally-reducer and its man page (component reducer).
-#   tally-tools        bin/tally, its man page, README and docs/*.md (docs/README.md as index.md),
-#                      the example job specs (component tools). Depends on tally-nccl-plugin:
+#   tally-tools        bin/tally, its man pages (tally(1), tally-bench(1), ...), README and
+#                      docs/*.md (docs/README.md as index.md), the example job specs (component
+#                      tools). Depends on tally-nccl-plugin:
 #                      `tally` finds the plugin at <bin>/../<libdir> (tools/commands/paths.h).
 #
 # Each has a DEP-5 copyright file and a changelog.Debian.gz in share/doc/<package>. The plugin is
@@ -16,21 +17,35 @@
 # (lib/x86_64-linux-gnu); any other prefix gives plain lib, which the loader also searches.
 # docs/packaging.md has the whole procedure; test/system/packaging/deb_test.sh runs lintian on them.
 
-set(TALLY_PACKAGE_MAINTAINER "Tally maintainers <tally@example.org>"
+# The project has no mailing address or web site of its own yet: the Maintainer names the
+# project at an address in .invalid (RFC 2606: never delivered), and there is no Homepage field.
+# Whoever builds packages to distribute sets both.
+set(TALLY_PACKAGE_MAINTAINER "Tally project maintainers <maintainers@tally.invalid>"
     CACHE STRING "Maintainer field of the Debian packages")
-set(TALLY_PACKAGE_HOMEPAGE "https://example.org/tally"
-    CACHE STRING "Homepage field of the Debian packages")
+set(TALLY_PACKAGE_HOMEPAGE ""
+    CACHE STRING "Homepage field of the Debian packages (none when empty)")
 set(TALLY_PACKAGE_RELEASE 1 CACHE STRING "Debian revision of the packages (VERSION-RELEASE)")
 set(TALLY_PACKAGE_LICENSE_FILE "${PROJECT_SOURCE_DIR}/LICENSE"
     CACHE FILEPATH "License text for the packages' copyright files")
-set(TALLY_PACKAGE_LICENSE "none-chosen"
+set(TALLY_PACKAGE_LICENSE "Apache-2.0"
     CACHE STRING "DEP-5 short name of the license in TALLY_PACKAGE_LICENSE_FILE")
 
 set(TALLY_DEB_VERSION "${PROJECT_VERSION}-${TALLY_PACKAGE_RELEASE}")
+# The copyright file's Source field (with the line break that ends it), only with a homepage.
+set(TALLY_PACKAGE_SOURCE_FIELD "")
+if(TALLY_PACKAGE_HOMEPAGE)
+  set(TALLY_PACKAGE_SOURCE_FIELD "Source: ${TALLY_PACKAGE_HOMEPAGE}\n")
+endif()
 # The changelog's date: SOURCE_DATE_EPOCH when set (reproducible builds), else now.
 string(TIMESTAMP TALLY_PACKAGE_DATE "%a, %d %b %Y %H:%M:%S +0000" UTC)
 string(TIMESTAMP TALLY_PACKAGE_YEAR "%Y" UTC)
-if(EXISTS "${TALLY_PACKAGE_LICENSE_FILE}")
+if(TALLY_PACKAGE_LICENSE STREQUAL "Apache-2.0")
+  # Debian ships this license's text; its copyright files point to it rather than repeat it.
+  set(TALLY_PACKAGE_LICENSE_TEXT
+" On Debian systems, the full text of the Apache License, Version 2.0 can be
+ found in /usr/share/common-licenses/Apache-2.0; it is also the LICENSE file
+ of the Tally sources.")
+elseif(EXISTS "${TALLY_PACKAGE_LICENSE_FILE}")
   file(READ "${TALLY_PACKAGE_LICENSE_FILE}" tally_license)
   string(STRIP "${tally_license}" tally_license)
   # DEP-5 continuation lines: one space in front, an empty line written as " .".
@@ -45,19 +60,38 @@ else()
                  "license is granted")
 endif()
 
-# Man pages from `--help` and `--version`, with help2man (scripts/install-deps.sh installs it).
+# Man pages from `--help` and `--version`, with help2man (scripts/install-deps.sh installs it):
+# one for each program and one for each command of `tally` (tally-bench(1), ...), each with the
+# environment, exit status and examples of man/PAGE.h2m. test/docs/check_man_pages.py checks
+# that every command has its page and every option of its --help is on it.
 include(${PROJECT_SOURCE_DIR}/cmake/manpages.cmake)
 set(tally_package_files)
 if(TALLY_HELP2MAN AND TALLY_GZIP)
-  foreach(prog_summary IN ITEMS "tally|launch, plan and check Tally jobs"
-                                "tally-reducer|reduction server for Tally's NCCL CollNet plugin")
-    string(REPLACE "|" ";" prog_summary "${prog_summary}")
-    list(GET prog_summary 0 prog)
-    list(GET prog_summary 1 summary)
+  # PROGRAM|COMMAND|SUMMARY
+  foreach(page_spec IN ITEMS
+      "tally||launch, plan and check Tally jobs"
+      "tally|launch|container entrypoint for every pool of a Tally job"
+      "tally|plan|check a job with a Tally reducer pool and size the pool"
+      "tally|doctor|check that Tally will work on this GPU worker"
+      "tally|bench|all-reduce bandwidth of the reduction server beside a ring and Gloo"
+      "tally|demo|reducers and workers on loopback, all-reduce checked and timed"
+      "tally|env|every TALLY_ variable, and the values the plugin would refuse"
+      "tally-reducer||reduction server for Tally's NCCL CollNet plugin")
+    string(REPLACE "|" ";" page_spec "${page_spec}")
+    list(GET page_spec 0 prog)
+    list(GET page_spec 1 command)
+    list(GET page_spec 2 summary)
     if(NOT TARGET ${prog})
       continue()
     endif()
-    tally_man_page(${prog} "${summary}" page)
+    set(name ${prog})
+    set(command_args)
+    if(command)
+      set(name "${prog}-${command}")
+      set(command_args COMMAND ${command})
+    endif()
+    tally_man_page(${prog} "${summary}" page ${command_args}
+                   INCLUDE "${PROJECT_SOURCE_DIR}/man/${name}.h2m")
     list(APPEND tally_package_files "${page}")
     set(component tools)
     if(prog STREQUAL "tally-reducer")

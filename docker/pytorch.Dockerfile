@@ -11,6 +11,8 @@
 # --build-arg BASE=IMAGE picks the training image (any Debian or Ubuntu based one with apt).
 # The entrypoint is `tally launch --`, as in the reducer image: the CustomJob's args are the
 # training command, and launch sets the plugin, CollNet and rendezvous variables for its pool.
+# For pools 0, 1 and 3 only: there is no tally-reducer here, and the reducer pool (2) runs
+# reducer.Dockerfile's image.
 # docs/packaging.md has the details.
 ARG BASE=pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime
 

@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
 # Tally's reducer image: tally-reducer, the tally command and the plugin, installed from the
-# Debian packages on debian:bookworm-slim. The entrypoint is `tally launch --`, so one image
-# serves every worker pool of a job: in the reducer pool (CLUSTER_SPEC workerpool2, TF_CONFIG ps)
-# launch runs tally-reducer on the replica's own address from the spec.
+# Debian packages on debian:bookworm-slim. It is the reducer pool's image (CLUSTER_SPEC
+# workerpool2, TF_CONFIG ps); the other pools run the training image (pytorch.Dockerfile), which
+# has no tally-reducer. The entrypoint is `tally launch --`, as there, so every pool has the same
+# command: here launch runs tally-reducer on the replica's own address from the spec.
 #
 #   docker build -f docker/reducer.Dockerfile -t tally-reducer .      (from the repository root)
 #

@@ -20,8 +20,8 @@
 // second line follows, "tally-reducer metrics on http://HOST:PORT/metrics", again with the real
 // port. Exit status: 0 after a signal, 2 for bad arguments (a malformed --metrics address
 // included), 1 when serving fails to start (the reducer's or the metrics address cannot be bound).
-// Every failure to start is printed as one line on stderr, "tally-reducer: error: WHY", whatever
-// the log level. `--version` prints "tally-reducer VERSION".
+// Every failure to start, a bad command line included, is printed as one line on stderr,
+// "tally-reducer: error: WHY", whatever the log level. `--version` prints "tally-reducer VERSION".
 #include <pthread.h>
 #include <signal.h>
 
@@ -31,8 +31,10 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/auth.h"
+#include "common/cli_usage.h"
 #include "common/log.h"
 #include "common/params.h"
 #include "common/sizes.h"
@@ -68,7 +70,9 @@ int main(int argc, char** argv) {
   std::string token_file;
   std::string transport_name;
 
-  CLI::App app{"Tally reduction server: sums CollNet all-reduce slices for the workers."};
+  // Named, so that help and messages say "tally-reducer", not the path it was run by.
+  CLI::App app{"Tally reduction server: sums CollNet all-reduce slices for the workers.",
+               "tally-reducer"};
   app.set_version_flag("--version", std::string("tally-reducer ") + versionString());
   app.add_option("--listen", options.listen, "HOST:PORT to listen on (port 0 picks one)")
       ->required();
@@ -77,12 +81,13 @@ int main(int argc, char** argv) {
                  "else auto)")
       ->check(CLI::IsMember({"auto", "tcp", "ofi", "verbs"}));
   // One loop per core: each serves many connections and reduces and answers their slices itself.
+  // The help says so in words: a number there would be the core count of whichever machine
+  // printed it, and the man page is printed on the build machine.
   options.threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 64u));
   app.add_option("--threads", options.threads,
-                 "event-loop threads, each serving many connections (default: the core count, "
-                 "at most 64)")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
+                 "event-loop threads, each serving many connections (default: the number of "
+                 "cores, at most 64)")
+      ->check(CLI::Range(1, 1024));
   app.add_option("--window", options.window, "slices buffered per worker connection")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
@@ -147,8 +152,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return kExitUsage;
+    // One line in Tally's words: the option, and what it takes (common/cli_usage.h).
+    return fail(kExitUsage,
+                cli::usageError(app, e, std::vector<std::string>(argv + 1, argv + argc)));
   }
 
   // A long-lived server: every line says when, for matching it with the workers' logs.

@@ -4,7 +4,8 @@ set -euo pipefail
 pkgs=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
       prometheus-cpp-dev dpkg-dev file libgloo-dev gnuplot-nox iproute2 libssl-dev libisal-dev
       clang libclang-rt-14-dev libfabric-dev libibverbs-dev
-      help2man lintian)  # the Debian packages: man pages, and the check in test/system/packaging
+      help2man lintian  # the Debian packages: man pages, and the check in test/system/packaging
+      python3-kubernetes python3-jsonschema)  # tally plan's JobSet against Kubernetes's schemas
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -12,7 +12,8 @@ file(GLOB tally_commands_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/c
 add_library(tally_commands STATIC ${tally_commands_sources})
 target_include_directories(tally_commands PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(tally_commands
-  PUBLIC tally_driver tally_model tally_worker_client tally_transport tally_common CLI11::CLI11
+  PUBLIC tally_driver tally_model tally_worker_client tally_transport tally_common tally_cli
+         CLI11::CLI11
          nlohmann_json::nlohmann_json
   PRIVATE ${TALLY_YAML_CPP} tally_warnings)
 # Installed plugin is found at <bin>/../<libdir>/libnccl-net-tally.so.
@@ -23,6 +24,6 @@ target_compile_definitions(tally_commands PRIVATE TALLY_INSTALL_LIBDIR="${CMAKE_
 file(GLOB tally_bench_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/bench/bench*.cc)
 add_executable(tally ${CMAKE_CURRENT_SOURCE_DIR}/tally_main.cc ${CMAKE_CURRENT_SOURCE_DIR}/demo.cc
                      ${tally_bench_sources})
-target_link_libraries(tally PRIVATE tally_commands tally_driver CLI11::CLI11
+target_link_libraries(tally PRIVATE tally_commands tally_driver tally_cli CLI11::CLI11
                       nlohmann_json::nlohmann_json Threads::Threads tally_warnings)
 install(TARGETS tally RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT tools)

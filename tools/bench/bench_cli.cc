@@ -184,8 +184,9 @@ commands::Subcommand addBenchCommand(CLI::App& parent) {
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   cmd->add_option("--algo", f.algos,
-                  "rs, ring, gloo_ring, gloo_hd, a comma list of them, both (rs,ring), gloo "
-                  "(both Gloo algorithms; float32 sum only) or all")
+                  "rs, ring, gloo_ring, gloo_hd, auto (each size through the algorithm Tally's "
+                  "tuner has NCCL pick), a comma list of them, both (rs,ring), gloo (both Gloo "
+                  "algorithms; float32 sum only) or all (all but auto)")
       ->capture_default_str();
   cmd->add_option("--emulate", o.emulate,
                   "Run every worker and reducer in its own network namespace on a link of this "

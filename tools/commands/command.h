@@ -3,11 +3,16 @@
 // Each add*Command registers its options on `parent` before parsing and returns the CLI11 app it
 // added with the function that runs it; tally_main.cc calls `run` for the one that was chosen.
 // `run` returns the process exit status; `usage_exit` is the status for a command line that does
-// not parse (2, as usage errors do, unless the command documents another).
+// not parse (2, as usage errors do, unless the command documents another). tally_main.cc prints
+// such an error as one line, "tally COMMAND: WHAT" (common/cli_usage.h), then calls
+// `usage_error`, when set, with WHAT and the words given to the command, for a command that
+// reports errors elsewhere too (`tally plan --json` puts them in its JSON).
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace tally::commands {
 
@@ -15,6 +20,7 @@ struct Subcommand {
   CLI::App* app = nullptr;
   std::function<int()> run;
   int usage_exit = 2;
+  std::function<void(const std::string& message, const std::vector<std::string>& args)> usage_error;
 };
 
 // tally launch [--dry-run] -- CMD ARGS...   (launch.cc)

@@ -6,7 +6,7 @@
 // a shell script instead and runs nothing.
 //
 // Exit status (when nothing is exec'ed): 0 after --dry-run, 2 for a usage error or a malformed
-// spec, 127 when the exec fails.
+// spec, 127 when the exec fails or, in the reducer pool, the image has no tally-reducer.
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli_usage.h"
 #include "common/params.h"
 #include "tools/commands/command.h"
 #include "tools/commands/launch_plan.h"
@@ -90,9 +91,24 @@ int runLaunch(const LaunchOptions& options) {
                            " is missing: NCCL will run without Tally");
     }
   }
+  // Only the reducer image (or the tally-reducer package) has tally-reducer; a training image in
+  // the reducer pool would otherwise end in a bare "cannot run".
+  std::string no_reducer;
+  if (plan.role == ClusterRole::kReducer && !plan.argv.empty() &&
+      ::access(plan.argv[0].c_str(), X_OK) != 0) {
+    no_reducer = "this image has no tally-reducer (" + plan.argv[0] +
+                 "): run the reducer pool on the reducer image (docker/reducer.Dockerfile), or "
+                 "install the tally-reducer package in this one";
+  }
   if (options.dry_run) {
+    if (!no_reducer.empty()) plan.notes.push_back("WARNING: " + no_reducer);
     std::fputs(dryRunText(plan).c_str(), stdout);
     return 0;
+  }
+  if (!no_reducer.empty()) {
+    std::fprintf(stderr, "tally launch: %s\ntally launch: cannot run the reducer: %s\n",
+                 plan.summary.c_str(), no_reducer.c_str());
+    return kExitExecFailed;  // what the exec would have returned
   }
   for (const std::string& line : reportLines(plan)) {
     std::fprintf(stderr, "tally launch: %s\n", line.c_str());
@@ -124,10 +140,17 @@ Subcommand addLaunchCommand(CLI::App& parent) {
       if (arg != "--") stray.push_back(arg);  // the `--` itself is left in remaining()
     }
     if (!stray.empty()) {
+      // A mistyped option of launch's own names the nearest; either way, the command's own
+      // options belong after `--`.
+      const std::string& word = stray.front();
+      const std::string what = !word.empty() && word[0] == '-'
+                                   ? cli::strayWordMessage(*app, word)
+                                   : word + " is not an option of launch";
+      const bool guessed = what.back() == '?';
       std::fprintf(stderr,
-                   "tally launch: %s is not an option of launch; put `--` before the command: "
+                   "tally launch: %s%s put `--` before the command: "
                    "tally launch [--dry-run] -- CMD ARGS...\n",
-                   stray.front().c_str());
+                   what.c_str(), guessed ? " Otherwise" : ";");
       return kExitUsage;
     }
     return runLaunch(*options);

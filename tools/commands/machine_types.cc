@@ -64,6 +64,29 @@ const std::vector<Shape>& shapes() {
   return table;
 }
 
+// Memory per vCPU in GiB of the families whose names count vCPUs, as Compute Engine's machine
+// tables give it; 0 for a shape not listed.
+double gibPerVcpu(std::string_view family, std::string_view type) {
+  struct Row {
+    std::string_view family;
+    std::string_view type;
+    double gib;
+  };
+  static constexpr Row kRows[] = {
+      {"n1", "standard", 3.75}, {"n1", "highmem", 6.5}, {"n1", "highcpu", 0.9},
+      {"n2", "standard", 4},    {"n2", "highmem", 8},   {"n2", "highcpu", 1},
+      {"n2d", "standard", 4},   {"n2d", "highmem", 8},  {"n2d", "highcpu", 1},
+      {"e2", "standard", 4},    {"e2", "highmem", 8},   {"e2", "highcpu", 1},
+      {"c2", "standard", 4},    {"c2d", "standard", 4}, {"c2d", "highmem", 8},
+      {"c2d", "highcpu", 2},    {"c3", "standard", 4},  {"c3", "highmem", 8},
+      {"c3", "highcpu", 2},     {"g2", "standard", 4},
+  };
+  for (const Row& row : kRows) {
+    if (row.family == family && row.type == type) return row.gib;
+  }
+  return 0;
+}
+
 // "16" -> 16: 1 to 3 digits, no leading zero; 0 otherwise.
 int smallNumber(std::string_view text) {
   if (text.empty() || text.size() > 3 || text.front() == '0' ||
@@ -147,6 +170,7 @@ Status parseMachineType(const std::string& machine_type, MachineShape* out) {
     parsed.family = std::string(shape.family);
     parsed.type = std::string(shape.type);
     (shape.gpu_sizes ? parsed.gpus : parsed.vcpus) = n;
+    parsed.memory_gib = parsed.vcpus * gibPerVcpu(shape.family, shape.type);
     if (!shape.gpus_by_size.empty()) {
       size_t index = static_cast<size_t>(std::find(shape.sizes.begin(), shape.sizes.end(), n) -
                                          shape.sizes.begin());

@@ -42,6 +42,9 @@ struct MachineShape {
   std::string type;    // "standard", "highcpu", "megagpu"
   int vcpus = 0;       // from the name; 0 where the name counts GPUs instead (a2, a3)
   int gpus = 0;        // the GPUs the machine type comes with (a2/a3 "8g", g2 by size); 0 for none
+  // The machine's memory in GiB (Compute Engine's "GB" are binary), from its type's memory per
+  // vCPU (n1-highcpu 0.9, n1-standard 3.75, n2-standard 4, ...); 0 where the name counts GPUs.
+  double memory_gib = 0;
 };
 
 // Splits a predefined machine type into its shape. kInvalidUsage naming the machine type and

@@ -205,13 +205,16 @@ Status predictForPlan(const PlanFlags& flags, plan::Plan* plan) {
   return Status::ok();
 }
 
+// With --json, stdout gets {"error": "..."} as well as stderr's line.
+void printJsonError(const std::string& message) {
+  const std::string text =
+      nlohmann::json(message).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::printf("{\"error\": %s}\n", text.c_str());
+}
+
 int fail(const PlanFlags& flags, const Status& s) {
   std::fprintf(stderr, "tally plan: %s\n", s.message().c_str());
-  if (flags.json) {
-    std::string message =
-        nlohmann::json(s.message()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    std::printf("{\"error\": %s}\n", message.c_str());
-  }
+  if (flags.json) printJsonError(s.message());
   return 2;
 }
 
@@ -306,6 +309,17 @@ Subcommand addPlanCommand(CLI::App& parent) {
   app->add_option("--reducer-link", flags->reducer_link,
                   "--predict-only: a reducer's link rate (default: --link)");
   app->add_option("command", flags->command, "Training command, after --");
+  // A command line that does not parse is an error like any other: with --json (wherever it
+  // stands before `--`), in the JSON too.
+  cmd.usage_error = [](const std::string& message, const std::vector<std::string>& args) {
+    for (const std::string& arg : args) {
+      if (arg == "--") return;
+      if (arg == "--json") {
+        printJsonError(message);
+        return;
+      }
+    }
+  };
 
   cmd.run = [flags, app] {
     PlanFlags& f = *flags;

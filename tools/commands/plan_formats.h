@@ -19,11 +19,14 @@ enum class Format { kGcloud, kJobSet, kSlurm };
 // "gcloud", "jobset", "slurm" -> *out; false for anything else.
 bool parseFormat(const std::string& text, Format* out);
 
-// The planned job as a JobSet (jobset.x-k8s.io/v1alpha2) manifest in YAML: replicated job
-// "workers" (an Indexed Job of one pod per GPU host, nvidia.com/gpu limits from pool 0's
-// acceleratorCount, pool 0's image) and "reducers" (one pod per reducer, CPU only, pool 2's
-// image; absent without reducers), DNS host names on, the JobSet complete once the workers are.
-// Without a planned job (plan.gcloud empty) only the comment lines, which say why.
+// The planned job as a JobSet (jobset.x-k8s.io/v1alpha2, JobSet 0.5 or later) manifest in YAML:
+// replicated job "workers" (an Indexed Job of one pod per GPU host, nvidia.com/gpu requests and
+// limits from pool 0's acceleratorCount, pool 0's image) and "reducers" (one pod per reducer,
+// pool 2's image, CPU and memory requests and limits from pool 2's machine type, kept off nodes
+// labelled as GPU nodes; absent without reducers). At most one pod of either on a node. A worker's
+// exit fails its Job and the JobSet; a reducer's is restarted in its pod and never fails its Job.
+// DNS host names on, the JobSet complete once the workers are. Without a planned job
+// (plan.gcloud empty) only the comment lines, which say why.
 std::string renderJobSet(const Plan& plan);
 
 // The planned job as an sbatch script for a heterogeneous job: component 0 the GPU hosts

@@ -64,9 +64,13 @@ for p in "${packages[@]}"; do
   [ "$(field "$p" Package)" = "$p" ] || fail "$p: Package is '$(field "$p" Package)'"
   [ "$(field "$p" Version)" = "$version" ] || fail "$p: Version is '$(field "$p" Version)'"
   [ "$(field "$p" Architecture)" = "$arch" ] || fail "$p: Architecture is wrong"
-  for name in Maintainer Homepage Description Section; do
+  for name in Maintainer Description Section; do
     [ -n "$(field "$p" "$name")" ] || fail "$p: control field $name is empty"
   done
+  # The project's own name, and no placeholder homepage (it has none yet).
+  [[ "$(field "$p" Maintainer)" == "Tally project maintainers <"* ]] ||
+    fail "$p: Maintainer is '$(field "$p" Maintainer)'"
+  [ -z "$(field "$p" Homepage)" ] || fail "$p: Homepage '$(field "$p" Homepage)' was invented"
   description=$(field "$p" Description)
   [ "$(sed -n 1p <<<"$description")" != "$(sed -n 2p <<<"$description" | sed 's/^ //')" ] ||
     fail "$p: Description repeats its summary line"
@@ -115,6 +119,11 @@ entry() { awk -v p="./$2" '$6 == p' "$tmp/$1.contents"; }
   fail "tally-reducer: no usr/bin/tally-reducer"
 [ -n "$(entry tally-tools usr/share/man/man1/tally.1.gz)" ] ||
   fail "tally-tools: no man page (is help2man installed?)"
+# One page for each command of tally (test/docs/check_man_pages.py checks what is on them).
+for command in launch plan doctor bench demo env; do
+  [ -n "$(entry tally-tools "usr/share/man/man1/tally-$command.1.gz")" ] ||
+    fail "tally-tools: no man page for tally $command"
+done
 [ -n "$(entry tally-reducer usr/share/man/man1/tally-reducer.1.gz)" ] ||
   fail "tally-reducer: no man page"
 plugin="usr/$libdir/libnccl-net-tally.so"
@@ -135,6 +144,9 @@ for p in "${packages[@]}"; do
   grep -q '^Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' \
     <(dpkg-deb --fsys-tarfile "${deb[$p]}" | tar -xO "./usr/share/doc/$p/copyright") ||
     fail "$p: copyright is not machine-readable (DEP-5)"
+  grep -qx 'License: Apache-2.0' \
+    <(dpkg-deb --fsys-tarfile "${deb[$p]}" | tar -xO "./usr/share/doc/$p/copyright") ||
+    fail "$p: copyright does not grant the Apache License 2.0"
 done
 for doc in "$source_dir"/README.md "$source_dir"/docs/*.md; do
   name=$(basename "$doc")

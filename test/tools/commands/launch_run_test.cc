@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -166,6 +167,38 @@ TEST(LaunchRun, ErrorsRunNothing) {
   r = runLaunch({"--", "/nonexistent/tally-launch-test"}, {});
   EXPECT_EQ(r.exitCode(), 127);
   EXPECT_THAT(r.err, HasSubstr("cannot run /nonexistent/tally-launch-test: No such file"));
+}
+
+// A training image in the reducer pool has `tally` but no tally-reducer: launch says which image
+// the pool needs instead of a bare "cannot run", and runs nothing.
+TEST(LaunchRun, ReducerPoolWithoutTallyReducerNamesTheReducerImage) {
+  // `tally` alone in a folder, as the training image installs it (tally-tools, no tally-reducer).
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
+                                    ("tally-no-reducer-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(std::filesystem::create_directories(dir));
+  const std::filesystem::path tally = dir / "tally";
+  std::filesystem::copy_file(TALLY_BIN, tally);
+  const std::vector<std::string> env = {"CLUSTER_SPEC=" + clusterSpec("workerpool2", 0),
+                                        test::kPath};
+  const std::string why = "this image has no tally-reducer (" + (dir / "tally-reducer").string() +
+                          "): run the reducer pool on the reducer image "
+                          "(docker/reducer.Dockerfile), or install the tally-reducer package";
+
+  test::Child run;
+  ASSERT_TRUE(run.start({tally.string(), "launch", "--", "sh", "-c", "echo RAN"}, env));
+  test::RunResult r = run.finish(20000);
+  EXPECT_EQ(r.exitCode(), 127) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("tally launch: reducer (CLUSTER_SPEC workerpool2 index 0"));
+  EXPECT_THAT(r.err, HasSubstr("tally launch: cannot run the reducer: " + why));
+  EXPECT_THAT(r.out, Not(HasSubstr("RAN")));
+
+  test::Child dry;
+  ASSERT_TRUE(dry.start({tally.string(), "launch", "--dry-run"}, env));
+  r = dry.finish(20000);
+  EXPECT_EQ(r.exitCode(), 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("# WARNING: " + why));
+  std::filesystem::remove_all(dir);
 }
 
 // A port nobody listens on right now (bound and released).

@@ -130,7 +130,7 @@ TEST(PlanJobSet, ManifestParsesWithTheExpectedStructure) {
     EXPECT_EQ(spec["completions"].as<int>(), want.pods);
     EXPECT_EQ(spec["parallelism"].as<int>(), want.pods);
     const YAML::Node pod = spec["template"]["spec"];
-    EXPECT_EQ(pod["restartPolicy"].as<std::string>(), "Never");
+    EXPECT_EQ(pod["restartPolicy"].as<std::string>(), want.gpus > 0 ? "Never" : "OnFailure");
     ASSERT_EQ(pod["containers"].size(), 1u);
     const YAML::Node container = pod["containers"][0];
     EXPECT_EQ(container["image"].as<std::string>(), want.image);
@@ -140,7 +140,8 @@ TEST(PlanJobSet, ManifestParsesWithTheExpectedStructure) {
     if (want.gpus > 0) {
       EXPECT_EQ(container["resources"]["limits"]["nvidia.com/gpu"].as<int>(), want.gpus);
     } else {
-      EXPECT_FALSE(container["resources"]) << "a reducer asks for no GPU";
+      EXPECT_FALSE(container["resources"]["limits"]["nvidia.com/gpu"])
+          << "a reducer asks for no GPU";
     }
     std::map<std::string, std::string> env = envOf(container);
     EXPECT_EQ(env["TALLY_JOBSET_NAME"],
@@ -175,8 +176,99 @@ TEST(PlanJobSet, EveryPodGetsItsRoleFromLaunch) {
   commands::LaunchPlan r = launchIn(podEnv(envFor(1), "resnet50-tally", "reducers", 15));
   EXPECT_EQ(r.role, ClusterRole::kReducer);
   // Every address of the pod; the workers reach it by its name.
-  EXPECT_THAT(r.argv, ElementsAre("/r", "--listen", "0.0.0.0:2222"));
+  EXPECT_THAT(r.argv, ElementsAre("/r", "--listen", "0.0.0.0:2222", "--threads", "15",
+                                  "--max-memory", "10035M"));
   EXPECT_THAT(r.summary, HasSubstr("tally-reducer on resnet50-tally-reducers-0-15.resnet50-tally"));
+}
+
+std::map<std::string, std::string> matchLabels(const YAML::Node& pod) {
+  std::map<std::string, std::string> labels;
+  const YAML::Node terms =
+      pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+  EXPECT_EQ(terms.size(), 1u);
+  if (terms.size() != 1) return labels;
+  EXPECT_EQ(terms[0]["topologyKey"].as<std::string>(), "kubernetes.io/hostname");
+  for (const auto& label : terms[0]["labelSelector"]["matchLabels"]) {
+    labels[label.first.as<std::string>()] = label.second.as<std::string>();
+  }
+  return labels;
+}
+
+// Where Kubernetes puts the pods, what each may use, and what a pod's exit does to the JobSet:
+// one pod per node, reducers off GPU nodes and sized from the plan's reducer machine
+// (n1-highcpu-16: 16 vCPUs, 14.4 GiB), and a reducer's exit restarts that reducer only.
+TEST(PlanJobSet, PodsArePlacedAndSizedAndAReducerExitIsNotTheJobs) {
+  PlanRun run = runPlan(kExample + " --format jobset");
+  ASSERT_EQ(run.status, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("16 reducer pods (n1-highcpu-16: 15 CPUs and 11059 MiB each)"));
+  YAML::Node doc = YAML::Load(run.out);
+  // No failurePolicy: a failed Job fails the JobSet, and only the workers' Job can fail.
+  EXPECT_FALSE(doc["spec"]["failurePolicy"]);
+  const YAML::Node jobs = doc["spec"]["replicatedJobs"];
+  ASSERT_EQ(jobs.size(), 2u);
+  const YAML::Node workers = jobs[0]["template"]["spec"];
+  const YAML::Node reducers = jobs[1]["template"]["spec"];
+  const YAML::Node worker_pod = workers["template"]["spec"];
+  const YAML::Node reducer_pod = reducers["template"]["spec"];
+
+  EXPECT_EQ(workers["backoffLimit"].as<int>(), 0);
+  EXPECT_EQ(worker_pod["restartPolicy"].as<std::string>(), "Never");
+  EXPECT_EQ(reducers["backoffLimit"].as<int64_t>(), 2147483647);
+  EXPECT_EQ(reducer_pod["restartPolicy"].as<std::string>(), "OnFailure");
+
+  const YAML::Node worker_resources = worker_pod["containers"][0]["resources"];
+  const YAML::Node reducer_resources = reducer_pod["containers"][0]["resources"];
+  for (const char* kind : {"requests", "limits"}) {
+    SCOPED_TRACE(kind);
+    EXPECT_EQ(worker_resources[kind]["nvidia.com/gpu"].as<std::string>(), "8");
+    EXPECT_EQ(reducer_resources[kind]["cpu"].as<std::string>(), "15");
+    EXPECT_EQ(reducer_resources[kind]["memory"].as<std::string>(), "11059Mi");
+    EXPECT_FALSE(reducer_resources[kind]["nvidia.com/gpu"]);
+  }
+
+  EXPECT_THAT(
+      matchLabels(worker_pod),
+      ElementsAre(
+          std::pair<std::string, std::string>("jobset.sigs.k8s.io/jobset-name", "resnet50-tally"),
+          std::pair<std::string, std::string>("jobset.sigs.k8s.io/replicatedjob-name", "workers")));
+  EXPECT_THAT(matchLabels(reducer_pod),
+              ElementsAre(std::pair<std::string, std::string>("jobset.sigs.k8s.io/jobset-name",
+                                                              "resnet50-tally"),
+                          std::pair<std::string, std::string>(
+                              "jobset.sigs.k8s.io/replicatedjob-name", "reducers")));
+  EXPECT_FALSE(worker_pod["affinity"]["nodeAffinity"]);
+  const YAML::Node terms =
+      reducer_pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                 ["nodeSelectorTerms"];
+  ASSERT_EQ(terms.size(), 1u);  // one term: its expressions must all hold
+  std::vector<std::string> off;
+  for (const auto& expression : terms[0]["matchExpressions"]) {
+    EXPECT_EQ(expression["operator"].as<std::string>(), "DoesNotExist");
+    off.push_back(expression["key"].as<std::string>());
+  }
+  EXPECT_THAT(off, ElementsAre("nvidia.com/gpu.present", "cloud.google.com/gke-accelerator"));
+
+  // tally-reducer gets the pod's CPUs and a slice-memory cap under the pod's memory limit.
+  std::map<std::string, std::string> env = envOf(reducer_pod["containers"][0]);
+  EXPECT_EQ(env["TALLY_REDUCER_ARGS"], "--threads 15 --max-memory 10035M");
+  EXPECT_EQ(envOf(worker_pod["containers"][0]).count("TALLY_REDUCER_ARGS"), 0u);
+  commands::LaunchPlan r = launchIn(podEnv(env, "resnet50-tally", "reducers", 3));
+  EXPECT_THAT(r.argv, ElementsAre("/r", "--listen", "0.0.0.0:2222", "--threads", "15",
+                                  "--max-memory", "10035M"));
+}
+
+// The reducer pods' size follows --reducer-machine: n2-highcpu-32 has 32 vCPUs and 32 GiB.
+TEST(PlanJobSet, ReducerPodsFollowTheReducerMachine) {
+  PlanRun run = runPlan(
+      "--primary-machine n1-highmem-96 --accelerator NVIDIA_TESLA_V100:8 --workers 3 "
+      "--reducer-machine n2-highcpu-32 --format jobset -- python t.py");
+  ASSERT_EQ(run.status, 0) << run.out;
+  YAML::Node doc = YAML::Load(run.out);
+  const YAML::Node pod = doc["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"];
+  const YAML::Node limits = pod["containers"][0]["resources"]["limits"];
+  EXPECT_EQ(limits["cpu"].as<std::string>(), "31");
+  EXPECT_EQ(limits["memory"].as<std::string>(), "24576Mi");
+  EXPECT_EQ(envOf(pod["containers"][0])["TALLY_REDUCER_ARGS"], "--threads 31 --max-memory 23552M");
 }
 
 TEST(PlanJobSet, NameIsADnsLabelThatLeavesRoomForHostNames) {

@@ -56,7 +56,8 @@ TEST(TallyCommand, UnknownCommandNamesTheNearestAndTheList) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.out.find("tally: unknown command 'plna'; did you mean 'plan'?"), std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("commands: env, bench, demo, launch, plan, doctor"), std::string::npos)
+  EXPECT_NE(r.out.find("commands: env, bench, demo, launch, plan, doctor, help"),
+            std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("A subcommand is required"), std::string::npos) << r.out;
 
