@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Thin wrapper around CMake; CMakeLists.txt is the build of record.
 BUILD ?= build
 PREFIX ?= $(CURDIR)/$(BUILD)/install

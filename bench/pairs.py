@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Paired after/before ratios of steady_pairs.sh's runs (algbw, worker and reducer CPU per GiB):
 the medians of each side, the median of the paired ratios, its quartiles, and a 95% bootstrap
 interval for that median (seeded, so a folder always gives the same table).

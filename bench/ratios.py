@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Ratios of `tally bench --json` files, one line per file and size: rs/Gloo and rs/ring algbw
 where those algorithms ran, and
   - on the emulated cluster, the reduction server's algbw as a share of the link rate (tbf counts

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A `perf record -a -g` of `tally bench` split by thread: the workers' samples in the bench's
 input fill and checks (harness), in the driver's idle polling between test() calls
 (sched_yield, usleep), in the rest of the driver's main thread (posting, test(), the staging

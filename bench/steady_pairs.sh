@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Two builds (or two settings) of the reduction server against each other on loopback, in
 # interleaved pairs: 4 workers + 2 reducers, 64 MiB, 10 timed calls a run, PAIRS pairs (default
 # 50) in the order A-B, B-A, A-B, ... so that a drift of the machine falls on both sides alike.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Two builds of the reduction server without faults, in interleaved rounds, for the medians of
 # each: loopback (4 workers + 2 reducers, 64 MiB; part "loop"), lone small calls on loopback
 # (4 KiB and 1 MiB, 200 timed calls; part "small") and, as root, the emulated cluster at

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Medians of steady_rounds.sh's runs: per part and size, time, algbw and CPU per GiB before and
 after, and their after/before ratios.
 

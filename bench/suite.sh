@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The standard set of runs behind docs/performance.md's "Where the figures stand", Gloo's ring
 # and Tally's ring beside the reduction server in every run:
 #   - loopback, 4 workers + 2 reducers, 64 MiB (LOOP runs, default 3);

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # One `tally bench` configuration under several values of one environment variable, in
 # interleaved rounds (each round runs every value once), then ratios.py over the runs:
 #

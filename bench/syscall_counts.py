@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """syscall_counts.sh's counts as a table: system calls per run by kind and side (from
 `perf trace -s`), the bytes and packets loopback carried, and the workers' CPU samples by
 thread (samples_by_thread.py); means over the pairs, and after/before.

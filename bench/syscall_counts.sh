@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Two builds of the reduction server counted instead of timed, on loopback (4 workers +
 # 2 reducers, 64 MiB, 5 timed calls and 1 warm-up), PAIRS pairs (default 4). Each side of a pair
 # runs twice: under `perf trace -s` (every system call of every thread, counted) with the bytes

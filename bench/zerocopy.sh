@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Zero-copy sends against copying, in interleaved rounds: loopback (4 workers + 2 reducers,
 # 64 MiB; part "loop") and, as root, the emulated cluster at 400 Mbit/s (4 + 4, 64 MiB; part
 # "emu"). zerocopy_summary.py prints the medians and each mode against off in the same round.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Medians of zerocopy.sh's runs per part, and `on` and `always` against `off` paired by round
 (the median of the ratios and their range).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Fuzz targets (test/system/fuzz/). Every target is built two ways:
 #   always            <name>_replay: the target's code with a plain main (test/system/fuzz/replay_main.cc)
 #                     that replays test/system/fuzz/corpus/<name>, test/system/fuzz/regressions/<name> and the

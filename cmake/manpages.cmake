@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Man pages made from a program's `--help` and `--version` with help2man, gzipped. Used by
 # packaging.cmake; test/cmake/manpages builds it with each CMake generator.
 find_program(TALLY_HELP2MAN help2man)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Debian packages of the installed tree, built with CPack: `cpack -G DEB` in a build folder gives
 # three packages, one for each install component:
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sanitizer builds, for every target (compile and link):
 #   -DTALLY_SANITIZE=address,undefined   ASan + UBSan (make test-asan)
 #   -DTALLY_SANITIZE=thread              ThreadSanitizer (make test-tsan)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The job secret and the challenge-response MACs that prove it (docs/security.md).
 //
 // Every worker and reducer of a job shares one secret, the job token (TALLY_JOB_TOKEN, or a file

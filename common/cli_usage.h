@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Command-line errors in Tally's words, for `tally` and `tally-reducer`. CLI11 finds what is wrong
 // with a command line; these functions say it as one line that names the option and what it
 // takes, instead of CLI11's own text ("The following arguments were not expected: 3 --worker"):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The job's cluster, as Vertex AI (and any scheduler that sets the same variables) describes it.
 //
 // CLUSTER_SPEC (Vertex AI's own format):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "common/crc32c.h"
 
 #include <dlfcn.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CRC32C (Castagnoli, the iSCSI CRC) of a byte range, for TALLY_CHECKSUM=1.
 //
 // The computation is ISA-L's crc32_iscsi, which picks the CPU's CRC32 instruction (and carry-less

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A small owner for a file descriptor: closes it when destroyed. Move-only.
 #pragma once
 

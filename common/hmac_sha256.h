@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HMAC-SHA256 from OpenSSL's libcrypto, loaded at run time.
 //
 // Tally links no libcrypto: the plugin must load in any process with nothing but glibc, and only

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Logging. In plugin mode every line goes through the logger NCCL hands to init(), prefixed
 // "NET/Tally"; elsewhere (tally-reducer, tools, tests) through a sink that writes to stderr in
 // the same format. The level is checked before anything is formatted.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which values of the TALLY_ variables Tally refuses, written once: the plugin refuses them at
 // start-up (Params::validate), tally-reducer at its start, and `tally env` and `tally doctor`
 // report them (findParamProblems), with the TALLY_ names that are no variable.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one registry of environment variables Tally reads.
 //
 // Every variable is listed once in TALLY_PARAM_LIST with its type, default and documentation.

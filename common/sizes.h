@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Byte counts and durations as people write them: parsing "64K" and printing "16 MiB" or
 // "5.62 GiB"; parsing "500ms", "5s" or "2m". Byte units are binary (K = 1024) everywhere.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Small blocks for the data path, reused instead of taken from the heap each time.
 //
 // Per-call records (transport requests, queue entries, map nodes) are a few dozen to a few

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Status: the result of every fallible call inside Tally.
 //
 // Expected failures (a lost peer, a timeout, bad configuration) are Status values, never

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Store: a small key-value rendezvous used to exchange connect handles, results and barriers
 // between the ranks of a job (tests, the demo, bootstrap). Rendezvous is kept apart from
 // transport: a Store never opens a socket of Tally's transport.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Text helpers shared by every layer: trimming, splitting, joining, case, "host:port".
 //
 // Whitespace is what std::isspace says in the C locale: space, \t, \n, \v, \f and \r. Case

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Suggestions for a mistyped name: which of the known names the user most likely meant. Used for
 // `tally`'s commands and for TALLY_ names that are no variable (common/param_check.cc).
 #pragma once

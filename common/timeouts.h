@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The two timeouts every connection honours, declared once with their defaults, which come from
 // the parameter registry (TALLY_CONNECT_TIMEOUT_MS, TALLY_TIMEOUT_MS in common/params.h). Each
 // option struct that needs them embeds a Timeouts, so a value set from the variables travels

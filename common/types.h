@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tally's own names for element types and reduction operations. plugin/ converts NCCL's
 // ncclDataType_t and ncclRedOp_t to these once; nothing below plugin/ sees an NCCL type.
 // The numeric values equal NCCL's, which keeps the conversion a checked cast.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "common/version.h"
 
 // TALLY_VERSION is defined for this file alone (common/CMakeLists.txt), so a new version rebuilds

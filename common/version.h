@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tally's version, as CMake's project() declares it (PROJECT_VERSION in the top CMakeLists.txt):
 // the one place programs and packages take it from.
 #pragma once

@@ -1,4 +1,5 @@
 # syntax=docker/dockerfile:1
+# SPDX-License-Identifier: Apache-2.0
 # Adds Tally to a PyTorch training image. Two targets, one for each way NCCL can find the plugin:
 #
 #   docker build -f docker/pytorch.Dockerfile --target plugin-path -t pytorch-tally .

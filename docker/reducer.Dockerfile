@@ -1,4 +1,5 @@
 # syntax=docker/dockerfile:1
+# SPDX-License-Identifier: Apache-2.0
 # Tally's reducer image: tally-reducer, the tally command and the plugin, installed from the
 # Debian packages on debian:bookworm-slim. It is the reducer pool's image (CLUSTER_SPEC
 # workerpool2, TF_CONFIG ps); the other pools run the training image (pytorch.Dockerfile), which

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The scalar conversions, shared with the kernels (kernels/kernels_loops.h) so that there is one
 // definition of every rounding rule.
 #include "kernels/float_formats.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conversions between float32 and the narrow floating-point formats NCCL reduces:
 // IEEE binary16 (float16), bfloat16, and OCP float8 E4M3 (no infinities, max 448) and E5M2.
 // All narrowing conversions round to nearest even. See kernels/kernels.h for overflow rules.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // reduce(): argument checks and the one-time choice of instruction set.
 #include "kernels/kernels.h"
 

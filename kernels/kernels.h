@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reduction kernels: pure functions over host memory, type-erased at the call and dispatched
 // once per call to a typed, vectorized loop.
 //

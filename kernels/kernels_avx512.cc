@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reduction loops compiled for the avx512 instruction set (flags in kernels/CMakeLists.txt).
 #include "kernels/kernels_loops.h"
 

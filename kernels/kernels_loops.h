@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Private to tally_kernels: the element conversions and the block loops behind reduce().
 //
 // This header is compiled once per instruction set: kernels_generic.cc, kernels_avx2.cc and

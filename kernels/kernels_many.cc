@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // reduceMany(): fused multi-input loops for the narrow float types (contract in kernels_many.h).
 //
 // Both vector variants live in this one file: every function that touches a vector type or an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // reduceMany(): reduce() with the narrow floating-point types done in one fused pass.
 //
 // reduce() (kernels/kernels.h) widens float16, bfloat16 and the float8 formats one input at a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The all-reduce model of allreduce.h.
 #include "model/allreduce.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The expected time of one all-reduce of S bytes over n GPU hosts, with a ring and with m
 // reducers, from a model of the links, of the CPU each byte costs and of what each call costs
 // whatever its size. Pure arithmetic: `tally plan` prints it (docs/plan.md gives the formulas and

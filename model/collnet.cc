@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL's view of the all-reduce model (collnet.h).
 #include "model/collnet.h"
 

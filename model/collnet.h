@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The all-reduce model (allreduce.h) as NCCL sees it: how NCCL cuts a CollNet all-reduce into
 // calls, what NCCL's own cost table says a ring costs, and from there what Tally's tuner writes
 // into NCCL's table, the crossover it implies, and the chunk it asks for. Pure arithmetic.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tuner's edit of NCCL's cost table (cost_table.h).
 #include "model/cost_table.h"
 

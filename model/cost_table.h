@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What Tally's tuner does to NCCL's cost table, on a plain float table shaped as NCCL's
 // ([algorithms][protocols], microseconds, -1 for a disabled entry), so that the plugin's
 // getCollInfo and the bench ask the same code: the bench builds a table with NCCL's own ring cost

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Version-free entry points of the CollNet plugin, adapted by tables_coll.cc. Same rules as
 // net_api.h: validate, guard (no exception crosses the C ABI), log, map Status to ncclResult_t.
 //

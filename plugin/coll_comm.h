@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CollNet objects behind NCCL's ncclCollNet table: plain C++ over worker_client::CollClient.
 //
 // Threads: every method may be called from any NCCL proxy thread; CollClient is thread-safe, the

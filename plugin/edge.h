@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What every entry point shares at the C edge: the exception barrier its body runs behind, the
 // mapping from Tally's Status to NCCL's ncclResult_t, argument checks, and the NCCL logger.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Version-free entry points of the net (point-to-point) plugin. The tables in tables_net.cc adapt
 // each NCCL version's signatures to these. Each validates its arguments, runs behind guard()
 // (edge.h: no exception crosses the C ABI, failures are logged and mapped), and forwards to the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The point-to-point objects behind NCCL's net table: plain C++ over transport/. The entry points
 // (net_api.cc) hand NCCL released owners of these and take them back in close*.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the net and CollNet comms share about their requests: a fixed pool of request slots, and
 // the range of caller memory each posted request touches.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The plugin's process-wide state, in one object: the parameters and the cluster variables, read
 // once; the transport::Network opened from them (TALLY_TRANSPORT, transport/network.h) whose
 // devices NCCL sees and over which CollNet reaches its reducers; the per-communicator contexts

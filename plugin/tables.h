@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What tables_net.cc and tables_coll.cc share: the export marker, the name both tables carry, and
 // the property layouts of other versions filled from the v11 one the entry points produce.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The exported ncclCollNet tables, v8 to v12: signature adapters over the version-free entry
 // points in coll_api.h, on the same scheme as tables_net.cc. iallgather and ireducescatter are
 // set in every table: NCCL 2.30 wraps a v8 to v11 table in adapters that call these two slots

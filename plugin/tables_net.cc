@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The exported ncclNet tables, v8 to v12: the outer layer of the plugin, which only adapts each
 // version's signatures. One adapter per signature change, named for the version that introduced
 // it and reused by later tables; slots whose signature never changed point straight at the

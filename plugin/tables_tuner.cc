@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The exported ncclTuner tables, v2 to v6: signature adapters over the version-free entry points
 // in tuner.h. v2 to v4 have no communicator id and no constants; v5 and v6 share init and
 // getCollInfo; only v6 asks for chunk sizes, so only its contexts let the model count on the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tuner's entry points (tuner.h).
 #include "plugin/tuner.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tuner's version-free entry points, under the tables of tables_tuner.cc. NCCL finds the
 // tuner in this library when NCCL_TUNER_PLUGIN names none (plugin/abi/tuner.h says how each
 // version looks), creates one context per communicator, and asks it about every collective.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Little-endian field writers and readers for the wire messages (wire.cc, wire_failover.cc).
 // Not a public interface: every message has its own encode and decode in wire.h.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The authenticated opening of a worker-reducer connection (wire v3; the message flow is in
 // protocol/wire.h, the MACs in common/auth.h, the reasoning in docs/security.md). These helpers
 // decide and build messages; the reducer's Peer and the worker's connect do the I/O.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How a CollNet call is cut into slices: one rule, used by the worker to cut and by the reducer
 // to check, so both always agree.
 //

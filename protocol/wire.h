@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reducer protocol's wire format: what workers (coll_client) and tally-reducer (server)
 // exchange over a transport::Connection.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The failover messages of the wire protocol (wire.h; the design is docs/failover.md): Ack,
 // Commit, Ping, Pong and Relay with its Control body. Dismiss is a Reason (wire.cc).
 #include <algorithm>

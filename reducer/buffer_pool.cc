@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "reducer/buffer_pool.h"
 
 #include "common/small_pool.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pooled, 64-byte aligned host buffers for the reducer's slice inputs and results.
 //
 // Capacities are powers of two from 4 KiB, so slices of one size reuse each other's memory. A

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Communicators: forming them from Hellos, failing them, freeing them when the last member leaves.
 #include <algorithm>
 

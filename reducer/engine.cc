@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The engine: collect every rank's input of a slice, reduce in rank order, answer every rank,
 // all on the threads that receive the inputs.
 //

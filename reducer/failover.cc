@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reducer's half of failover (docs/failover.md): the Acks it turns into Commits, the Pings it
 // answers, the Relays it passes between a communicator's ranks and the Dismiss that ends its part
 // in one. The reducer decides nothing about membership: rank 0 does, and the reducer only

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The loop threads (loop.h): epoll over their connections' sockets, an eventfd for new sockets
 // and resumed readers, a tick for timeouts.
 #include "reducer/loop.h"

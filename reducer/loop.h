@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reducer's event loops: a fixed set of threads, each an epoll loop over the TCP sockets of
 // many worker connections (LoopPeer), so the thread count does not grow with connections.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One worker connection in an event loop (loop.h): its protocol on the loop thread, its sends
 // from any thread.
 #include <sys/socket.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally-reducer: serves CollNet all-reduce for any number of jobs until SIGINT or SIGTERM.
 //
 //   tally-reducer --listen HOST:PORT [--transport auto|tcp|ofi|verbs] [--threads N] [--window N]

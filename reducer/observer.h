@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a ReducerServer reports as it runs: connections, communicators, reduced slices, errors and
 // the failover epochs relayed through it.
 // tally-reducer turns these events into Prometheus metrics (reducer/metrics/); tests count them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "reducer/opening_budget.h"
 
 namespace tally::reducer::server {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reducer's budget of connections that have not joined a communicator yet:
 // ones that have not proven the job token, or not sent their Hello. Such a peer has proven
 // nothing, so it gets a small count of its own, apart from --max-connections (members): when the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One worker connection on the reducer served by threads (transports other than TCP, and TCP
 // connections of several sockets): its reader thread (headers, payloads, into the engine, which
 // reduces on this thread when the input completes a slice; failover messages, failover.cc) and

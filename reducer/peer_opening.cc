@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reducer's side of a connection's opening (protocol/opening.h, docs/security.md): the
 // Challenge, and with a job token the worker's Answer, checked before any Hello is parsed or any
 // communicator state exists for the connection.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ReducerServer: the listener, the accept thread and the list of connections.
 #include "reducer/server.h"
 

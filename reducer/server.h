@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reduction server behind tally-reducer.
 //
 // A ReducerServer listens on one "host:port" of a transport::Network (TCP, or an RDMA backend

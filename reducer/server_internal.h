@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Inside the ReducerServer (server.h): connections (Peer, peer.cc), communicators (Communicator,
 // CommunicatorRegistry, communicator.cc) and the engine (Engine, engine.cc); the event loops that
 // serve TCP connections are in loop.h. Not a public interface.

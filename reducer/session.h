@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The protocol steps of one worker connection on the reducer, shared by the two ways a
 // connection is served: a Peer (peer.cc, threads over any transport) and a LoopPeer
 // (loop_peer.cc, a TCP socket in an event loop). They decide, check, log and count; the caller

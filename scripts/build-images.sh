@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds Tally's container images from docker/*.Dockerfile, then checks each one from the inside:
 # the packages it holds, its entrypoint and user, the plugin path NCCL is told, and, in the
 # reducer image, a local all-reduce (`tally demo`) run through the entrypoint.

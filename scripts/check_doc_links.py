@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks the relative links of the documentation: every [text](target) and ![alt](target) in
 README.md and docs/*.md (or the files given) must name a file or folder that exists, and a
 #fragment must name a heading of the target page (GitHub's anchor rules) or an explicit

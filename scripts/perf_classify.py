@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 # Classifies every sample of a `perf record -a -g` of `tally bench` by what its call stack is
 # doing, per process kind (workers: comm "tally", reducers: "tally-reducer"), as shares of all
 # samples (docs/performance.md, "Where the CPU goes"). Usage: scripts/perf_classify.py perf.data

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Where each side's CPU time went, from a `perf record -a -g` of `tally bench`.
 
 Every sample is filed by the function it landed in (the leaf of its stack): user space, the

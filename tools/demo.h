@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tally demo`: a preset of `tally bench` (tools/bench/bench.h) with the demo's defaults: reducers
 // and workers on loopback, float32 sums through the plugin's CollNet table driven as NCCL drives
 // it beside a ring all-reduce over the same plugin's point-to-point net, every result checked

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The plugin driver (tally_driver: drives a built plugin the way NCCL does; used by the demo and
 # the functional tests), the cluster commands (tally_commands: launch, plan, doctor) and the
 # `tally` command itself.

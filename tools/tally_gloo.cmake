@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # tally-gloo-bench: Gloo's ring-chunked and halving-doubling all-reduce, the baseline `tally bench`
 # runs beside Tally (docs/gloo.md). Needs Gloo (Debian: libgloo-dev, which installs GlooConfig).
 #   TALLY_WITH_GLOO=AUTO  build it when Gloo is found, otherwise say so and skip it (default)

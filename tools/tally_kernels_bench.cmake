@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # tally-kernels-bench: Google Benchmark for the reduction kernels (tools/bench/kernels_bench.cc),
 # sums of 2, 4 and 8 inputs per type against memcpy in the same run (docs/performance.md).
 # Built with the tools, not installed: it is a developer's measuring tool.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `tally` command: `tally bench` (all-reduce bandwidth of the reduction server beside a ring
 // and Gloo, tools/bench/), `tally demo` (a preset of the bench), `tally env` (every TALLY_
 // variable; --markdown prints docs/env.md), and the cluster commands `tally launch`, `tally plan`

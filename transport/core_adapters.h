@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Request every backend hands out and the Connection of the RDMA backends: thin forwards to
 // the backend's Core, which owns every piece of state. A Request holds the Core by shared_ptr, so
 // one that outlives its Connection (allowed after close, transport.h) stays safe.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A Network is one transport backend as a whole, chosen at run time (TALLY_TRANSPORT): the
 // Devices the point-to-point net offers NCCL, and the "host:port" listen and connect that workers
 // and tally-reducer use to reach each other. This header is the only way in: every backend is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A raw stream: the one socket of a connection handed over by Connection::takeSocket, which the
 // caller then drives itself in the connection's own framing (a header of kFrameHeaderBytes with
 // the tag and size, then the message body), for event loops that own many sockets: the reducer's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which interface carries the connections to a peer, and the link speed to report for them.
 //
 // The interface is the one the kernel routes the peer's address to, not the one TCP would pick

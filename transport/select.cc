@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Choosing and opening a backend (transport/network.h): the one place that names them all.
 #include "transport/network.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Listener of the backends that set their connections up over a side channel (ofi, verbs):
 // it accepts TCP connections on a side::SideListener, hands each to the backend's setup, and
 // steps every setup under way without blocking until it yields a Connection. A setup that fails

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The side channel: how a backend other than TCP (ofi, verbs) sets up its connections and keeps
 // watch on its peer, over one socket of Tally's own TCP transport.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The defaults of transport.h's optional Connection methods, for backends (TCP) that carry
 // host memory only.
 #include "transport/transport.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The transport interface: what Tally's point-to-point net and its reducer protocol need from a
 // network. One folder per backend (tcp/ now; verbs/ and ofi/ later), each made by a factory
 // function such as tcp::createDevice(). Nothing here knows about NCCL.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How long, in all, a link has had slices out whose results had not landed (Link::busyNs, what
 // SlowReducers compares between reducers). The link calls begin() when its first slice goes out
 // and end() when its last result lands (or the link ends), under its own lock; the keeper reads

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a posted CollNet call is inside the client, shared by the client (coll_client.cc), its
 // links (coll_link.cc, coll_raw_link.cc) and their books (ledger.h). Not a public interface.
 #pragma once

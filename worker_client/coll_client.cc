@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CollClient: handles, connect (every reducer joined at once by coll_formation.cc, the I/O steps
 // in coll_connect.cc; the ones not joined reported lost), iallreduce, close.
 #include "worker_client/coll_client.h"

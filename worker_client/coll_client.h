@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The worker side of the reduction-server protocol: one CollNet communicator's members talking
 // to the reducers. plugin/ wraps this for NCCL's ncclCollNet tables; the demo and tests use it
 // through the plugin.

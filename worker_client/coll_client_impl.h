@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Inside CollClient (coll_client.h): the client object (coll_client.cc: handles, connect, posts,
 // close; coll_posting.cc: what the keeper asks of posting), its keeper (keeper.h: membership)
 // and its per-reducer links (link.h), of two kinds: ThreadedLink (coll_link.h) and RawLink

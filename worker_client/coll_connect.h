@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The worker's side of connecting to reducers (coll_client.cc's connect): the transport
 // connect with retries, the opening (protocol/opening.h) and the Hello/Ready exchange, each bounded
 // by the connect deadline. Not a public interface.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "worker_client/coll_formation.h"
 
 #include <condition_variable>

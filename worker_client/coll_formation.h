@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Forming a communicator with its reducers (CollClient::connect): every reducer is joined at
 // once, each on a thread of its own (joinReducer: connect, opening, Hello, Ready), so one that
 // is down or frozen holds up none of the others. Not a public interface.

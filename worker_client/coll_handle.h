@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CollNet connect handle (kCollHandleBytes, coll_client.h) each rank makes and NCCL passes
 // to every other rank: rank 0's communicator id and relay key win, and every rank's digest of
 // what all must agree on (the reducer list, the slice plan, the checksum setting) is checked

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One reducer link of a CollClient: the sender thread (slice headers and payloads, straight from
 // the user's buffer, credit-limited) and the receiver thread (results, straight into the user's
 // buffer).

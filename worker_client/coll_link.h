@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CollClient's link over a transport::Connection (any transport; TCP with
 // TALLY_COLL_PROGRESS=legacy): a sender thread and a receiver thread. Not a public interface.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a CollNet client is configured with (CollOptions): the reducers, the slice plan, the
 // timeouts, authentication, checksums, how its links are driven, and failover. The plugin fills
 // it from the environment (plugin/state.cc); each default comes from the registry of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The posting side's answers to the keeper (posting.h): holding calls while a change is agreed,
 // placing a lost reducer's slices again, installing a joined link, and keeping retired links
 // until nothing can reach them.

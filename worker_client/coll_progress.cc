@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CollClient's progress for its RawLinks (coll_raw_link.h): one epoll set over every link's
 // socket, plus an eventfd that stop() writes; run by a thread of its own or by poll()'s callers.
 #include <sys/epoll.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RawLink (coll_raw_link.h): one reducer over a socket the client drives itself.
 #include "worker_client/coll_raw_link.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CollClient's links over raw TCP sockets (TALLY_COLL_PROGRESS=thread or poll): no thread
 // hand-off per slice. Not a public interface.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Rank 0's part of a communicator's membership changes (docs/failover.md, "One epoch change"):
 // it takes suspicions and join offers, proposes one change at a time, gathers every rank's
 // report and decides. Pure logic: no I/O, no clock of its own, no lock; the client's keeper

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The link of a slot whose reducer could not be joined when the communicator formed
 // (docs/failover.md, "A reducer lost while a communicator forms"). It has ended before it began:
 // the client reports it lost at once, and until the decision the slices placed on its slot wait

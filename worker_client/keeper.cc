@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The keeper (keeper.h): its thread, the losses, and the agreement on each change. Joins are in
 // keeper_join.cc.
 #include "worker_client/keeper.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A CollClient's membership (docs/failover.md): which reducers serve the communicator, agreed
 // with the other ranks. One keeper per client, on a thread of its own. Links report a lost
 // reducer and relayed failover messages into its inbox (through LinkOwner); the keeper alone

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The keeper (keeper.h): a rank's report on a proposed loss, and the wait before it when the loss
 // is a drop as slow.
 //

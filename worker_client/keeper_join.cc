@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Taking a reducer into a running communicator (docs/failover.md, "Join"): rank 0 finds one for
 // an empty slot (the slot's own address restarted, or a spare), every rank opens a link to it
 // while it goes on posting, and the decision installs it at a boundary from which calls are

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One reducer link's books of the slices it carries, from queueing to commit (docs/failover.md,
 // "Commit before done"): queued (waiting for a credit), sent, landed (the whole result is in the
 // receive buffer) and committed (a Commit from the reducer said every rank has landed it). A

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One reducer slot as the CollClient drives it: the interface both kinds of link implement,
 // ThreadedLink (coll_link.h: a sender and a receiver thread over a transport::Connection) and
 // RawLink (coll_raw_link.h: a TCP socket driven by the posting thread and a progress thread or

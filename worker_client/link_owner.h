@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a link (link.h) may ask of the client that owns it: the small interface through which
 // ThreadedLink and RawLink report a lost reducer or a failed communicator, pass relayed failover
 // messages to the keeper, and read the client's settings and shared state. It keeps the links

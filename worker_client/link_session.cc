@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The protocol steps both kinds of link share (link_session.h).
 #include "worker_client/link_session.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The protocol steps of one reducer link on the worker, written once for both kinds of link
 // (link.h): ThreadedLink (coll_link.cc, a sender and a receiver thread over any transport) and
 // RawLink (coll_raw_link.cc, a TCP socket the client drives itself). They decode, check and keep

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How long rank 0 waits before it offers an empty slot's reducer a join again (keeper_join.cc,
 // docs/failover.md, "Join"). Pure arithmetic, tested on its own.
 #pragma once

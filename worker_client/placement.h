@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where each slice of a CollNet call goes, as a function of the call, the slice and the
 // communicator's list of membership changes only (docs/failover.md, "Placement"), so that every
 // rank that knows the same changes places every slice alike.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the keeper (keeper.h) may ask of the posting side of a CollClient: the narrow interface
 // between membership (which reducers serve the communicator, agreed with the other ranks) and
 // posting (numbering calls, cutting them into slices, queueing them on links). The keeper holds

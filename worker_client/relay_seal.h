@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The seal on a communicator's failover messages (docs/failover.md, "Who may say what"): every
 // rank MACs each Relay it sends under a key that only the ranks know, so a reducer, which carries
 // the Relays and may hold the job token, cannot forge or alter one. Rank 0 draws the key (16

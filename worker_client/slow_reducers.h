@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which reducer is far slower than its peers (docs/failover.md, "A slow reducer"): pure
 // arithmetic over each slot's busy time, the time its link had slices out whose results had not
 // landed. A call completes only when every slot's part has, so a slow reducer holds every call:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Everything of NCCL's net/CollNet plugin ABI that Tally declares: the basic types, and the v8,
  * v9, v10, v11 and v12 tables with their structs, and the tuner tables v2 to v6. Self-contained C; include this one header.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Tally's own declaration of the basic NCCL types a net/CollNet plugin sees (NCCL 2.28 ABI).
  *
  * Written from the facts of the ABI (layouts, constants), not from NCCL's headers; every size

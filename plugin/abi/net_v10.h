@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Version 10 of NCCL's net and CollNet plugin tables, Tally's own declaration. v10 changes no
  * struct layout: the v10 property, vProps and SGE types are the v9 ones under new names (so an
  * adapter written for v9 fits a v10 slot unchanged). Net init gains the profiler callback, net

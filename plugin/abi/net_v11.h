@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Version 11 of NCCL's net and CollNet plugin tables, Tally's own declaration; the version NCCL
  * 2.28 calls directly. init returns a per-communicator ctx (called once per communicator), listen
  * and net connect take that ctx, finalize(ctx) closes it, net gains setNetAttr, properties gain

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Version 12 of NCCL's net and CollNet plugin tables, Tally's own declaration; the version NCCL
  * 2.30 looks for first. The slots, their order and their parameters are v11's; only the property
  * layout changes: a virtual NIC lists up to 8 devices instead of 4 (so every field after vProps

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Version 8 of NCCL's net and CollNet plugin tables, Tally's own declaration. Every size and slot
  * offset is asserted below.
  */

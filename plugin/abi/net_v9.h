@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Version 9 of NCCL's net and CollNet plugin tables, Tally's own declaration. v9 adds forceFlush,
  * vProps, maxP2pBytes and maxCollBytes to the properties, size_t sizes for isend/irecv, a size_t
  * all-reduce count and SGE size, and makeVDevice.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Tally's own declaration of NCCL's tuner plugin tables, v2 to v6 (NCCL 2.21 to 2.30), written
  * from the facts of the ABI; every size and offset is asserted (x86-64, LP64).
  *

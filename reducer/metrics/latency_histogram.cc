@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LatencyHistogram: atomic buckets, made cumulative only when collected.
 #include "reducer/metrics/latency_histogram.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A latency histogram that observes with two relaxed atomic adds and no lock, for the reducer's
 // per-slice hot path (prometheus::Histogram takes a mutex per Observe). It is a
 // prometheus::Collectable, so an Exposer or a render serves it like any registry.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MetricsServer: address checks and the Exposer around a ReducerMetrics.
 #include "reducer/metrics/metrics_server.h"
 

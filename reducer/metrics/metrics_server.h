@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MetricsServer: `tally-reducer --metrics HOST:PORT`. Serves a ReducerMetrics over HTTP at
 // http://HOST:PORT/metrics (prometheus-cpp's Exposer, on civetweb) for Prometheus to scrape.
 //

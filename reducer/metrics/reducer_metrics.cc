@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ReducerMetrics: the metric families, and the events that move them.
 #include "reducer/metrics/reducer_metrics.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ReducerMetrics: the ServerObserver (reducer/observer.h) behind `tally-reducer --metrics`, which
 // keeps the reducer's Prometheus metrics. docs/metrics.md lists them.
 //

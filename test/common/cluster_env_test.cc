@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ClusterEnv::load from a ParamSource and reducer discovery order.
 #include <gtest/gtest.h>
 

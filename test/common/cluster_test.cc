@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CLUSTER_SPEC and TF_CONFIG parsing (common/cluster.h), table-driven, and the order in which
 // reducers are discovered.
 #include "common/cluster.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // formatBytes (common/sizes.h): the largest binary unit that divides the count exactly.
 #include <gtest/gtest.h>
 

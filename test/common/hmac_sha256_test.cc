@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The run-time libcrypto loader (common/hmac_sha256.h) and when the job token loads it.
 //
 // This binary links no libcrypto, and ctest runs each test in a process of its own, so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The stderr sinks' lines (common/log.h formatLine): the reducer's carry a UTC timestamp to the
 // millisecond, the plain ones none.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The compile-time reading of the registry's defaults (paramDefaultNumber, paramDefaultBytes) that
 // option structs take their defaults from, checked against what Params::load parses from the
 // same text, and the reducer's default window against the worker's. The structs themselves are

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The value rules of common/param_check.cc: what Params::problems() refuses, how
 // findParamProblems() reports every bad variable and unknown TALLY_ name of a source at once, and
 // how the start-up log warns of unknown names.

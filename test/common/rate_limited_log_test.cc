@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RateLimitedLog (common/log.h): one line per interval, and the next line written says how many
 // were withheld.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // common/sizes.h: parseBytes, the rounded formatter (the exact one is in format_test.cc) and the
 // duration parser every duration flag and variable goes through.
 #include "common/sizes.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // common/strings.h: trimming, splitting, joining, case, number/suffix and "host:port" splitting.
 #include "common/strings.h"
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Holds README.md and docs/*.md to what the programs really do.
 
 Five checks, each reported as FILE:LINE: what the page says, and what the program says instead:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Every program has a man page, and each page lists every option its program's --help lists.
 
 The pages are the ones the build makes (cmake/manpages.cmake, into BUILD/man): tally.1.gz,

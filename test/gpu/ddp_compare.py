@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch DDP with Tally against NCCL's own network, for test/gpu/run.sh.
 
   ddp_compare.py --train --out FILE [--steps N] [--timeout-s T] [--cpu]

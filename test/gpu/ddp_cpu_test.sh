@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # ctest gpu.ddp_compare_cpu: ddp_compare.py's training path on the CPU (Gloo), where a Python
 # with PyTorch exists: two 4-rank runs of the same training must learn and agree step by step.
 # Exit 77 (skipped) when no Python here imports torch.

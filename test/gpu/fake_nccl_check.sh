@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A stand-in for tally_gpu_nccl_check, for run_sh_test.sh only: it answers --probe as if a GPU were
 # there and prints, for each rank, the NCCL log lines and CHECK/BENCH results the real program and
 # NCCL print, without touching a GPU, NCCL or the reducers. It lets the test drive run.sh's GPU

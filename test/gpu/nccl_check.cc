@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally_gpu_nccl_check: one rank of an NCCL job on the GPU machine, for test/gpu/run.sh. Every
 // rank is its own process (and, with its own NCCL_HOSTID, its own node); ranks meet through files
 // in --dir: rank 0 writes each ncclUniqueId there, the others wait for it (bounded).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One checked all-reduce for nccl_check.cc: its own device and host buffers, inputs written from
 // values.h, a launch on a stream, a bounded wait, and an element-by-element comparison with the
 // host reference. Uses NCCL's and CUDA's public APIs (the system's nccl.h and cuda_runtime.h).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally_gpu_plugin_cycle: the part of NCCL's use of the plugin that needs no GPU, done the way
 // NCCL 2.28 finds, loads, sets up and unloads a plugin, so run.sh can check it on any machine
 // before the GPU run:

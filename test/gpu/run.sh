@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test/gpu/run.sh: every GPU check of Tally in one run, ending with a PASS/FAIL/SKIP
 # table. On the GPU machine it proves from NCCL's own log that all-reduce ran on CollNet through
 # Tally, checks NCCL all-reduces of every type and op against a host reference, a second

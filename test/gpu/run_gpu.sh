@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The GPU rows of test/gpu/run.sh (sourced by it once a GPU, tally_gpu_nccl_check and the
 # reducers are there). Uses run.sh's variables: NRANKS, CHECK, WORKER_ENV, BASE_ENV, SOCKET_ENV,
 # VARIANTS, PRIVATE, OUT, MAX_BYTES, SRC.

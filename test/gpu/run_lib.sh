@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Helpers for test/gpu/run.sh (sourced, not run): the result table, the time budget, reducers,
 # rank launches, NCCL log scanning and staging a build for the GPU machine.
 # shellcheck shell=bash

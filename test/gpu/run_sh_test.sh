@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # ctest gpu.run_sh_no_gpu: keeps test/gpu/run.sh working on machines without a GPU.
 #   1. run.sh --no-gpu --skip-build on the build tree exits 0 and ends with its table, in which
 #      the CPU rows are PASS and every GPU row is SKIP with the reason;

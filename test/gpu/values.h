@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Inputs and host reference for the GPU all-reduce checks (nccl_check.cc), free of CUDA and NCCL
 // so values_test.cc can prove their exactness on any machine.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU checks compare NCCL's results with values.h's reference exactly; these tests prove
 // that is sound on any machine: the small float encoders match known bit patterns, and every
 // input, partial result (in either order) and expected value is held exactly by its type.

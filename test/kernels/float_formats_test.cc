@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The narrow-float conversions against the reference model (test/kernels/reference.h), plus
 // hand-written cases whose expected codes were worked out on paper.
 #include "kernels/float_formats.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // reduceMany() (kernels/kernels_many.h) on every instruction set this CPU runs: the fused
 // narrow-float loops against the scalar model in reference.h (NaN by class) and against reduce()
 // itself (NaN payloads too), bit for bit; lengths around the vector steps so the scalar tail is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // reduce() on every compiled instruction set against the scalar model in reference.h, bit for
 // bit: every type and op, several source counts and lengths, misaligned and aliased buffers,
 // and the special values (NaN, infinities, signed zero, overflow, rounding ties).

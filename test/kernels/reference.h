@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A slow, obviously-correct scalar model of the narrow float formats and of reduce(), written
 // independently of reducer/: formats are decoded from their bit fields with ldexp, and encoded by
 // searching the ordered list of finite codes for the nearest one. Tests compare the fast

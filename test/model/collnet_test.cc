@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The model under NCCL (model/collnet.h, model/allreduce.h): NCCL's chunk and ring cost against
 // values worked by hand from NCCL's formulas, the small-message constants against the loopback
 // measurements they come from, and the shape of the crossover.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tuner's edit of an NCCL-shaped cost table (model/cost_table.h): which entries change, which
 // stay, and the choice NCCL would make from the result.
 #include "model/cost_table.h"

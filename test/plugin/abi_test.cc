@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ABI headers' static asserts run by including them; these tests pin what the exported
 // tables contain.
 #include "plugin/abi/abi.h"

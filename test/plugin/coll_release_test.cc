@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CollNet deregMr with calls in flight, at the plugin layer: CollComm records the bytes each
 // unfinished call reads and writes, and a deregMr of memory any of them uses aborts the client
 // (once per deregMr, with the count in the sticky error) before it returns. Calls that are done,

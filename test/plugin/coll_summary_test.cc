@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CollNet's cluster-facing behaviour at the entry points: the per-communicator summary logged at
 // close, the reducer-origin line at init, and CollNet's one device on a host that cannot join
 // (no reducers, a malformed CLUSTER_SPEC: connect declines) while the net side keeps working.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Loads the built libnccl-net-tally.so the way NCCL does (dlopen RTLD_NOW | RTLD_LOCAL), finds
  * every table Tally claims (net and CollNet v8 to v12, tuner v2 to v6), and checks that `nm -D --defined-only` lists those and
  * nothing else. Plain C, so it also proves plugin/abi/ compiles as C with its static asserts. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Entry points that need no network partner: error mapping, the reduceSupport matrix, logging
 // through NCCL's logger, finalize of foreign contexts, argument validation, CollNet decline.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A base for the plugin tests' fake CollClients: all-gather and reduce-scatter post like an
 // all-reduce of the window, so a fake only writes iallreduce (and what else it records).
 #pragma once

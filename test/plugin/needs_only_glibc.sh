@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # NCCL dlopens the plugin with RTLD_LOCAL and silently falls back to its own net when that fails,
 # so the library may need nothing from the host but glibc:
 #   - every NEEDED entry is one of glibc's libraries;

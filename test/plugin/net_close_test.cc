@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // closeSend and closeRecv with requests in flight, through the v11 net table over loopback: each
 // returns within the bound whatever is pending (a send nobody receives, a receive nobody sends
 // to, a transfer half done), and once it has returned nothing touches the buffers: they are made

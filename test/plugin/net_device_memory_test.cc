@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The plugin's side of CUDA memory, against a recording transport: which NCCL_PTR_* bits a
 // device's properties advertise, which MemoryType regMr and regMrDmaBuf ask the transport for,
 // that types never advertised are refused, and that iflush hands the transport only the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Drives the net tables in-process over loopback the way NCCL does: init, devices,
 // getProperties, listen, connect/accept until both are non-NULL, regMr, isend/irecv (tags and a
 // grouped receive), test until done, close, finalize.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The whole path NCCL takes for GPUDirect RDMA, on the software verbs device: the net table's
 // getProperties advertises CUDA memory (a peer-memory client "loaded" in a sysfs tree of the
 // test's own), regMr(NCCL_PTR_CUDA) and regMrDmaBuf register, isend/irecv move the bytes with RDMA

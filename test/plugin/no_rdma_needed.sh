@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The plugin and tally-reducer must load on hosts without libfabric and libibverbs: those are
 # dlopen'ed when TALLY_TRANSPORT asks for them, so no binary may name them as a dependency.
 #   no_rdma_needed.sh BINARY...

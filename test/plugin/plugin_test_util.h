@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the plugin tests: parameters from a map (never setenv), and a global plugin
 // state on loopback installed before the first init.
 #pragma once

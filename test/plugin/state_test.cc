@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PluginState built from injected parameters and cluster variables (MapParamSource, never
 // setenv): reducer discovery, who joins CollNet, a malformed variable; the contexts and the
 // connects in progress the state owns.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tuner tables (tables_tuner.cc over tuner.h): the CollNet entries of an NCCL-shaped table
 // are the model's cost and nothing else changes; v2 picks CollNet where the model says so; v6's
 // chunk; and ranks whose hosts measure different link speeds still make the same choice.

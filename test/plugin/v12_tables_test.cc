@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The v12 tables (the ones NCCL 2.30 picks) in process: getProperties writes all 128 bytes of the
 // new layout whatever the caller's struct held (NCCL passes it uninitialized), with the same
 // values as v11 and no rail or plane; setNetAttr takes every op bit NCCL 2.30 can set.

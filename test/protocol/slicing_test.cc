@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // protocol/slicing.h: how a call is cut, checked against hand-computed cuts.
 #include "protocol/slicing.h"
 

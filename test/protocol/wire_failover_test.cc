@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The failover messages (docs/failover.md): round trips, the Error scope, and refusal of
 // anything malformed.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reducer wire format: round trips, and rejection of anything malformed.
 #include "protocol/wire.h"
 

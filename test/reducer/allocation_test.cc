@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The hot path takes nothing from the heap: once a communicator is warm, iallreduce and test (and
 // the threads behind them, on both the worker and the reducer side) reuse their records and
 // buffers. This binary replaces the global operator new to count every C++ allocation in the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // End to end: in-process reducers, 2-4 ranks in threads, results against a reference computed
 // here (integer-valued inputs, so float sums are exact whatever the order).
 #include <cstring>

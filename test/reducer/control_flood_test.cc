@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Members that flood the reducer with control messages (Pings, Acks), as anyone can: without a
 // job token any host forms a one-rank communicator of its own. The attackers are raw sockets
 // speaking the TCP transport's framing.

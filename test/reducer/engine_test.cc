@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The engine on its own (reducer/engine.cc): inputs filed straight into it, in chosen arrival
 // orders and from many threads at once, with members that record what they are sent. What it
 // must hold whatever the order: every rank gets the exact reduction (tools/driver/reference.h,

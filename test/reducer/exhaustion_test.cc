@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally-reducer under resource exhaustion, as a process with real limits:
 // RLIMIT_NOFILE low and more connections than it has descriptors for; RLIMIT_NPROC at the
 // threads it already has while connections that need threads arrive. Each time the reducer must

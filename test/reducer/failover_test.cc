@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reducer's half of failover (docs/failover.md), against a real ReducerServer with raw
 // members: Acks become Commits of every rank's minimum, Pings get their Pongs, a Dismiss or a
 // lost member fails the communicator on this reducer only (an Error of reducer scope) while

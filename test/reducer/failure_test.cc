@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Failures must be errors, quickly: mismatched handles, mismatched calls, absent reducers.
 #include "test/support/harness.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // All-gather and reduce-scatter end to end: in-process reducers, ranks in threads calling
 // CollClient directly, results against the driver's independent reference (tools/driver/
 // reference.h). Windows are cut the way NCCL's CollNetDirect cuts them: they march over the

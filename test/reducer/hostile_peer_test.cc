@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a peer that has proven nothing can hold, and how its misbehaviour is counted (silent
 // connections in the opening budget, and junk on the wire). The attackers are raw sockets
 // speaking the TCP transport's framing, so they can stop or lie anywhere. Each case runs against

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reducer's limits: memory a communicator reserves (per connection, per communicator, in
 // total), connections at once, and how long a connection may take to join. Each refusal names
 // the limit, is counted, and leaves the server serving others.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reducer's event loops (reducer/loop.h): the thread count does not grow with connections,
 // idle connections cost a loop nothing while others all-reduce, and closed ones are forgotten.
 #include <dirent.h>

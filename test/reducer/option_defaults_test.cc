@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ServerOptions' defaults: the window is the named kDefaultReducerWindow (common/params.h), which
 // admits the workers' default TALLY_COLL_WINDOW, and the timeouts are the registry's.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Workers played by raw sockets for the failover tests (failover_test.cc, relay_test.cc): each
 // joins a communicator over one socket (an event loop serves it) or two (a reader and a writer
 // thread), then speaks the wire itself, so a test can send any failover message at any moment and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally-reducer as a process: the ready line, SIGTERM, bad arguments.
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Relays between a communicator's ranks through a real ReducerServer (docs/failover.md): rank
 // 0's go to every other rank, the others' to rank 0 alone, each stamped with its sender; a flood
 // fails its communicator only; rank 0's decisions are counted once per epoch; and no failover

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Small calls, the latency path: a slice is written by the iallreduce caller when its link is
 // idle and by the link's progress thread (or sender) otherwise, and a result by the thread that
 // completed the slice when the connection has nothing queued and by its loop (or writer)

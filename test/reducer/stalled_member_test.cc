@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A member whose connection dies of the I/O timeout is released. The worker here
 // is a raw socket speaking the TCP transport's framing, so it can stop anywhere: it joins a
 // one-rank communicator and then either stops in the middle of a slice's payload or sends slices

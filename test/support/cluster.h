@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the multi-process functional tests: where the built plugin and tally-reducer
 // are, a per-test file store and reducers on loopback, and what a worker process does before it
 // loads the plugin.

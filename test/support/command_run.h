@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs a command line under sh and keeps what a test checks: its exit status and its output,
 // stderr joined to stdout. For tests of the built programs (tally, tally-reducer).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A ServerObserver for tests: counts every event with atomics, no metrics library.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "test/support/exec_workers.h"
 
 #include <charconv>

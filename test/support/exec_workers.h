@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Worker processes that are the test program itself, exec'd again: a test registers a worker
 // body under a name, and runExecWorkers starts copies of the running program that run only that
 // body, as ranks 0 to n-1, with the parameters the test gave them. Each worker is a fresh

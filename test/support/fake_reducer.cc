@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "test/support/fake_reducer.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A reducer played by the test: a TCP listener on 127.0.0.1 that speaks the worker/reducer
 // protocol (protocol/wire.h) well enough for CollClients to take it as one of their reducers, and
 // misbehaves once, as its script says. Until then, and afterwards towards every rank that still

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test harness: an in-process ReducerServer pool and N CollClient ranks in threads.
 #pragma once
 

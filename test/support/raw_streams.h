@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Raw TCP sockets to a reducer for tests that play a misbehaving peer: a plain connect, and a
 // connection of one or more streams that said the TCP transport's hello and then do whatever the
 // test makes them do (nothing, junk, a stall). Loopback only.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally-reducer started as a child process by tests that look at the process itself: its
 // arguments, environment, ready line and exit status. The start is the plugin driver's
 // (driver::spawnReducer), the one way every test and tool starts a reducer; this adds a stdio

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Whether this test program was built with ThreadSanitizer, for the run lengths and time bounds
 // that allow for its instrumented processes, which run several times slower than the normal
 // build's (GCC defines __SANITIZE_THREAD__, clang answers __has_feature).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test helpers for the metrics tests: a plain-socket HTTP GET (no client library, every step
 // bounded by a timeout) and a reader for the Prometheus text exposition format.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // WARN lines logged while a test runs, kept for the test to look at (and passed on to stderr):
 // start() in SetUp, stop() in TearDown, with() to find the lines a test expects. start(kInfo)
 // keeps the INFO lines too (not passed on).

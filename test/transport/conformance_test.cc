@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Transport conformance: the behaviour transport.h promises, checked for every backend built.
 // Each backend enters through a factory that returns a connected pair; the TCP backend is
 // instantiated with 1, 2 and 4 sockets so striping is covered.

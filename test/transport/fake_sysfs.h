@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A fake sysfs tree for tests of code that reads /sys (verbs ports, auto's device check).
 #pragma once
 

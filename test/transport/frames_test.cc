@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The TCP framing on a caller-driven socket (transport/raw_stream.h), over a socketpair: many
 // messages of odd sizes, partial reads and writes through a tiny send buffer, garbage, and the
 // two kinds of EOF.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Network interface over TCP (tcp::createNetwork), and finishConnect's stepping, timeout and
 // error paths.
 #include "transport/network.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loopback numbers for the ofi backend beside TCP: ping-pong latency of small messages and the
 // bandwidth of 4 MiB messages. Printed for the record, never asserted on (a shared CI machine's
 // timings say nothing); the bytes are checked.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the ofi backend does for CUDA memory, run on loopback without a GPU: iflush's read-back
 // (fi_read of each buffer through the endpoint's own address), and payloads sent without the
 // inline copy, as providers with FI_HMEM need. libfabric's tcp provider stands in for one with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libfabric loaded at run time (transport/ofi/loader.h) and the ofi backend's wire format
 // (transport/ofi/wire.h).
 #include <dlfcn.h>

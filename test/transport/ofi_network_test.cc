@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ofi backend beyond the conformance suite: provider choice and its log line, devices, bad
 // handles, host:port addressing, the registration path, message splitting, the I/O timeout and
 // peers that close or die. libfabric's tcp provider on loopback; skips where it is missing.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The side channel (transport/side_channel.h): handles, the setup exchange, the peer watch and
 // the deadlines, over loopback TCP. Backend-neutral; it lives with the ofi tests because the ofi
 // backend is its first user.

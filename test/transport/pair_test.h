@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fixture base of the conformance suites (conformance_test.cc, verbs_conformance_test.cc): a
 // connected pair, a_ and b_, which the suite's SetUp makes, and the request helpers its tests use.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The interface the kernel routes a peer to, checked against this host's own tables
 // (/proc/net/route, getifaddrs through findInterfaces), and the link choice built on it, with a
 // made-up route and sysfs.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TALLY_TRANSPORT: parsing, the config from Params, and the choice openNetwork makes, driven with
 // fake backends so that every branch runs without RDMA hardware.
 #include "transport/network.h"

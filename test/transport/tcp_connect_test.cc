@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TCP connection establishment: the state machines, listeners, refused and garbage peers.
 #include <arpa/inet.h>
 #include <netinet/in.h>

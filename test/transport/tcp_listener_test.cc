@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The TCP listener under pressure: running out of file descriptors, more
 // sockets waiting for their hello than it keeps, and a connection that cannot be set up. In each
 // case the listener must drop what does not fit, log it once per interval, and go on serving.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The TCP transport's own bytes, for tests outside test/transport that play a raw peer of a
 // reducer: the hello that opens each stream and the header in front of a message. The one place
 // outside transport/tcp/ and its own tests that knows the TCP framing.

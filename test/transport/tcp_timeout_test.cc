@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The TCP transport's I/O timeout (TcpOptions::io_timeout_ms, TALLY_TIMEOUT_MS): an idle
 // connection lives on, but a peer that stops in the middle of a message, or stops reading what
 // is sent to it, fails the connection instead of holding a thread forever. Its requests then

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pure pieces of the TCP backend: interface selection, striping, wire encodings, addresses.
 #include <gtest/gtest.h>
 

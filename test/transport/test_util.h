@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for the transport tests: connected pairs over loopback, byte patterns, deadlines.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The verbs backend end to end, beyond the shared conformance suite (conformance_test.cc runs
 // that over verbs too): memory regions, a send just before close, device handles. Each test runs
 // on the host's RDMA device where there is one (skipped with the reason elsewhere) and always on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How the verbs backend fails, on the software device: a fabric that stops acknowledging (the
 // I/O timeout) and a device that reports an error (sticky, and told to the peer at once).
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "test/transport/verbs_fake.h"
 
 #include <sys/eventfd.h>

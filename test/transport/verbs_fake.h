@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A software stand-in for libibverbs and an RDMA device, for tests on hosts without one.
 //
 // fakeVerbsApi() returns a VerbsApi table whose functions keep every object in process: one

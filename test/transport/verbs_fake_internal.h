@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The state of the software device of verbs_fake.h, shared by its files: objects
 // (verbs_fake.cc), memory regions (verbs_fake_memory.cc) and data movement (verbs_fake_wire.cc).
 // Everything is guarded by g_mu.

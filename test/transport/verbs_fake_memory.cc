@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The software device's memory regions: ibv_reg_mr, ibv_reg_dmabuf_mr (a mappable fd stands in
 // for a GPU's dma-buf) and the key, bound and access checks every transfer makes (verbs_fake.h).
 #include <sys/mman.h>

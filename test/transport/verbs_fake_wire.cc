@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The software device's data movement: work requests, delivery in order per queue pair, and
 // completion queues (see verbs_fake.h).
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Connection::iflush on the verbs backend, on the software device (verbs_fake.h): nothing to do
 // for host memory, and every way the flush queue pair can fail ends in a clear error, never a
 // hang. The working flush is in verbs_gpu_memory_test.cc.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU memory on the verbs backend, on the software device (verbs_fake.h): the device properties
 // that say whether it works, dma-buf registration, and a flush after receiving into it (the
 // flush's failures are in verbs_flush_test.cc). A memfd stands in for a GPU's dma-buf, and host

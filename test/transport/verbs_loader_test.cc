@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The run-time loading of libibverbs and the device list, on hosts with and without either.
 #include <dlfcn.h>
 #include <gtest/gtest.h>

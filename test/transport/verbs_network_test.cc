@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // createNetwork without a device and over the software one: options, errors, properties.
 #include <dlfcn.h>
 #include <gtest/gtest.h>

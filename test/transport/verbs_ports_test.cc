@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TALLY_IB_HCA parsing and port selection, port speeds and the RoCE GID choice: pure functions.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The queue-pair state machine: the attributes and masks of each transition, and its order.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The registration cache over a fake registrar that records every call.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Connected verbs pairs for tests, and whether this host can make them at all.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The verbs setup message, control messages and immediates: bytes, round trips and refusals.
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FrameQueue's MSG_ZEROCOPY sends (transport/raw_stream.h) over a TCP connection on loopback: a
 // message is released only once the kernel's completion for it was read, in order, and the
 // bytes arrive whole. On loopback the kernel copies when it delivers, and says so in the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A rank that closes its communicator cleanly (Bye) while the others go on: their next call fails
 // within a round trip, with a reason that names the rank, not at TALLY_TIMEOUT_MS with one that
 // blames a reducer. And a normal teardown, every rank closing once its calls are done (at once or

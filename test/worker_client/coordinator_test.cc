@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Rank 0's coordinator (worker_client/coordinator.h): suspicions and join offers, one change
 // proposed at a time, every rank's report gathered, and what it decides: Lost, Join, Void, Fail.
 #include "worker_client/coordinator.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A reducer lost while a communicator forms (docs/failover.md): a reducer that is down, or that
 // accepts connections and never answers, does not keep the communicator from forming on the
 // others. Every rank leaves it out through one agreed epoch, every call is exact, and when it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The keeper's Pings (docs/failover.md, "A silent reducer"), counted at a reducer the test plays
 // (test/support/fake_reducer.h): an idle link is pinged at a quarter of TALLY_REDUCER_TIMEOUT_MS,
 // and with a timeout of 0 ("only a failed connection drops a reducer") never. In every progress

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A link's books (worker_client/ledger.h): what a rank acknowledges, what a Commit completes,
 // and the Commits it refuses.
 #include "worker_client/ledger.h"

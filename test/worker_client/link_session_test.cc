@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The protocol steps both kinds of link share (worker_client/link_session.h), on their own: what
 // a result must match, where its payload lands, the checksum's verdict, and what each message
 // from a reducer does to the books and to the client.

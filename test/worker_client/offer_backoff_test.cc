@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Rank 0's wait before it offers an empty slot a join again (worker_client/offer_backoff.h).
 #include "worker_client/offer_backoff.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CollOptions and SlicePlan default to what the parameter registry (common/params.h) says, so a
 // worker built without the plugin's Params (tests, tally doctor, benches) behaves as an unset
 // environment does: a number restated in a struct that differs from the registry fails here.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Placement (worker_client/placement.h): stickiness, recovery classes, balance, joins,
 // compaction.
 #include "worker_client/placement.h"

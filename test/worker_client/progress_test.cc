@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The worker's three ways of driving reducer links (TALLY_COLL_PROGRESS): raw sockets with one
 // epoll progress thread per client ("thread", the default on TCP), the same sockets progressed
 // by the threads that test requests ("poll"), and the threaded links ("legacy"); the raw sockets

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The seal on failover relays (worker_client/relay_seal.h): what opens and what does not, and the
 // MAC's layout as the header documents it, computed here from the parts.
 #include "worker_client/relay_seal.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A reducer behind a slow link, through a proxy that throttles one direction of every rank's
 // connection. A result whose body takes longer than TALLY_REDUCER_TIMEOUT_MS to arrive, still
 // arriving, is a reducer heard, not a silent one (docs/failover.md, "A silent reducer"); and a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A reducer far slower than its peers (docs/failover.md, "A slow reducer"): the link to one of
 // three reducers runs through a proxy that forwards about 2 MB/s each way (0.5 under TSan) while
 // the others run at loopback speed, so every call waits for that one. Every rank must see it dropped as slow,

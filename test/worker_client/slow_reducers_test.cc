@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SlowReducers (worker_client/slow_reducers.h) on its own: which slot is far slower than its
 // peers, from each slot's busy time fed at ticks as the keeper does.
 #include "worker_client/slow_reducers.h"

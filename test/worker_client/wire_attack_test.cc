@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Wire-level attacks on the worker's failover (docs/failover.md), through a reducer the test plays
 // (test/support/fake_reducer.h) next to real in-process ones. Each misbehaviour must cost the
 // communicator nothing but the fake: every call still completes with the exact sum (small

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tally bench`: all-reduce bandwidth of the reduction server beside a pipelined ring all-reduce
 // over Tally's own point-to-point net (and, when built, Gloo's ring-chunked and halving-doubling
 // all-reduce), shaped like nccl-tests' all_reduce_perf. `tally demo` is a preset of it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // --algo auto: each size runs through the algorithm NCCL would run with Tally's tuner loaded.
 // The question goes through the same code as the plugin's getCollInfo (model/cost_table.h): a
 // table shaped like NCCL's, with NCCL's ring cost for hosts whose net reports the link speed the

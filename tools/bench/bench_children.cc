@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Child processes of `tally bench`, its cleanup on SIGINT and SIGTERM, and its progress line.
 //
 // Why handlers and a self-pipe rather than blocked signals and sigwait(): a blocked mask survives

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally bench [-b 256K] [-e 64M] [-f 2] [-n 5] [-w 2] [-d float32] [-o sum] [-c 1]
 //             [--workers 4] [--reducers 2] [--algo rs,ring] [--emulate 1gbit]
 //             [--json FILE] [--plot FILE.png] [--plugin SO] [--reducer BIN]

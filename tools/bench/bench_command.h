@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tally bench` on the command line (bench_cli.cc): nccl-tests' all_reduce_perf flags turned into
 // BenchOptions. Bad values exit 2 with a message naming the flag.
 #pragma once

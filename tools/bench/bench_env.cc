@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BenchEnv: what a run of the bench stands on (the signal guard, the scratch directory and its
 // store, the emulated cluster, the reducers), made in that order and taken down in reverse.
 #include <signal.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // runFaultBench: `tally bench --fault`. The setup is runBench's (BenchEnv); the workers run
 // runFaultWorker; a thread of the parent kills, freezes, resumes and restarts reducers, and slows
 // and heals their emulated links, at the faults' times, counted from the start rank 0 writes;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // --fault, --duration and --slow-factor: the grammar of a fault list, the names the timeline
 // prints, and the checks that need the other flags (reducer count, duration, algorithms,
 // --emulate).

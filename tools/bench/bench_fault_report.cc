@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A fault run's report: the bandwidth timeline from the calls' completion times, the summary
 // (algbw between the faults, the longest stall after each), and its JSON and chart.
 // docs/bench.md ("Faults") describes every number.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One worker of a fault run: the reduction server at one size, calls back to back for the whole
 // duration while the parent kills, freezes and restarts reducers, every result checked, and the
 // time each call completed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Gloo beside Tally: tally-gloo-bench's ranks started as children of the bench, on the same
 // sizes (float32 sum only, the one case it measures) and, when emulating, in the workers' nodes.
 // Rank 0 prints one JSON row per (algorithm, size); it goes to a file in the scratch directory

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pieces of `tally bench` shared by its files (tools/bench/bench*.cc); not an interface for
 // anything else. Everything here runs in the bench's parent process on its main thread, except
 // the worker functions (in a forked worker), RunGuard's watcher thread and a fault run's

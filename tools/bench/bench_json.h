@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pieces of the bench's JSON records that the table's (bench_output.cc) and a fault run's
 // (bench_fault_report.cc) share. docs/bench.md describes the keys.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The small parsers of bench.h and the checks runBench makes before it starts anything.
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The bench's files: the JSON record of a run (options, machine, rows, ratios) and the gnuplot
 // chart of algbw against size, with the pieces a fault run's files share (bench_json.h, the
 // gnuplot runner). docs/bench.md describes both.

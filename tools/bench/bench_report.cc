@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The bench's table: its header lines, the rows (nccl-tests shaped, or the demo's side-by-side
 // layout), the ratios and the closing lines. Also the store keys and the bandwidth formulas, so
 // the arithmetic lives in one file.

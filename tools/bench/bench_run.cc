@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // runBench: checks the options, builds the (emulated) cluster and starts the reducers (BenchEnv),
 // runs Gloo's ranks and then the Tally workers, printing each line of the table once its size is
 // measured, and reports. With --fault it hands over to runFaultBench (bench_fault.cc). Cleanup

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One worker of `tally bench`. This process stands in for the rank of an NCCL job: like such a
 // job it configures the plugin through the environment before loading it.
 #include <algorithm>

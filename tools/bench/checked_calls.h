@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which calls of a timed run `tally bench` and tally-gloo-bench check against the reference.
 //
 // Every warm-up call, and the last timed call: the timed calls go back to back, as nccl-tests

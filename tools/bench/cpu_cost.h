@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU cost of an all-reduce for `tally bench` and tally-gloo-bench: the CPU seconds (user + system,
 // every thread of a process) that the kernel accounts to a process, and the cost per GiB moved.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally-kernels-bench: Google Benchmark for the reduction kernels (kernels/kernels.h).
 //
 // Sum of 2, 4 and 8 inputs for float32, bfloat16, float16 and both float8 formats, through

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The summary tally-kernels-bench prints after its benchmarks: for each (buffer size, type,
 // inputs) the bandwidth of one reduce() call and its fraction of the memcpy bandwidth measured
 // at the same buffer size in the same run, with the kernels' targets marked met or not met.

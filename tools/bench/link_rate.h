@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A tc rate ("200mbit", "1gbit", "100mbps"): the one grammar --emulate accepts, the Mb/s a NIC
 // of that rate would report, for TALLY_LINK_MBPS in an emulated cluster, and the rate a
 // slow-reducer fault sets (a fraction of it). Header-only, so its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `tally` subcommands that live in tools/commands/ (launch, plan, doctor).
 //
 // Each add*Command registers its options on `parent` before parsing and returns the CLI11 app it

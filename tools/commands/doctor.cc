@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally doctor: run on a worker, says in PASS/WARN/FAIL lines whether Tally will work there.
 //
 // Checks, in order: plugin, cluster, reducers, transport (TALLY_TRANSPORT's choice), each

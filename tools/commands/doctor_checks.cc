@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pure checks of `tally doctor`: NCCL variables and the bandwidth comparison.
 #include "tools/commands/doctor_checks.h"
 

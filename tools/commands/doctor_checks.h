@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tally doctor`'s results and its pure checks: no sockets, no files, no environment of their
 // own. What they look at comes in as arguments (a ParamSource for the NCCL variables, numbers for
 // the bandwidth comparison), so tests drive them with tables.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // This host's side of `tally doctor`: plugin library, cluster spec, reducer list, link speed.
 #include "tools/commands/doctor_host.h"
 

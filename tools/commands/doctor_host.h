@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tally doctor`'s checks of this host: the plugin library, the cluster spec, the reducer list
 // and the link speed of the interface Tally would use. Each returns its report line; none exits.
 #pragma once

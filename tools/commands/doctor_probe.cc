@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One reducer, probed through a one-rank CollNet communicator: handshake, round trip, bandwidth.
 #include "tools/commands/doctor_probe.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tally doctor` talking to one reducer: a CollNet communicator of one rank (this process)
 // against that reducer alone. With a single rank the reducer's sum is the input itself, so every
 // all-reduce is an echo whose result can be checked byte for byte.

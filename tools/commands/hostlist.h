@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Slurm hostlist expressions, expanded in process (no `scontrol show hostnames`).
 //
 //   "gpu01"                  -> gpu01

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally launch [--dry-run] -- CMD ARGS...
 //
 // The one container entrypoint for every worker pool of a job: works out this replica's role

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The job's cluster as a Kubernetes JobSet or a Slurm heterogeneous job describes it, turned
 // into the same ClusterSpec that CLUSTER_SPEC gives, so `tally launch` derives the same roles and
 // variables (launch_plan.h). `tally plan --format jobset|slurm` writes jobs that set exactly what

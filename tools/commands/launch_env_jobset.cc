@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cluster of a Kubernetes JobSet written by `tally plan --format jobset` (launch_env.h).
 #include <algorithm>
 #include <charconv>

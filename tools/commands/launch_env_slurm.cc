@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cluster of a Slurm heterogeneous job written by `tally plan --format slurm`
 // (launch_env.h), and the choice between the schedulers.
 #include <utility>

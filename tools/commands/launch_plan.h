@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What `tally launch` does in this replica, worked out from the cluster variables without touching
 // the process: which role it plays, which program it execs and which environment variables it
 // sets, keeps or removes. launch.cc carries the plan out; tests check it directly.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Machine type shapes, the egress table, the n1/n2 per-vCPU rule and the Tier_1 rows. Where each
 // figure comes from is in docs/plan.md.
 #include "tools/commands/machine_types.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compute Engine machine types for `tally plan`: which names exist (family, type, size), how many
 // vCPUs they have, and their egress bandwidth.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where the installed pieces are, found from the running `tally` binary.
 //
 // The installed layout is <prefix>/bin/tally, <prefix>/bin/tally-reducer and

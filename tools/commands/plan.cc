@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally plan: size a Vertex AI CustomJob's reducer pool and print the gcloud command for it.
 //
 //   tally plan --spec job.json [--reducer-machine M] [--reducer-image URI] [--tier1] [--json]

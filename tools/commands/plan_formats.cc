@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What `tally plan --format jobset` and `--format slurm` share (plan_formats.h).
 #include "tools/commands/plan_formats.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tally plan --format jobset|slurm`: the planned job (plan_model.h) for Kubernetes and Slurm
 // instead of Vertex AI's gcloud command. Both run `tally launch -- <training command>` on every
 // host, as the gcloud command does, and set what launch reads there (launch_env.h).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tally plan --format jobset`: the planned job as a Kubernetes JobSet (plan_formats.h).
 #include <yaml-cpp/yaml.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Parsing a CustomJob spec and planning its reducer pool (rendering is in plan_render.cc).
 #include "tools/commands/plan_model.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tally plan`'s logic, free of I/O but for reading the spec file: a Vertex AI CustomJob spec is
 // parsed into its four worker pools, the reduction-server rules are checked, the reducer pool is
 // sized from the machines' egress bandwidth (machine_types.h), and the planned job is rendered as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The flags and rendering of plan_predict.h; the model is model/allreduce.cc.
 #include "tools/commands/plan_predict.h"
 

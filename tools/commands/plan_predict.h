@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tally plan`'s prediction: the expected time of one all-reduce of a bucket of S bytes over n
 // GPU hosts, with a ring and with m reducers. The model itself is model/allreduce.h, which the
 // plugin's tuner uses too; this file parses the flags that feed it and renders what it predicts.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where each input of a prediction came from, and how to calibrate the ones measured elsewhere
 // (plan_predict.h).
 #include "tools/commands/plan_predict.h"

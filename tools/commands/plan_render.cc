@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Rendering a Plan: the gcloud argv, the shell command, the text report and the JSON document
 // (docs/plan.md).
 #include <algorithm>

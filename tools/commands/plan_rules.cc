@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The rules of a plan (plan_rules.h).
 #include "tools/commands/plan_rules.h"
 

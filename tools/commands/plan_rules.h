@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The rules `tally plan` checks (plan_model.h lists them), one function each. Each returns one
 // Rule: what was found and, when it fails or warns, what to change. Pure functions of the job as
 // given; makePlan() calls them in the order the output lists them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tally plan --format slurm`: the planned job as an sbatch script for a heterogeneous job
 // (plan_formats.h).
 #include <string>

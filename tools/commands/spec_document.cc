@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // JSON with comments and YAML into nlohmann::json (spec_document.h).
 #include "tools/commands/spec_document.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reading a job spec document for `tally plan`: JSON, JSON with comments (Vertex AI's own examples
 // carry `//` lines), or YAML (what `gcloud ai custom-jobs create --config` takes), all into the
 // same nlohmann::json value, so that one parser checks every field whatever the syntax.

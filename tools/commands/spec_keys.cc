@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Vertex AI's CustomJob field names and the unknown-key check (spec_keys.h).
 #include "tools/commands/spec_keys.h"
 

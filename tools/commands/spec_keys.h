@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The field names Vertex AI's REST API defines for the objects of a CustomJob, and the check that
 // refuses any other key in a spec, so that a typo (`replicaCont`) is an input error with a hint
 // instead of a field silently ignored. Fields `tally plan` does not read (diskSpec, env,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CollComm: one CollNet communicator driven through a plugin's ncclCollNet table the way NCCL's
 // proxy sets it up and calls iallreduce on a head rank:
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tools/driver/emulated_cluster.h"
 
 #include <dirent.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An emulated cluster on one machine: every node (worker or reducer) in its own network
 // namespace, linked to one bridge by a veth pair whose two ends are each capped at `rate` with a
 // token-bucket filter, so every node has a full-duplex link of that rate, as hosts on a switch.

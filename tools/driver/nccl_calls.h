@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The size of the iallreduce calls NCCL's CollNetChain proxy makes for an all-reduce of a given
 // size, so the tools can drive the plugin with the calls a job would see. The facts are in
 // nccl-plugin-abi.md §12.4 (2.28.9 src/enqueue.cc; 2.30.7 the same until a tuner's getChunkSize):

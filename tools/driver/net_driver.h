@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Point-to-point driving through a plugin's ncclNet table, as NCCL's net transport does it: the
 // receiver listens, the handle travels through a Store, the sender connects and the receiver
 // accepts, each called again until it returns a non-NULL comm; then regMr, isend/irecv, test;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PluginLibrary: a built net plugin opened the way NCCL opens it (dlopen RTLD_NOW | RTLD_LOCAL,
 // dlsym of ncclNetPlugin_vN / ncclCollNetPlugin_vN), and version-free views of its tables so the
 // same driver code and tests run against v8 to v12.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Process helpers for the demo and the functional tests: worker processes standing in for the
 // ranks of an NCCL job (forked, or forked and exec'd as a fresh program), and tally-reducer
 // processes started with fork/exec.

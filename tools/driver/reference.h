@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Inputs whose all-reduce has one exact answer, and that answer computed without Tally's kernels.
 //
 // Each rank's input is a pure function of (type, op, rank, nranks, seed, index), so every process

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tools/driver/ring_allreduce.h"
 
 #include <sched.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A pipelined ring all-reduce over a plugin's point-to-point ncclNet table: the baseline the demo
 // sets beside the reduction server.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally-gloo-bench: one rank of Gloo's ring-chunked and halving-doubling all-reduce, the baseline
 // `tally bench` runs beside Tally on the same links and sizes (docs/gloo.md).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What one tally-gloo-bench process runs (tools/gloo/gloo_bench.cc), the values every rank feeds
 // to the all-reduce, and the JSON row rank 0 prints. Nothing here touches Gloo, so the parsing
 // and the arithmetic can be read (and reasoned about) without it.

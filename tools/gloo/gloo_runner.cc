@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tools/gloo/gloo_runner.h"
 
 #include <gloo/allreduce_halving_doubling.h>

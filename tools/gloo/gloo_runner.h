@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One rank's side of a Gloo all-reduce benchmark: a Gloo context connected through a FileStore
 // over the TCP transport, and the timed, optionally checked, all-reduce of one size.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Setting up ofi connections: each end opens its endpoint, the two exchange endpoint names over
 // the side channel, and each inserts the other's into its address vector.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ofi Connection as callers see it: requests, registration, close. The helper thread is in
 // progress.cc; core.h describes both.
 #include <sys/eventfd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ofi Connection's state and its helper thread; internal to the ofi backend.
 //
 // Data path (wire.h has the bytes):

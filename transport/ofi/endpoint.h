@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One connection's libfabric objects: an RDM endpoint with its own completion queue and a
 // one-entry address vector (the peer), in the device's shared domain.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libfabric objects the ofi backend shares: owners for fid objects, and the opened domain of
 // each device.
 #pragma once

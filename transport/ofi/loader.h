@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libfabric, loaded at run time.
 //
 // Tally never links libfabric: libfabric.so.1 is dlopen'ed the first time the ofi transport is

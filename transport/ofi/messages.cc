@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ofi connection's messages: how a send becomes a control message and payload chunks, and
 // how the receiving helper reads headers in order and matches them to posted receives (wire.h
 // has the bytes, core.h the threads). Runs on the helper thread only.

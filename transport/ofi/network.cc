@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ofi Devices and Network.
 #include <algorithm>
 

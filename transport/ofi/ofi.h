@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The libfabric (ofi) backend of transport.h and network.h.
 //
 // One Device per libfabric domain of the chosen provider (TALLY's provider option, else

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ofi connection's helper thread: posts, completions, header matching, the peer watch and
 // the I/O timeout. core.h describes the design.
 #include <poll.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the ofi backend puts on the fabric and on the side channel.
 //
 // Every Tally message is a control message (a header, with the payload inline when it is small)

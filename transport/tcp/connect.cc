@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The connecting side: a resumable state machine over non-blocking sockets.
 #include <poll.h>
 #include <sys/socket.h>

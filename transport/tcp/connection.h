@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The TCP Connection: `streams` sockets, each with a send and a receive helper thread.
 //
 // Data path (see wire.h for the bytes):

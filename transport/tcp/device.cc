@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The TCP Device: one network interface, its properties read from sysfs.
 #include <climits>
 #include <cstdlib>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The TCP backend names the descriptor owner (common/fd.h) as its own.
 #pragma once
 

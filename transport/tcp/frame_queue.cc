@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FrameQueue (transport/raw_stream.h): the raw stream's writes, many messages per sendmsg, and
 // MSG_ZEROCOPY for large ones with the kernel's completions read from the socket's error queue.
 #include <time.h>  // before linux/errqueue.h, which uses timespec

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The raw stream framing (transport/raw_stream.h): the TCP backend's message header (wire.h).
 #include "transport/raw_stream.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Choosing network interfaces by a TALLY_SOCKET_IFNAME spec, split from the system query so the
 // matching can be tested on a made-up list.
 #pragma once

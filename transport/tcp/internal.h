@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Factories shared by the files of the TCP backend; not part of its interface.
 #pragma once
 

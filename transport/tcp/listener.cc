@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The accepting side: a non-blocking listening socket that collects the streams of each
 // connection by the id in their hellos.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The TCP Network: one Device per chosen interface, and listenAt/connectTo over the same sockets.
 #include <utility>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Socket helpers shared by the TCP backend: addresses, parsing, socket options.
 #pragma once
 

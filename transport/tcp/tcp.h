@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The TCP backend of transport.h.
 //
 // A Connection is `sockets` TCP streams between the same two processes. Messages are framed

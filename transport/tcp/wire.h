@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the TCP backend puts on the wire, and how it cuts messages into stripes.
 //
 // Every integer is little-endian, whatever the host, so the layout is fixed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Connection setup, both ends: a TCP side channel carries one setup message each way (wire.h),
 // then one ready byte each way, and stays open as the peer watch (side_channel.h).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The verbs Connection's calls: posting, testing, registering, closing. The helper thread's side
 // is in datapath.cc; the design is in connection.h.
 #include "transport/verbs/connection.h"

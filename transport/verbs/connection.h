@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The verbs Connection: an Endpoint (queue pairs on the device) plus the side channel that
 // watches the peer, and a helper thread that polls the completion queue.
 //

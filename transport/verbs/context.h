@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One opened RDMA port: the device context, its protection domain, what the port is, and the
 // registration cache every connection on it shares. Made by DeviceContext::open, shared by the
 // Device, its listeners and connections (shared_ptr), destroyed with the last of them.

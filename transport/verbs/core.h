@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The state behind one verbs Connection, shared by connection.cc (the calls users make) and
 // datapath.cc (the helper thread: completions, matching, posting). Not part of the interface.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The verbs Connection's helper thread: completions, matching sends to the peer's clear-to-send
 // messages, posting writes and control messages. The design is in connection.h.
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The device objects of one connection: a completion channel and queue, a control queue pair and
 // 1..kMaxQps-1 data queue pairs, and the registered control buffers.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The read-back that makes received bytes in GPU memory visible to the GPU (Connection::iflush),
 // for the verbs backend.
 #pragma once

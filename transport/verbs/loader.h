@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libibverbs, loaded at run time.
 //
 // Tally never links libibverbs: the library is dlopen'ed the first time the verbs transport is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The verbs Devices and Network, and createNetwork.
 #include <algorithm>
 

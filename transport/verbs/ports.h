@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which RDMA device ports the verbs transport uses.
 //
 // TALLY_IB_HCA (VerbsOptions::hca) picks ports by device name: a comma list of name prefixes,

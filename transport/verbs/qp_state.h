@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The state machine of one reliable-connected queue pair: RESET -> INIT -> RTR -> RTS, with
 // ERROR reachable from anywhere.
 //

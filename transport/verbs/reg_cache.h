@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A cache of memory registrations, keyed by address range.
 //
 // RDMA needs every buffer registered (pinned, with keys the device knows) and registering costs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The libibverbs backend of transport.h: reliable-connected queue pairs on an RDMA device
 // (InfiniBand or RoCE), set up over a TCP side channel (transport/side_channel.h).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the verbs backend puts on the wire. Every integer is little-endian.
 //
 // Setup message (one each way over the TCP side channel, before any queue pair is used):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA 13's cudaTypedefs.h declares each driver-API pointer type only with its version suffix
 // (PFN_cuMemCreate_v10020); NCCL before 2.23 names them without one (PFN_cuMemCreate). Forced
 // into those NCCL files by the nccl-source build, this maps each name NCCL uses to the version of

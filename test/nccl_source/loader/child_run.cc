@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "test/nccl_source/loader/child_run.h"
 
 #include <fcntl.h>

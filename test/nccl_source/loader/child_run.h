@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs this test program again as a child with an environment of the test's choosing, and keeps
 // its output: each loader case needs a fresh process, since NCCL's loader keeps its state in
 // process-wide statics set up once.

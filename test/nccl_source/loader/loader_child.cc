@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NCCL side of the loader tests (loader_child.h): compiled against one NCCL version's headers
 // and linked with that version's own loader files, so every decision below the ncclNetInit and
 // ncclNetFinalize calls is NCCL's.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One process of the loader tests: NCCL's own plugin loader, compiled from NCCL's source, run
 // through a script of communicator steps the way ncclCommInitRank and ncclCommDestroy call it.
 // No NCCL type appears here; loader_child.cc holds the NCCL side.

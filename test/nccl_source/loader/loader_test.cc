@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL's own plugin loader, adapters and plugin state machine, compiled from one NCCL version's
 // source, load the built plugin the four ways NCCL finds a plugin and run communicators through
 // it: several at once, all destroyed, one re-created. Each case is a fresh process

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU kernel's side of NCCL's CollNet step protocol, played by one CPU thread per connection
 // with real data: what NCCL's Simple-protocol primitives do for the CollNet connectors of a head
 // rank with no local peers (one GPU per node).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally-nccl-proxy-bench: all-reduce through NCCL's own CollNet proxy (coll_net.cc compiled from
 // NCCL's source, the harness of proxy_rank.h) against the same all-reduce through Tally's plugin
 // driver (tools/driver/coll_driver.h, what `tally bench` runs), with the same calls, in the same

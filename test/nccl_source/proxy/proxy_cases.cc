@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The body of one forked rank of the proxy tests (proxy_cases.h).
 //
 // Every rank builds every rank's input itself from tools/driver/reference.h, so the expected

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What one forked rank of a proxy test does (proxy_cases.cc): opens a ProxyRank (NCCL's proxy over
 // Tally), runs a list of collectives with inputs from tools/driver/reference.h, checks every
 // output element against the reference, closes the rank the way NCCL tears down, and checks what

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One rank of the proxy tests (proxy_rank.h): the NCCL proxy's progress loop for a collective, with
 // one CPU thread per connection in the kernel's place, and NCCL's teardown.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the NCCL side of the proxy tests (C++17, NCCL's headers): the process-wide state the
 // stubs of NCCL's proxy plumbing reach, the spy table between NCCL's proxy and Tally, and the
 // CPU threads that play the GPU kernel. Not for the C++20 test side, which sees proxy_rank.h.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One rank of the proxy tests: NCCL's own CollNet proxy (coll_net.cc, compiled from NCCL's
 // source) connected to Tally through NCCL's own plugin loader, with CPU threads in the place of
 // the GPU kernel. No NCCL type appears here: the NCCL side (proxy_driver.cc and its neighbours)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Setting up what NCCL's CollNet proxy runs on: a communicator with Tally loaded through NCCL's own
 // ncclNetInit, the CollNet connectors of every channel made by NCCL's own transport functions
 // (recvSetup, recvConnect, sendSetup, sendConnect, which reach the proxy functions through the

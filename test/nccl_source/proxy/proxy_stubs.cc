@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tally's stand-ins for what NCCL's coll_net.cc and plugin loader call outside the files the proxy
 // tests compile: the CUDA runtime calls behind ncclCudaHostCalloc and friends (host memory, since
 // a host-memory CollNet gets pinned host buffers whose CPU and GPU addresses coincide), the

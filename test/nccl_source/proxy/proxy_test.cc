@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL's own CollNet proxy (coll_net.cc of the NCCL version this executable was built from, with
 // NCCL's plugin loader) driving Tally with real tally-reducer processes: ranks are forked
 // processes, each one node with one GPU whose kernel is played by CPU threads (gpu_side.cc);

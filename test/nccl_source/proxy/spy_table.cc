@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A CollNet table between NCCL's proxy and Tally's: every slot the proxy uses forwards to the
 // table NCCL's loader picked (Tally's own, or NCCL's adapter in front of it) and counts what it
 // saw, so the tests can say what NCCL asked of Tally (the op an average arrives as, NULL

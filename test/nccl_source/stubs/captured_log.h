@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What NCCL's compiled files logged, as the nccl-source tests read it back. NCCL's WARN and INFO
 // lines (and a plugin's, through the logger NCCL hands it) go to ncclDebugLog, which the stubs
 // implement: every line is kept here, and also printed on stderr when NCCL_DEBUG is set to INFO

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tally's stand-ins for the parts of NCCL that NCCL's plugin loader and CollNet proxy call but
 // that the nccl-source tests do not compile: the debug logger, parameters and environment, the
 // profiler callback, and the two internal nets NCCL appends after the external plugins.

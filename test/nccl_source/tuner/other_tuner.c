@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A tuner that is not Tally's, for the nccl-source tuner tests to name in NCCL_TUNER_PLUGIN: each
  * of its tables marks NCCL's choice in a way Tally's tuner never would, so a test can tell whose
  * tuner NCCL called.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NCCL side of the tuner tests (tuner_child.h): compiled against one NCCL version's headers and
 // linked with that version's net loader and tuner loader, so which library and which table the
 // tuner comes from is NCCL's decision.

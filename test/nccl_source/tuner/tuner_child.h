@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NCCL side of the tuner tests: one communicator's net and tuner, loaded by NCCL's own loader
 // and tuner loader (compiled from one NCCL version's source) in the order ncclCommInitRank runs
 // them, and NCCL's calls into the tuner as its enqueue code makes them. No NCCL type appears here;

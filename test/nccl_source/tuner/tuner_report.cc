@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One process of the tuner tests (tuner_report.h).
 #include "test/nccl_source/tuner/tuner_report.h"
 

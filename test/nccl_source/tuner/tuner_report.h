@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One process of the tuner tests: a communicator set up by NCCL's own loaders (tuner_child.h),
 // NCCL's calls into whatever tuner NCCL found, and a report of what came back on stdout for the
 // test to check (tuner_test.cc). The inputs, NCCL-shaped cost tables and NCCL's own chunks, are

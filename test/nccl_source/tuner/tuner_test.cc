@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL's own tuner loader and adapters, compiled from one NCCL version's source, find Tally's tuner
 // in the net plugin's library (NCCL_NET_PLUGIN set to the built plugin, NCCL_TUNER_PLUGIN unset)
 // and call it as NCCL's enqueue code does. Each case is a fresh process (tuner_report.h); this

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally-reducer --metrics as a process: its two lines, an all-reduce against it, the scraped
 // metrics, SIGTERM; bad and unbindable metrics addresses.
 #include <fcntl.h>

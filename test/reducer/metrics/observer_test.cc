@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ServerObserver events of an in-process ReducerServer: exact bytes and slices after known
 // all-reduces, connection and communicator counts that return to 0, and one error per incident
 // under the right cause.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Prometheus side without a server: LatencyHistogram's buckets and ReducerMetrics' exposition.
 #include "reducer/metrics/reducer_metrics.h"
 

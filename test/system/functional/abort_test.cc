@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CollNet teardown the way NCCL runs it on an abort, across processes with real reducers: calls
 // still in flight (posted and never matched by the other ranks, or mid-transfer), then deregMr of
 // every registration, then the buffers are freed, then closeColl. Freeing is mprotect(PROT_NONE)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CollNet all-gather and reduce-scatter through the built plugin's tables, across processes:
 // forked workers drive the iallgather / ireducescatter slots the way NCCL's CollNetDirect proxy
 // does (tools/driver/coll_driver.h: windows over the global vector, staged through the shared

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CollNet through the built plugin, across processes: forked workers drive ncclCollNetPlugin_v8,
 // _v11 and _v12 exactly as NCCL's proxy does (tools/driver/coll_driver.h) against tally-reducer
 // processes on ephemeral loopback ports. Every result is compared with a reference the test

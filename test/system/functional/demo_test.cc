@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tally demo` end to end, small: the command the project's main job runs must start reducers and
 // workers, check every result and exit 0.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The point-to-point ncclNet tables (v8, v11 and v12) of the built plugin across processes: sizes
 // from 0 to 64 MiB, receives larger than the send, many requests in flight, grouped receives with
 // tag matching, and the ring all-reduce the demo uses as its baseline.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reference the functional tests and the demo check against (tools/driver/reference.h):
 // its inputs are exact in every type and its expected result agrees with tally::reduce.
 #include "tools/driver/reference.h"

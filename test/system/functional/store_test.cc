@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The rendezvous Store (common/store.h) and the process helpers the other functional tests stand
 // on: in-memory and file stores, across threads and forked processes, with bounded waits.
 #include "common/store.h"

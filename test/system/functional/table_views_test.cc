@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The driver's views of the built plugin's tables as each NCCL sees them: which CollNet
 // all-gather / reduce-scatter slots a view offers (CallingNccl::k228, the table as it is, and
 // k230, NCCL 2.30's adapters for v8 to v11), the limits of the v8 adapter, and the v12 property

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target fuzz_reducer_session: the reducer's connection state machine (reducer/peer.cc,
 // loop_peer.cc, session.cc, failover.cc) behind a real loopback listener.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target fuzz_tcp_wire: the TCP transport's own framing (transport/tcp/wire.h).
 //
 // The first byte picks the subject, the rest is its input:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the fuzz targets: a property check that aborts (so libFuzzer saves the input and the
 // replay test fails), and a reader that cuts typed fields from the fuzzer's bytes.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target fuzz_wire: the reducer protocol's frame decoders (protocol/wire.h).
 //
 // Each input is used twice:

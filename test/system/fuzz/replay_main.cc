@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Replays fuzz inputs without libFuzzer: runs LLVMFuzzerTestOneInput on every file named on the
 // command line or found in a directory named there (sorted, not recursive). This is how the seed
 // corpus and every saved crash (test/system/fuzz/regressions/<target>/) run in the normal g++ build and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs each libFuzzer target for a bounded time: `make fuzz-run` (FUZZ_SECONDS, default 60).
 #   test/system/fuzz/run_fuzzers.sh BUILD_DIR SECONDS TARGET...
 # Corpora: BUILD_DIR/fuzz-corpus/<target> (where new inputs go), then the committed seeds

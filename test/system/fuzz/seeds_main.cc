@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writes the seed corpora of the fuzz targets: valid frames and short valid sessions, made with
 // the real encoders so they follow the wire format of this build.
 //   tally_fuzz_seeds DIR   writes DIR/fuzz_wire/*, DIR/fuzz_tcp_wire/*, DIR/fuzz_reducer_session/*

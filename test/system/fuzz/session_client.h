@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Worker-side helpers for fuzz_reducer_session: a transport connection whose every wait has a
 // deadline, a raw-socket writer, and the health check (a small, checked all-reduce).
 #pragma once

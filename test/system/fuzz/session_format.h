@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The input format of fuzz_reducer_session, shared by the target and the seed generator.
 //
 //   u8 mode: bit 0 clear = framed, set = raw; bit 1 set = the reducer that requires the job

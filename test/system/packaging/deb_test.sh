@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the Debian packages from a built tree with `cpack -G DEB` (into a temporary folder, never
 # the build tree): tally-nccl-plugin, tally-reducer and tally-tools. Checks their control fields
 # and file lists with dpkg-deb, runs lintian on them (no error and no warning may remain), then

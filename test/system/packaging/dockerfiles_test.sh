@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Building the images takes half an hour here (scripts/build-images.sh, `make images`, builds
 # and checks them without a Docker engine), too long for every test run; this checks the
 # Dockerfiles against the repository in a second, so that they cannot rot unseen:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The man pages' rule (cmake/manpages.cmake) with both CMake generators: a fresh build folder
 # must get man/hello.1.gz, with the page's summary in it. Unix Makefiles, CMake's default, do not
 # make an output's folder as Ninja does; the rule must make its own.

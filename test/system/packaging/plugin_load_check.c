@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Loads a packaged libnccl-net-tally.so the way NCCL does and checks that it exports the
  * version 11 and 12 net and CollNet tables (those NCCL 2.28/2.29 and 2.30 pick), each named
  * "Tally".

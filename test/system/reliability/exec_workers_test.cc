@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The exec'd workers the failure suites run on (test/support/exec_workers.h): each rank runs the
 // registered body in a fresh copy of this program with the parameters the test gave, its exit
 // status comes back, a thread of the test may run while the workers start (which a forked worker

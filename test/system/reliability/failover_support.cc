@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "test/system/reliability/failover_support.h"
 
 #include <algorithm>

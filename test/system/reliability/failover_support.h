@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The failover tests' workload (failover_test.cc): a seeded mix of all-reduce, all-gather and
 // reduce-scatter calls over every type and operation, the same on every rank, each checked
 // against the driver's independent reference and folded into a digest that every rank must

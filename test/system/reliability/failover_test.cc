@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reducer failover across real processes (docs/failover.md): workers (this program exec'd
 // again, test/support/exec_workers.h) drive the built plugin's v12 tables (all-reduce,
 // all-gather, reduce-scatter mixed, every type and op) against tally-reducer processes, while the

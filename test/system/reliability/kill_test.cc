@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What each side sees when a worker or a reducer dies or hangs mid-job, and after how long
 // (docs/reliability.md). The workers are this program exec'd again (test/support/exec_workers.h),
 // one registered body per case. Every worker publishes the outcome of the call that met the

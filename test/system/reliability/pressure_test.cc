@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One real tally-reducer per case under each pressure it must survive, applied from raw
 // sockets and attacker processes speaking the wire protocol: A members that stall (mid-payload,
 // not reading their results), B more connections than it has descriptors for, D Hellos that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "test/system/reliability/reliability_support.h"
 
 #include <arpa/inet.h>

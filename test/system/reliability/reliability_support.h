@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for the failure tests: reducers with a metrics port, a worker's timed all-reduce, and
 // the check of one call's result against the reference.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The job token end to end: in-process reducers and CollClient ranks with right, wrong and
 // missing tokens on either side, token files, wire-level misbehaviour (a bad or replayed Answer,
 // a Hello without one), an impostor reducer, and random communicator ids.

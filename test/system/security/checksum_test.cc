@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TALLY_CHECKSUM end to end: two ranks reach an in-process reducer through a proxy that flips one
 // bit of a payload value in transit. Without the checksum the wrong sum is delivered (which
 // proves the proxy hits a payload); with it the ranks get an error and never a wrong sum. Also:

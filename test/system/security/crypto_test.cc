@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The building blocks: CRC32C known answers (ISA-L's conventions), the job token's MAC
 // construction checked against libcrypto's HMAC, token loading, the opening helpers, and the
 // plugin passing the new variables to its CollNet options.

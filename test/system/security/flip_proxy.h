@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A TCP proxy for the checksum tests: forwards every connection it accepts to an upstream
 // address, byte for byte in both directions, and when armed flips one bit of the first
 // occurrence of a byte pattern in one direction (once over all connections). The pattern is a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A wire-level peer for the security tests: speaks protocol/wire.h messages over one transport
 // connection, so a test can play a misbehaving worker or an impostor reducer. Every wait is
 // bounded.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally-reducer as a process: it listens only where --listen says, and takes the job token from
 // --token-file or its environment.
 #include <dirent.h>

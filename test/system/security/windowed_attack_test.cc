@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // All-gather and reduce-scatter frames from a misbehaving worker, spoken at the wire level
 // (raw_peer.h) to an in-process reducer: a piece of another rank's part, a window past the end
 // of the ranks' parts, an empty piece followed by a payload anyway. Each costs the attacker's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the sbatch script `tally plan --format slurm` writes on a real Slurm: a throwaway cluster
 # of slurmctld and four slurmd on this machine (sn1 and sn2 with two fake GPUs each, sn3 and sn4
 # CPU reducer nodes), each node on its own loopback address. The script is submitted unchanged; its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Failover soak (docs/failover.md): one long run of the failover tests' mixed workload (the three
 // collectives, every type and op, each call checked against the independent reference) while
 // reducers are killed and restarted at their addresses, or frozen and let run again, at seeded

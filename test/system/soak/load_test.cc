@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Load: one CollNet communicator of 32 forked worker processes against 4 tally-reducer processes
 // on loopback, a few hundred checked all-reduce calls of mixed sizes. Every worker compares every
 // element with the reference, and all 32 must have received the same bytes.

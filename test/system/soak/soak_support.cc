@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "test/system/soak/soak_support.h"
 
 #include <gtest/gtest.h>

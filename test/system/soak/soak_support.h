@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the soak and load tests.
 //
 // CallMix: a fixed, repeating mix of all-reduce calls (types, ops, counts) whose inputs and exact

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Soak: 10,000 checked all-reduce calls over three CollNet communicators that the same four
 // worker processes drive at once (one thread per communicator, as NCCL runs one proxy thread per
 // communicator), all sharing three tally-reducer processes. Sizes cycle through odd counts and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which calls the benches check (tools/bench/checked_calls.h): every warm-up call and the last
 // timed one, none of the timed calls before it.
 #include "tools/bench/checked_calls.h"

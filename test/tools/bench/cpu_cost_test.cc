@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The bench's CPU cost arithmetic (tools/bench/cpu_cost.h): bytes moved, seconds per GiB, the
 // unknown cases, and the process CPU clock (it advances while this process computes).
 #include "tools/bench/cpu_cost.h"

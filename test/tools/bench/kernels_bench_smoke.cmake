@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Runs tally-kernels-bench (path in BENCH) on one small case, through reduce and reduceMany,
 # with a tiny min time, and checks that it exits 0, ran the sum and the copy baseline beside it,
 # and printed the summary with the sum's fraction of copy bandwidth and its target.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The summary tally-kernels-bench prints (tools/bench/kernels_bench_summary.h): bytes counted
 // per row, fractions taken against the copy of the same bytes, targets marked.
 #include "tools/bench/kernels_bench_summary.h"

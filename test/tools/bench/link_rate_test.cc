@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Mb/s an emulated node's NIC would report for each way tc writes a rate.
 #include "tools/bench/link_rate.h"
 

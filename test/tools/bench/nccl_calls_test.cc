@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CollNet call sizes the bench issues (tools/driver/nccl_calls.h), against the sizes NCCL
 // 2.28.9's enqueue.cc gives, worked out by hand from its rule (nccl-plugin-abi.md §12.4): with
 // one GPU per host and 2 channels the chunk is 256 KiB from 32 MiB up, 128 KiB from 2 MiB, 64 KiB

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tally bench` on loopback, end to end: the --check path (a corrupted result is counted in
 // #wrong and fails the run), a correct run over two types and two ops with its JSON, the options
 // that exit 2, the plot, and Gloo's float32-sum-only rule; the CPU cost fields of every row.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tally bench --emulate`: a short run on 200 Mbit/s links (2 workers, 2 reducers, 3 sizes), the
 // interrupted run that must leave no namespace behind, and the refusal without root. The runs
 // need root, network namespaces and iproute2; without them they skip with the reason.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tally bench --fault`: the fault list's grammar (good lists get past it, each kind of bad item
 // exits 2 naming it), a loopback run that kills a reducer and restarts it, one that freezes and
 // resumes a reducer, and on an emulated cluster (root only) a kill and restart and a slowed and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs the built `tally` binary for the bench tests: stdout and stderr captured, every wait
 // bounded, the child's pid known (the emulated tests look for the namespaces named after it).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The built `tally` and `tally-reducer` given command lines they cannot parse: one line on stderr
 // in Tally's words that names the option (with the nearest one for a typo) or what a value must
 // be, and the exit status each command documents for a bad command line. And `tally help

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // common/cli_usage.h against small CLI11 apps: which word has no place, what an option takes, and
 // the message for each kind of error CLI11 throws.
 #include "common/cli_usage.h"

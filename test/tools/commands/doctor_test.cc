@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally doctor: the NCCL-variable checks and the bandwidth comparison table by table, the host
 // checks against the built plugin, and the built `tally doctor` against a live tally-reducer and
 // a dead address.

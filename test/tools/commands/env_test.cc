@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tally env` run as a user runs it, with exactly the environment given: every value the plugin
 // would refuse at start-up and every TALLY_ name it does not know is a line "tally env: ..." on
 // stderr naming the variable, and the exit status is 1 (common/params.h, findParamProblems).

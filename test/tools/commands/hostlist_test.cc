@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Slurm hostlist expressions (tools/commands/hostlist.h): ranges with and without leading zeros,
 // several ranges and items, products of brackets, and every kind of malformed input.
 #include "tools/commands/hostlist.h"

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks the JobSet manifests of `tally plan --format jobset` against Kubernetes's own schemas.
 
   --check models  Each replicated job's template (a batch/v1 JobTemplateSpec: the Job, its pod,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally launch under a Kubernetes JobSet and a Slurm heterogeneous job (launch_env.h): every pod
 // or node gets the role, the command and the variables it would get under a CLUSTER_SPEC of the
 // same hosts, and a malformed environment is a clear error.

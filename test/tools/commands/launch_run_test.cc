@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally launch end to end: the built `tally` binary run with an explicit environment. --dry-run
 // for every pool, CMD's arguments passed through untouched, a real exec seeing the variables, a
 // real tally-reducer in pool 2, and the error exits (malformed spec, no command, exec failure).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally launch: the plan for every pool from CLUSTER_SPEC and TF_CONFIG (launch_plan.h), the shell
 // text of --dry-run, and the built `tally` binary run with an explicit environment: --dry-run for
 // every pool, real execs, a real tally-reducer in pool 2, and the error exits.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for the tally launch tests: the cluster variables of a small job, and child processes
 // run with an explicit environment whose stdout and stderr are captured, every wait bounded.
 #pragma once

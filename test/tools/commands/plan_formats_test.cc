@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally plan --format jobset|slurm (plan_formats.h): the JobSet manifest parses as YAML and has
 // the expected structure, the sbatch script has its #SBATCH lines, het groups and sruns, and
 // what each sets up makes `tally launch` derive the roles of the plan on every pod and node.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally plan's all-reduce prediction (plan_predict.h): the formulas against hand-computed
 // values, the parsers of --bucket, --link and --latency, and the built `tally plan` printing it.
 #include "tools/commands/plan_predict.h"

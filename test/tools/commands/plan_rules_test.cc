@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally plan on jobs it must refuse or warn about: pools 0 and 1 without GPUs or on a reducer
 // image, two hosts, several evaluators, mistyped accelerator and machine types, what the planned
 // job replaces in pool 2, the reducer pool it recommends, the GPU hosts of the bandwidth table,

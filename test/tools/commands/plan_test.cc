@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally plan: the CustomJob parser, the rules, the reducer recommendation, the gcloud command and
 // the JSON document (plan_model.h), then the built `tally plan` end to end.
 #include <gtest/gtest.h>

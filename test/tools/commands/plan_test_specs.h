@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CustomJob specs for the tests of `tally plan` (plan_test.cc, plan_rules_test.cc): pools written
 // as JSON, a spec made of them, a plan made from it, and a rule found by name.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `tally` and `tally-reducer` binaries as a user meets them: --help, --version, a mistyped
 // command, bad options, and how a reducer that cannot start says so.
 #include <gtest/gtest.h>

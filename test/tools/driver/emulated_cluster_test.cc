@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Creation, teardown and cleanup of the emulated cluster: what exists after create(), that
 // destroy() and a failed create() leave nothing, removeStale(), cleanup on SIGTERM, the refusal
 // without root, and the tc commands that set a node's caps (checked without root) and setRate()

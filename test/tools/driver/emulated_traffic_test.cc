@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Traffic through the emulated cluster: a TCP transfer between two nodes runs near the cap and
 // not above it, and a tally-reducer started in a node listens on the node's address and is
 // reached from another node.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the emulated-cluster tests: whether emulation works here, a shell probe of what
 // exists, and bounded TCP helpers for children entered into nodes.
 #pragma once

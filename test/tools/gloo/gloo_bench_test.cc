@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tally-gloo-bench end to end: 2 and 3 ranks on 127.0.0.1 with a private FileStore directory,
 // every result checked; bad arguments and a missing peer fail with a message. Plus the pieces
 // the check relies on (inputs, expected sums, the wrong-element count, size parsing).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Starts the ranks of one tally-gloo-bench run as child processes, collects each one's stdout and
 // stderr, and waits for all of them with one deadline (SIGKILL after it). Not thread-safe.
 #pragma once

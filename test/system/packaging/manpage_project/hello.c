@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* What help2man reads: --help and --version. */
 #include <stdio.h>
 #include <string.h>
