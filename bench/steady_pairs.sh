@@ -17,18 +17,7 @@
 #   cmake --build ../before/build --target tally tally-reducer nccl-net-tally
 # Then pairs.py prints the paired after/before ratios with a bootstrap interval.
 set -u
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
-NEW=${NEW:-$ROOT/build/tools/tally}
-OLD=${OLD:-$ROOT/../before/build/tools/tally}
-OLD_ARGS=${OLD_ARGS:-}
-NEW_ARGS=${NEW_ARGS:-}
-OUT=${OUT:-${TMPDIR:-/tmp}/tally-bench/steady-pairs}
-# A relative path given for a binary is taken from where the script was started.
-absolute() { case $1 in /*|"") echo "$1" ;; */*) echo "$PWD/$1" ;; *) echo "$1" ;; esac; }
-OLD=$(absolute "$OLD")
-NEW=$(absolute "$NEW")
-mkdir -p "$OUT" && cd "$OUT" || exit 1
+source "$(dirname "$0")/old_new.sh" steady-pairs
 for i in $(seq 1 "${PAIRS:-50}"); do
   order="before after"; [ $((i % 2)) = 0 ] && order="after before"
   for side in $order; do

@@ -13,21 +13,10 @@
 #   LOOP_ROUNDS  rounds of loop and small (default 5); EMU_ROUNDS rounds of emu (default 3)
 #   OUT          where the runs go (default $TMPDIR/tally-bench/steady-rounds)
 set -u
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
-NEW=${NEW:-$ROOT/build/tools/tally}
-OLD=${OLD:-$ROOT/../before/build/tools/tally}
-OLD_ARGS=${OLD_ARGS:-}
-NEW_ARGS=${NEW_ARGS:-}
+source "$(dirname "$0")/old_new.sh" steady-rounds
 LOOP_ROUNDS=${LOOP_ROUNDS:-5}
 EMU_ROUNDS=${EMU_ROUNDS:-3}
 PARTS=${PARTS:-loop small emu}
-OUT=${OUT:-${TMPDIR:-/tmp}/tally-bench/steady-rounds}
-# A relative path given for a binary is taken from where the script was started.
-absolute() { case $1 in /*|"") echo "$1" ;; */*) echo "$PWD/$1" ;; *) echo "$1" ;; esac; }
-OLD=$(absolute "$OLD")
-NEW=$(absolute "$NEW")
-mkdir -p "$OUT" && cd "$OUT" || exit 1
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 binary() { if [ "$1" = after ]; then echo "$NEW"; else echo "$OLD"; fi; }
 flags() { if [ "$1" = after ]; then echo "$NEW_ARGS"; else echo "$OLD_ARGS"; fi; }

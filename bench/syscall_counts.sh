@@ -10,18 +10,7 @@
 #   OLD_ARGS, NEW_ARGS  extra `tally bench` flags for each side
 #   OUT       where the counts go (default $TMPDIR/tally-bench/syscall-counts)
 set -u
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
-NEW=${NEW:-$ROOT/build/tools/tally}
-OLD=${OLD:-$ROOT/../before/build/tools/tally}
-OLD_ARGS=${OLD_ARGS:-}
-NEW_ARGS=${NEW_ARGS:-}
-OUT=${OUT:-${TMPDIR:-/tmp}/tally-bench/syscall-counts}
-# A relative path given for a binary is taken from where the script was started.
-absolute() { case $1 in /*|"") echo "$1" ;; */*) echo "$PWD/$1" ;; *) echo "$1" ;; esac; }
-OLD=$(absolute "$OLD")
-NEW=$(absolute "$NEW")
-mkdir -p "$OUT" && cd "$OUT" || exit 1
+source "$(dirname "$0")/old_new.sh" syscall-counts
 ARGS="bench --workers 4 --reducers 2 --sizes 64M -n 5 -w 1 --algo rs"
 lo() { awk '/ lo:/{print $2, $3}' /proc/net/dev; }
 for i in $(seq 1 "${PAIRS:-4}"); do
