@@ -27,8 +27,9 @@ for c in slurmctld slurmd sbatch scontrol sinfo munged unshare; do
 done
 
 # Into a private mount namespace, once.
-if [ -z "${TALLY_SLURM_TEST_NS:-}" ]; then
-  TALLY_SLURM_TEST_NS=1 exec unshare --mount --propagation private -- bash "$0" "$@"
+# (not a TALLY_ name: the job inherits it, and tally doctor warns of TALLY_ names it does not know)
+if [ -z "${HETJOB_TEST_IN_OWN_MOUNTS:-}" ]; then
+  HETJOB_TEST_IN_OWN_MOUNTS=1 exec unshare --mount --propagation private -- bash "$0" "$@"
 fi
 
 work=$(mktemp -d /tmp/tally-slurm.XXXXXX)
