@@ -17,8 +17,6 @@ namespace wire = protocol::wire;
 
 namespace {
 
-constexpr int64_t kNsPerMs = 1000000;
-
 // The keeper's tick: often enough to ping on time and to notice a silent reducer within a few
 // percent of TALLY_REDUCER_TIMEOUT_MS, rarely enough to cost nothing. With a timeout of 0 nothing
 // is pinged: the tick only bounds the waits of a membership change and, without a progress

@@ -44,6 +44,9 @@ namespace wire = protocol::wire;
 
 class Coordinator;
 
+// The keeper's timers are steady-clock nanoseconds (nowNs) against settings in milliseconds.
+inline constexpr int64_t kNsPerMs = 1000000;
+
 // How this client opens a link to a reducer taken in later (a Join): what connect() used.
 struct LinkSettings {
   bool raw = false;  // RawLinks (TCP with TALLY_COLL_PROGRESS thread or poll)

@@ -18,12 +18,6 @@
 namespace tally::worker_client {
 namespace wire = protocol::wire;
 
-namespace {
-
-constexpr int64_t kNsPerMs = 1000000;
-
-}  // namespace
-
 void Keeper::reportOnLoss(const wire::Control& c) {
   wire::Control r;
   r.kind = wire::ControlKind::kReport;

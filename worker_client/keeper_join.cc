@@ -20,7 +20,6 @@ namespace {
 
 // A probe that finds nothing listening costs rank 0's keeper this long at most.
 constexpr int kProbeMs = 200;
-constexpr int64_t kNsPerMs = 1000000;
 
 }  // namespace
 
