@@ -7,12 +7,12 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/sizes.h"
 #include "common/strings.h"
 
 namespace tally::driver {
@@ -275,32 +276,23 @@ void allowCongestionControl(const std::string& name) {
 }  // namespace
 
 Status tcBytes(const std::string& text, uint64_t* out) {
-  size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  std::string unit = text.substr(digits);
-  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));  // as tc
-  struct Unit {
-    const char* name;
-    uint64_t times;
-    uint64_t bits;  // 8: a count of bits
-  };
-  static constexpr Unit kUnits[] = {{"", 1, 1},          {"b", 1, 1},
-                                    {"k", 1024, 1},      {"kb", 1024, 1},
-                                    {"m", 1 << 20, 1},   {"mb", 1 << 20, 1},
-                                    {"g", 1 << 30, 1},   {"gb", 1 << 30, 1},
-                                    {"bit", 1, 8},       {"kbit", 1024, 8},
-                                    {"mbit", 1 << 20, 8}, {"gbit", 1 << 30, 8}};
-  if (digits == 0 || digits > 9) {
-    return Status::invalidUsage("not a tc byte count: '" + text + "' (e.g. 16kb, 1500b)");
+  // tc's byte units are parseBytes' (b, k, kb, m, mb, g, gb, any case, K = 1024), plus counts in
+  // bits ("128kbit"); tc takes one word, and refuses more than 32 bits of bytes.
+  const Status bad =
+      Status::invalidUsage("not a tc byte count: '" + text + "' (e.g. 16kb, 1500b)");
+  if (text.find_first_of(" \t") != std::string::npos) return bad;
+  std::string_view bytes = text;
+  uint64_t bits_per_unit = 1;
+  constexpr std::string_view kBit = "bit";
+  if (bytes.size() > kBit.size() &&
+      strncasecmp(bytes.data() + bytes.size() - kBit.size(), kBit.data(), kBit.size()) == 0) {
+    bytes.remove_suffix(kBit.size());
+    bits_per_unit = 8;
   }
-  const uint64_t n = std::stoull(text.substr(0, digits));
-  for (const Unit& u : kUnits) {
-    if (unit == u.name) {
-      *out = n * u.times / u.bits;
-      return Status::ok();
-    }
-  }
-  return Status::invalidUsage("not a tc byte count: '" + text + "' (e.g. 16kb, 1500b)");
+  uint64_t n = 0;
+  if (!parseBytes(bytes, &n).isOk() || n > UINT32_MAX * bits_per_unit) return bad;
+  *out = n / bits_per_unit;
+  return Status::ok();
 }
 
 bool EmulatedCluster::canEmulate(std::string* why) {
